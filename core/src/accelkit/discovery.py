@@ -1,0 +1,233 @@
+"""Finding, loading and starting compute plugins, each guarded on its own (DESIGN §4).
+
+Nothing happens at import time: :func:`make_plugin_manager` builds a fresh pluggy manager and
+:class:`PluginLoader` is the typed facade the rest of accelkit uses. A plugin whose hardware is
+absent ends ``unavailable``; one that raises on import, init or discovery ends ``failed`` with its
+error, and the others keep working. Strict mode turns any failure into a start-up error.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+import pluggy
+
+from accelkit import hookspecs
+from accelkit.errors import PluginContractError, PluginLoadError, PluginUnavailable
+from accelkit.events import WorkloadEvent
+from accelkit.plugin import AbstractComputePlugin
+from accelkit.registry import (
+    KeyRegister,
+    PluginRecord,
+    PluginStatus,
+    check_plugin_object,
+    check_slots,
+)
+from accelkit.selection import PluginSelection
+
+log = logging.getLogger(__name__)
+
+
+def make_plugin_manager() -> pluggy.PluginManager:
+    """A fresh plugin manager that knows accelkit's hook specifications."""
+    pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+    pm.add_hookspecs(hookspecs)
+    return pm
+
+
+def _call(impl: pluggy.HookImpl, **kwargs: Any) -> Any:
+    """Call one implementation with the arguments it asks for (it may take fewer)."""
+    return impl.function(**{name: kwargs[name] for name in impl.argnames})
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class PluginLoader:
+    """Loads plugin distributions by entry-point name and keeps one record for each."""
+
+    def __init__(
+        self, selection: PluginSelection | None = None, pm: pluggy.PluginManager | None = None
+    ) -> None:
+        self.selection = selection or PluginSelection()
+        self.pm = pm or make_plugin_manager()
+        self.records: dict[str, PluginRecord] = {}
+        self._register = KeyRegister()
+        self._started: list[AbstractComputePlugin] = []
+
+    # -- registration -------------------------------------------------------------------------
+
+    def register(
+        self, module: object, name: str, *, distribution: str = "", version: str = ""
+    ) -> PluginRecord:
+        """Register a module or object implementing the hooks, as entry point ``name`` would."""
+        record = PluginRecord(name, distribution, version)
+        self.records[name] = record
+        if (reason := self.selection.block_reason(name)) is not None:
+            record.mark(PluginStatus.BLOCKED, reason)
+            return record
+        try:
+            self.pm.register(module, name=name)
+        except Exception as exc:  # pluggy validates hookimpl signatures here
+            self._fail(record, exc)
+        return record
+
+    def load_entry_points(self, group: str = hookspecs.PROJECT_NAME) -> None:
+        """Import every installed distribution of the ``accelkit`` entry-point group."""
+        for ep in sorted(entry_points(group=group), key=lambda e: e.name):
+            self._load_entry_point(ep)
+
+    def _load_entry_point(self, ep: EntryPoint) -> None:
+        dist = ep.dist
+        distribution = dist.name if dist is not None else ""
+        version = dist.version if dist is not None else ""
+        if ep.name in self.records:
+            prev = self.records[ep.name]
+            msg = (
+                f"entry point {ep.name!r} is declared by both {prev.distribution or '?'} "
+                f"and {distribution or '?'}"
+            )
+            record = PluginRecord(ep.name + f" ({distribution})", distribution, version)
+            self.records[record.name] = record
+            self._fail(record, PluginContractError(msg))
+            return
+        if (reason := self.selection.block_reason(ep.name)) is not None:
+            record = PluginRecord(ep.name, distribution, version)
+            record.mark(PluginStatus.BLOCKED, reason)
+            self.records[ep.name] = record
+            return
+        try:
+            module = ep.load()
+        except Exception as exc:
+            record = PluginRecord(ep.name, distribution, version)
+            self.records[ep.name] = record
+            self._fail(record, exc, "import")
+            return
+        self.register(module, ep.name, distribution=distribution, version=version)
+
+    # -- building and starting ----------------------------------------------------------------
+
+    def build(self) -> None:
+        """Ask each registered distribution for its plugin objects, each call guarded."""
+        for impl in self.pm.hook.accelkit_compute_plugins.get_hookimpls():
+            record = self.records.get(impl.plugin_name)
+            if record is None:  # registered on the manager directly, not through us
+                record = self.records[impl.plugin_name] = PluginRecord(impl.plugin_name)
+            if record.status is not PluginStatus.LOADED:
+                continue
+            config = self.selection.config_for(record.name)
+            try:
+                produced = _call(impl, config=config)
+                plugins = [check_plugin_object(record, p) for p in produced or ()]
+                for plugin in plugins:
+                    check_slots(
+                        record, plugin, (s.name for s in plugin.configurable_slots()),
+                        self._register,
+                    )
+                for plugin in plugins:
+                    self._register.add(record, plugin)
+            except PluginUnavailable as exc:
+                record.mark(PluginStatus.UNAVAILABLE, str(exc))
+                log.info("plugin %s unavailable: %s", record.name, exc)
+                continue
+            except Exception as exc:
+                self._fail(record, exc, "build")
+                continue
+            record.plugins = plugins
+
+    async def start(self) -> list[AbstractComputePlugin]:
+        """Run ``init`` and discovery of every built plugin; return those that work."""
+        for record in self.records.values():
+            if record.status is PluginStatus.LOADED:
+                await self._start_record(record)
+        self.raise_if_strict()
+        return self.plugins
+
+    async def _start_record(self, record: PluginRecord) -> None:
+        usable: list[AbstractComputePlugin] = []
+        unavailable: list[str] = []
+        for plugin in record.plugins:
+            self._started.append(plugin)
+            try:
+                await plugin.init()
+                devices = await plugin.discover()
+                slots = plugin.device_slots(devices)
+                check_slots(
+                    record, plugin, (info.slot_name for info in slots.values()), self._register
+                )
+            except PluginUnavailable as exc:
+                unavailable.append(f"{plugin.key}: {exc}" if len(record.plugins) > 1 else str(exc))
+                await self._cleanup(plugin)
+                continue
+            except Exception as exc:
+                for started in record.plugins:
+                    await self._cleanup(started)
+                record.plugins = []
+                self._fail(record, exc, "start")
+                return
+            usable.append(plugin)
+        record.plugins = usable
+        if unavailable and not usable:
+            record.mark(PluginStatus.UNAVAILABLE, "; ".join(unavailable))
+            log.info("plugin %s unavailable: %s", record.name, record.error)
+        elif unavailable:
+            record.error = "; ".join(unavailable)
+
+    def raise_if_strict(self) -> None:
+        """In strict mode, any failed plugin is a start-up error."""
+        if not self.selection.strict:
+            return
+        failed = [r for r in self.records.values() if r.status is PluginStatus.FAILED]
+        if failed:
+            details = "; ".join(f"{r.name}: {r.error}" for r in failed)
+            msg = f"strict plugin loading: {len(failed)} plugin(s) failed ({details})"
+            raise PluginLoadError(msg)
+
+    async def close(self) -> None:
+        """Clean every started plugin up, in reverse order; errors are logged, not raised."""
+        while self._started:
+            await self._cleanup(self._started.pop())
+
+    async def _cleanup(self, plugin: AbstractComputePlugin) -> None:
+        if plugin in self._started:
+            self._started.remove(plugin)
+        try:
+            await plugin.cleanup()
+        except Exception:
+            log.warning("cleanup of plugin %r failed", plugin, exc_info=True)
+
+    def _fail(self, record: PluginRecord, exc: BaseException, stage: str = "register") -> None:
+        record.mark(PluginStatus.FAILED, _describe(exc), traceback.format_exc())
+        log.warning("plugin %s failed on %s: %s", record.name, stage, record.error)
+
+    # -- views --------------------------------------------------------------------------------
+
+    @property
+    def plugins(self) -> list[AbstractComputePlugin]:
+        """Every usable plugin, in the order they were loaded."""
+        return [
+            p
+            for r in self.records.values()
+            if r.status is PluginStatus.LOADED
+            for p in r.plugins
+        ]
+
+    def record_of(self, plugin: AbstractComputePlugin) -> PluginRecord:
+        for record in self.records.values():
+            if plugin in record.plugins:
+                return record
+        msg = f"{plugin!r} was not loaded by this loader"
+        raise LookupError(msg)
+
+    def notify_workload_event(self, event: WorkloadEvent) -> None:
+        """Tell every observer of workloads; one observer's error never reaches the others."""
+        for impl in self.pm.hook.accelkit_workload_event.get_hookimpls():
+            try:
+                _call(impl, event=event)
+            except Exception:
+                log.warning("workload observer %s failed", impl.plugin_name, exc_info=True)

@@ -1,0 +1,104 @@
+"""Every error accelkit raises on purpose; all derive from :class:`AccelkitError`."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+
+class AccelkitError(Exception):
+    """Base of every error accelkit raises on purpose."""
+
+
+class ConfigError(AccelkitError):
+    """A host or plugin configuration is malformed.
+
+    The message names the file, the key and, where there is one, the agent.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        key: str | None = None,
+        agent: str | None = None,
+    ) -> None:
+        self.message = message
+        self.file = file
+        self.key = key
+        self.agent = agent
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = []
+        if self.file:
+            where.append(str(self.file))
+        if self.agent:
+            where.append(f"agent {self.agent!r}")
+        if self.key:
+            where.append(f"key {self.key!r}")
+        return f"{': '.join(where)}: {self.message}" if where else self.message
+
+
+class PluginError(AccelkitError):
+    """A compute plugin could not be used."""
+
+
+class PluginUnavailable(PluginError):  # noqa: N818 - name fixed by the design
+    """The plugin's hardware, driver or library is absent: not a failure."""
+
+
+class PluginLoadError(PluginError):
+    """A plugin raised while importing, initialising or discovering devices."""
+
+
+class PluginContractError(PluginError):
+    """A plugin breaks the interface contract (duplicate key, unprefixed slot, ...)."""
+
+
+class ResourceError(AccelkitError):
+    """An allocation request cannot be honoured; nothing was changed."""
+
+
+class InsufficientResource(ResourceError):  # noqa: N818 - name fixed by the design
+    """Not enough free capacity for the request."""
+
+    def __init__(
+        self, message: str, *, slot: str, requested: Decimal, allocatable: Decimal
+    ) -> None:
+        self.slot = slot
+        self.requested = requested
+        self.allocatable = allocatable
+        super().__init__(message)
+
+
+class InvalidResourceArgument(ResourceError):
+    """The request or allocation is malformed (negative, unknown device, outside the mask, ...)."""
+
+
+class NotMultipleOfQuantum(InvalidResourceArgument):  # noqa: N818 - name fixed by the design
+    """A fractional request is not a whole multiple of the map's quantum."""
+
+
+class InvalidResourceCombination(ResourceError):
+    """Mutually exclusive slot types were requested together."""
+
+
+class FractionalResourceFragmented(ResourceError):  # noqa: N818 - name fixed by the design
+    """A fractional request would be spread over more devices than it needs."""
+
+
+class WorkloadError(AccelkitError):
+    """A workload's lifecycle could not proceed."""
+
+
+class WorkloadCreationDenied(WorkloadError):  # noqa: N818 - name fixed by the design
+    """A lifecycle hook refuses the workload for good."""
+
+
+class WorkloadCreationDeferred(WorkloadError):  # noqa: N818 - name fixed by the design
+    """A lifecycle hook cannot admit the workload now; the caller may retry later."""
+
+
+class HookConflict(WorkloadError):  # noqa: N818 - name fixed by the design
+    """Two plugins' hooks returned different values for the same key."""

@@ -1,0 +1,43 @@
+"""The hooks a plugin distribution implements (pluggy project ``accelkit``).
+
+A distribution declares ``[project.entry-points.accelkit] NAME = "module"`` and that module
+implements the hooks below, marked with :data:`accelkit.hookimpl`. Hooks evolve by gaining
+arguments only, so an implementation may accept fewer arguments than its spec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from accelkit.events import WorkloadEvent
+    from accelkit.plugin import AbstractComputePlugin
+
+PROJECT_NAME = "accelkit"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+@hookspec
+def accelkit_compute_plugins(config: Mapping[str, Any]) -> Sequence[AbstractComputePlugin]:
+    """Return this distribution's compute plugins, built from its host-config section.
+
+    ``config`` is ``[plugins.config.NAME]`` of the host config (empty when absent), NAME being the
+    entry-point name. Most distributions return one plugin; one may return several, each with
+    its own ``key`` (the mock distribution returns one per declared device kind). Raise
+    ``PluginUnavailable`` when the hardware is absent; any other exception marks the
+    distribution ``failed`` and leaves the others working.
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def accelkit_workload_event(event: WorkloadEvent) -> None:
+    """Observe a lifecycle step of any workload on the node (for vendor device managers).
+
+    Called after each phase completes; an exception is logged and never stops the workload.
+    """

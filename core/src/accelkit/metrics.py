@@ -1,0 +1,106 @@
+"""Metric value types shared by every plugin (DESIGN §10)."""
+
+from __future__ import annotations
+
+import enum
+import re
+import time
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+import attrs
+
+from accelkit.types import DeviceId, to_decimal
+
+_KEY = re.compile(r"[a-z][a-z0-9_]*")
+
+
+class MetricType(enum.StrEnum):
+    """How a metric's values behave over time."""
+
+    GAUGE = "gauge"  # a level: memory used, temperature
+    UTILIZATION = "utilization"  # a share of capacity over an interval
+    ACCUMULATION = "accumulation"  # a counter that only grows: cpu seconds, bytes sent
+    RATE = "rate"  # a change per second
+
+
+def _check_key(_inst: object, _attribute: attrs.Attribute[str], value: str) -> None:
+    if not _KEY.fullmatch(value):
+        msg = f"metric key {value!r} must be lower-case letters, digits and '_' (no dots)"
+        raise ValueError(msg)
+
+
+def _optional_decimal(value: Any) -> Decimal | None:
+    return None if value is None else to_decimal(value)
+
+
+@attrs.frozen
+class Measurement:
+    """One reading, with the capacity it is measured against where there is one."""
+
+    value: Decimal = attrs.field(converter=to_decimal)
+    capacity: Decimal | None = attrs.field(default=None, converter=_optional_decimal)
+
+
+def _frozen_measurements(value: Mapping[str, Measurement]) -> Mapping[str, Measurement]:
+    return {DeviceId(str(k)): v for k, v in value.items()}
+
+
+@attrs.frozen
+class NodeMetric:
+    """A node-level metric, with a reading per device."""
+
+    key: str = attrs.field(validator=_check_key)
+    type: MetricType = attrs.field(converter=MetricType)
+    unit: str
+    node: Measurement
+    per_device: Mapping[DeviceId, Measurement] = attrs.field(
+        factory=dict, converter=_frozen_measurements
+    )
+
+
+@attrs.frozen
+class WorkloadMetric:
+    """A metric of one workload (a container or a process tree)."""
+
+    key: str = attrs.field(validator=_check_key)
+    type: MetricType = attrs.field(converter=MetricType)
+    unit: str
+    workload_id: str
+    value: Measurement
+
+
+@attrs.frozen
+class ProcessMetric:
+    """A metric of one process."""
+
+    key: str = attrs.field(validator=_check_key)
+    type: MetricType = attrs.field(converter=MetricType)
+    unit: str
+    pid: int
+    value: Measurement
+
+
+@attrs.define
+class MetricContext:
+    """What a gather call may use: when it runs, and state kept between calls for rates.
+
+    ``previous`` lets a plugin compute a rate from two readings; each plugin keeps its own keys.
+    """
+
+    timestamp: float = attrs.field(factory=time.monotonic)
+    previous: dict[str, tuple[float, Decimal]] = attrs.field(factory=dict)
+
+    def advance(self) -> MetricContext:
+        """The context for the next gather: a new timestamp, the same remembered readings."""
+        return MetricContext(time.monotonic(), self.previous)
+
+    def rate(self, key: str, value: Decimal) -> Decimal | None:
+        """Remember ``value`` under ``key``; return its change per second since last time."""
+        last = self.previous.get(key)
+        self.previous[key] = (self.timestamp, value)
+        if last is None or self.timestamp <= last[0]:
+            return None
+        elapsed = Decimal(repr(self.timestamp - last[0]))
+        return (value - last[1]) / elapsed

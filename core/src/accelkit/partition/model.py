@@ -1,0 +1,78 @@
+"""What each agent is given: a set of devices, or an amount of a shared slot."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+from typing import Any
+
+import attrs
+
+from accelkit.types import (
+    AgentId,
+    ComputeDevice,
+    DeviceId,
+    DeviceName,
+    DeviceSlotInfo,
+    SlotName,
+    to_decimal,
+)
+
+
+def _device_ids(value: Iterable[str]) -> tuple[DeviceId, ...]:
+    return tuple(DeviceId(str(v)) for v in value)
+
+
+def _slot_amounts(value: Mapping[str, Any]) -> Mapping[SlotName, Decimal]:
+    return {SlotName(str(k)): to_decimal(v) for k, v in value.items()}
+
+
+@attrs.frozen
+class DevicePartition:
+    """Whole devices given to one agent: cpu cores, accelerators."""
+
+    device_ids: tuple[DeviceId, ...] = attrs.field(converter=_device_ids)
+
+    @classmethod
+    def of(cls, *ids: str) -> DevicePartition:
+        return cls(tuple(DeviceId(i) for i in ids))
+
+    @property
+    def device_mask(self) -> frozenset[DeviceId]:
+        return frozenset(self.device_ids)
+
+
+@attrs.frozen
+class SlotPartition:
+    """An amount of a resource shared by amount (memory), on the given devices.
+
+    ``device_ids`` are the devices the amount may come from; ``slots`` caps each slot's total.
+    """
+
+    slots: Mapping[SlotName, Decimal] = attrs.field(converter=_slot_amounts)
+    device_ids: tuple[DeviceId, ...] = attrs.field(default=(), converter=_device_ids)
+
+    @property
+    def device_mask(self) -> frozenset[DeviceId]:
+        return frozenset(self.device_ids)
+
+
+Partition = DevicePartition | SlotPartition
+ResourceAssignments = Mapping[AgentId, Mapping[DeviceName, Partition]]
+
+
+@attrs.frozen
+class GlobalDeviceInfo:
+    """Everything partitioning needs to know of one plugin's devices on the node."""
+
+    device_name: DeviceName
+    devices: tuple[ComputeDevice, ...] = attrs.field(converter=tuple)
+    device_slots: Mapping[DeviceId, DeviceSlotInfo] = attrs.field(converter=dict)
+    shared_by_amount: bool = False  # True for memory: split by amount, not by device
+
+    @property
+    def device_ids(self) -> tuple[DeviceId, ...]:
+        return tuple(d.device_id for d in self.devices)
+
+
+GlobalDeviceMap = Mapping[DeviceName, GlobalDeviceInfo]

@@ -1,0 +1,302 @@
+"""The v2 plugin interfaces: node-level plugin, agent-scoped context, workload hook (DESIGN §3).
+
+A plugin author subclasses :class:`AbstractComputePlugin` and :class:`AbstractLifecycleHook`;
+:class:`MaskedAgentContext` already confines every call to the agent's devices, so a plugin
+only writes what is specific to its hardware.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from accelkit.errors import InvalidResourceArgument, PluginError
+from accelkit.types import (
+    AgentId,
+    ComputeDevice,
+    DeviceAllocation,
+    DeviceId,
+    DeviceName,
+    DeviceSlotInfo,
+    NodeInfo,
+    SlotName,
+    SlotSpec,
+    Workload,
+    WorkloadConfig,
+)
+
+if TYPE_CHECKING:
+    from accelkit.allocmap import AbstractAllocMap, AllocationStrategy
+    from accelkit.metrics import MetricContext, NodeMetric, ProcessMetric, WorkloadMetric
+    from accelkit.partition import Partition
+
+
+class AbstractLifecycleHook(ABC):
+    """Runs around one workload's life for one plugin.
+
+    Hooks are stateless: everything they need is rebuilt from ``(workload, device_alloc)`` (and
+    the devices those ids name), so an agent may restart between any two calls.
+    """
+
+    def __init__(
+        self,
+        workload: Workload,
+        device_alloc: DeviceAllocation,
+        *,
+        devices: Mapping[DeviceId, ComputeDevice] | None = None,
+    ) -> None:
+        self.workload = workload
+        self.device_alloc = device_alloc
+        self.devices: Mapping[DeviceId, ComputeDevice] = dict(devices or {})
+
+    @property
+    def allocated_device_ids(self) -> tuple[DeviceId, ...]:
+        """Ids of the devices granted more than zero, in allocation order, without repeats."""
+        seen: dict[DeviceId, None] = {}
+        for per_device in self.device_alloc.values():
+            for device_id, amount in per_device.items():
+                if amount > 0:
+                    seen.setdefault(device_id, None)
+        return tuple(seen)
+
+    @abstractmethod
+    async def pre_create(self) -> WorkloadConfig:
+        """What the workload needs from this plugin; may raise ``WorkloadCreationDenied`` or
+        the retryable ``WorkloadCreationDeferred``."""
+
+    async def post_create(self) -> None:  # noqa: B027 - optional hook, empty by default
+        """Called once the workload exists."""
+
+    async def pre_terminate(self) -> None:  # noqa: B027 - optional hook, empty by default
+        """Called before the workload is stopped; cannot cancel the termination."""
+
+    async def post_terminate(self) -> None:  # noqa: B027 - optional hook, empty by default
+        """Called after the workload is gone, exactly once per successful ``pre_create``."""
+
+
+class AbstractComputePlugin(ABC):
+    """One kind of device on a node; one instance per node."""
+
+    key: ClassVar[DeviceName]
+    #: fnmatch patterns of slot names that cannot be requested together
+    exclusive_slot_types: ClassVar[tuple[str, ...]] = ()
+    #: True when agents split this plugin's capacity by amount (memory) rather than by device
+    shared_by_amount: ClassVar[bool] = False
+
+    def __init__(self, config: Mapping[str, Any] | None = None) -> None:
+        self.config: Mapping[str, Any] = dict(config or {})
+        self._devices: tuple[ComputeDevice, ...] | None = None
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} key={getattr(self, 'key', '?')!r}>"
+
+    async def init(self) -> None:  # noqa: B027 - optional, nothing to open by default
+        """Open libraries; raise ``PluginUnavailable`` when the hardware or driver is absent."""
+
+    async def cleanup(self) -> None:  # noqa: B027 - optional, nothing to close by default
+        """Close what ``init`` opened. Must be safe to call more than once."""
+
+    @abstractmethod
+    async def list_devices(self) -> Sequence[ComputeDevice]:
+        """The node's devices of this kind: the global, unmasked view."""
+
+    @abstractmethod
+    def configurable_slots(self) -> Sequence[SlotSpec]:
+        """Every slot type this plugin can report, with display metadata."""
+
+    @abstractmethod
+    def device_slots(self, devices: Iterable[ComputeDevice]) -> Mapping[DeviceId, DeviceSlotInfo]:
+        """The capacity each device contributes (one slot per device)."""
+
+    async def get_node_info(self) -> NodeInfo:
+        """Driver and runtime versions and hardware facts."""
+        return NodeInfo()
+
+    async def gather_node_metrics(self, ctx: MetricContext) -> Sequence[NodeMetric]:
+        """Node- and device-level metrics; none by default."""
+        return ()
+
+    def create_alloc_map(
+        self, device_slots: Mapping[DeviceId, DeviceSlotInfo], device_mask: frozenset[DeviceId]
+    ) -> AbstractAllocMap:
+        """A fresh alloc map over the given devices; discrete EVENLY unless overridden."""
+        from accelkit.allocmap import DiscretePropertyAllocMap
+
+        return DiscretePropertyAllocMap(
+            device_slots,
+            device_mask=device_mask,
+            exclusive_slot_types=self.exclusive_slot_types,
+            strategy=self.allocation_strategy(),
+        )
+
+    def allocation_strategy(self) -> AllocationStrategy:
+        """The strategy of this plugin's alloc maps."""
+        from accelkit.allocmap import AllocationStrategy
+
+        return AllocationStrategy.EVENLY
+
+    @abstractmethod
+    def create_lifecycle_hook(
+        self,
+        workload: Workload,
+        device_alloc: DeviceAllocation,
+        devices: Mapping[DeviceId, ComputeDevice],
+    ) -> AbstractLifecycleHook:
+        """The hook for one workload; ``devices`` are the allocated devices by id."""
+
+    def create_agent_context(
+        self, agent_id: AgentId, partition: Partition
+    ) -> AbstractAgentContext:
+        """The masked, agent-scoped view; discover devices first."""
+        return MaskedAgentContext(self, agent_id, partition)
+
+    async def discover(self) -> tuple[ComputeDevice, ...]:
+        """List the devices once and remember them for the agent contexts."""
+        self._devices = tuple(await self.list_devices())
+        return self._devices
+
+    @property
+    def devices(self) -> tuple[ComputeDevice, ...]:
+        """The devices found by :meth:`discover`."""
+        if self._devices is None:
+            msg = f"plugin {self.key!r}: devices are not discovered yet (call discover())"
+            raise PluginError(msg)
+        return self._devices
+
+
+class AbstractAgentContext(ABC):
+    """One agent's view of one plugin: sees, allocates and manages only its devices."""
+
+    plugin: AbstractComputePlugin
+    agent_id: AgentId
+    partition: Partition
+    device_mask: frozenset[DeviceId]
+    devices: tuple[ComputeDevice, ...]
+
+    @property
+    @abstractmethod
+    def alloc_map(self) -> AbstractAllocMap:
+        """The alloc map this agent allocates from (shared among agents in SHARED mode)."""
+
+    @abstractmethod
+    def list_devices(self) -> Sequence[ComputeDevice]:
+        """The agent's devices only."""
+
+    @abstractmethod
+    def available_slots(self) -> Mapping[SlotName, Decimal]:
+        """Total capacity of the agent's devices per slot."""
+
+    @abstractmethod
+    def create_alloc_map(self) -> AbstractAllocMap:
+        """A new alloc map over the agent's devices, with the mask enforced."""
+
+    @abstractmethod
+    def create_lifecycle_hook(
+        self, workload: Workload, device_alloc: DeviceAllocation
+    ) -> AbstractLifecycleHook:
+        """The hook for one workload; refuses devices outside the mask."""
+
+    @abstractmethod
+    def alloc_to_devices(self, device_alloc: DeviceAllocation) -> Sequence[ComputeDevice]:
+        """The devices an allocation names; refuses devices outside the mask."""
+
+    async def gather_workload_metrics(
+        self, ctx: MetricContext, workload: Workload
+    ) -> Sequence[WorkloadMetric]:
+        """Metrics of one workload; none by default."""
+        return ()
+
+    async def gather_process_metrics(self, ctx: MetricContext, pid: int) -> Sequence[ProcessMetric]:
+        """Metrics of one process; none by default."""
+        return ()
+
+    async def close(self) -> None:  # noqa: B027 - optional, nothing to release by default
+        """Release what the context holds."""
+
+
+class MaskedAgentContext(AbstractAgentContext):
+    """The standard agent context: confines every call to the partition's devices."""
+
+    def __init__(
+        self, plugin: AbstractComputePlugin, agent_id: AgentId, partition: Partition
+    ) -> None:
+        self.plugin = plugin
+        self.agent_id = agent_id
+        self.partition = partition
+        known = {d.device_id: d for d in plugin.devices}
+        mask = partition.device_mask
+        if unknown := sorted(mask - known.keys()):
+            msg = f"agent {agent_id!r}: plugin {plugin.key!r} has no device(s) {unknown}"
+            raise InvalidResourceArgument(msg)
+        self.device_mask = frozenset(mask)
+        self.devices = tuple(d for d in plugin.devices if d.device_id in mask)
+        self._alloc_map: AbstractAllocMap | None = None
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.plugin.key!r} agent={self.agent_id!r}>"
+
+    @property
+    def alloc_map(self) -> AbstractAllocMap:
+        if self._alloc_map is None:
+            self._alloc_map = self.create_alloc_map()
+        return self._alloc_map
+
+    def share_alloc_map(self, alloc_map: AbstractAllocMap) -> None:
+        """Use another context's map (SHARED mode) instead of a map of its own."""
+        if not self.device_mask <= alloc_map.device_mask:
+            msg = f"agent {self.agent_id!r}: the shared map does not cover the agent's devices"
+            raise InvalidResourceArgument(msg)
+        self._alloc_map = alloc_map
+
+    def list_devices(self) -> Sequence[ComputeDevice]:
+        return self.devices
+
+    def device_slots(self) -> dict[DeviceId, DeviceSlotInfo]:
+        """The capacity of the agent's devices, capped by a :class:`SlotPartition`'s amounts."""
+        slots = dict(self.plugin.device_slots(self.devices))
+        caps = dict(getattr(self.partition, "slots", None) or {})
+        for device_id, info in slots.items():
+            if info.slot_name not in caps:
+                continue
+            granted = min(info.amount, caps[info.slot_name])
+            caps[info.slot_name] -= granted
+            slots[device_id] = DeviceSlotInfo(
+                info.slot_type, info.slot_name, granted, info.numa_node
+            )
+        return slots
+
+    def available_slots(self) -> Mapping[SlotName, Decimal]:
+        totals: dict[SlotName, Decimal] = {}
+        for info in self.device_slots().values():
+            totals[info.slot_name] = totals.get(info.slot_name, Decimal(0)) + info.amount
+        return totals
+
+    def create_alloc_map(self) -> AbstractAllocMap:
+        return self.plugin.create_alloc_map(self.device_slots(), self.device_mask)
+
+    def _check_in_mask(self, device_alloc: DeviceAllocation) -> None:
+        outside = sorted(
+            {d for per_device in device_alloc.values() for d in per_device} - self.device_mask
+        )
+        if outside:
+            msg = (
+                f"agent {self.agent_id!r}: device(s) {outside} of plugin {self.plugin.key!r} "
+                "are outside the agent's partition"
+            )
+            raise InvalidResourceArgument(msg)
+
+    def alloc_to_devices(self, device_alloc: DeviceAllocation) -> Sequence[ComputeDevice]:
+        self._check_in_mask(device_alloc)
+        wanted = {
+            d for per_device in device_alloc.values() for d, amount in per_device.items()
+            if amount > 0
+        }
+        return tuple(d for d in self.devices if d.device_id in wanted)
+
+    def create_lifecycle_hook(
+        self, workload: Workload, device_alloc: DeviceAllocation
+    ) -> AbstractLifecycleHook:
+        devices = {d.device_id: d for d in self.alloc_to_devices(device_alloc)}
+        return self.plugin.create_lifecycle_hook(workload, device_alloc, devices)

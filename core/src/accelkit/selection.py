@@ -1,0 +1,62 @@
+"""Which installed plugins to load: allow and block lists, strict mode, per-plugin config."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+DISABLE_ENV = "ACCELKIT_DISABLE_PLUGINS"
+STRICT_ENV = "ACCELKIT_STRICT_PLUGINS"
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+
+
+def _names(value: Any) -> frozenset[str]:
+    return frozenset(str(v) for v in value)
+
+
+def _optional_names(value: Any) -> frozenset[str] | None:
+    return None if value is None else _names(value)
+
+
+def _configs(value: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Mapping[str, Any]]:
+    return {str(k): dict(v) for k, v in value.items()}
+
+
+@attrs.frozen
+class PluginSelection:
+    """The ``[plugins]`` section of a host config, by entry-point name.
+
+    ``allowed`` of ``None`` allows every installed plugin; ``blocked`` and ``disabled`` (from
+    ``ACCELKIT_DISABLE_PLUGINS``) always win over ``allowed``.
+    """
+
+    allowed: frozenset[str] | None = attrs.field(default=None, converter=_optional_names)
+    blocked: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
+    disabled: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
+    strict: bool = False
+    configs: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict, converter=_configs)
+
+    def with_environment(self, environ: Mapping[str, str] | None = None) -> PluginSelection:
+        """Apply ``ACCELKIT_DISABLE_PLUGINS=a,b`` and ``ACCELKIT_STRICT_PLUGINS=1``."""
+        env = os.environ if environ is None else environ
+        disabled = {n.strip() for n in env.get(DISABLE_ENV, "").split(",") if n.strip()}
+        strict = self.strict or env.get(STRICT_ENV, "").strip().lower() in _TRUE
+        return attrs.evolve(self, disabled=self.disabled | disabled, strict=strict)
+
+    def block_reason(self, name: str) -> str | None:
+        """Why the plugin registered as ``name`` is not to be loaded, or ``None``."""
+        if name in self.disabled:
+            return f"disabled by {DISABLE_ENV}"
+        if name in self.blocked:
+            return "listed in plugins.blocked"
+        if self.allowed is not None and name not in self.allowed:
+            return "not listed in plugins.allowed"
+        return None
+
+    def config_for(self, name: str) -> Mapping[str, Any]:
+        """The ``[plugins.config.NAME]`` section, empty when absent."""
+        return self.configs.get(name, {})

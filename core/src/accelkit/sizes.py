@@ -1,0 +1,53 @@
+"""Binary sizes as operators write them: ``"16G"``, ``"512m"``, ``"0"``."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+
+_UNITS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
+_SIZE = re.compile(r"(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[kmgtp]?)(?:i?b)?", re.IGNORECASE)
+
+
+def parse_binary_size(text: str | int) -> int:
+    """Parse a byte count with an optional binary suffix (powers of 1024).
+
+    Accepts ``"0"``, ``"512m"``, ``"16G"``, ``"1.5g"``, ``"16GiB"`` and plain integers.
+    A fractional size must come out as a whole number of bytes.
+
+    Raises:
+        ValueError: the text is not a size, is negative, or is not a whole number of bytes.
+    """
+    if isinstance(text, bool):
+        msg = f"not a size: {text!r}"
+        raise ValueError(msg)
+    if isinstance(text, int):
+        if text < 0:
+            msg = f"size must not be negative, got {text}"
+            raise ValueError(msg)
+        return text
+    if not isinstance(text, str):
+        msg = f"a size must be a string like '16G' or an integer, not {type(text).__name__}"
+        raise ValueError(msg)
+    stripped = text.strip()
+    if stripped.startswith("-"):
+        msg = f"size must not be negative, got {text!r}"
+        raise ValueError(msg)
+    match = _SIZE.fullmatch(stripped)
+    if match is None:
+        msg = f"not a size: {text!r} (expected a number with an optional k, m, g, t suffix)"
+        raise ValueError(msg)
+    value = Decimal(match["number"]) * (1024 ** _UNITS[match["unit"].lower()])
+    if value != value.to_integral_value():
+        msg = f"size {text!r} is not a whole number of bytes"
+        raise ValueError(msg)
+    return int(value)
+
+
+def format_binary_size(size: int) -> str:
+    """Render a byte count with the largest binary suffix that divides it exactly."""
+    for suffix, power in (("T", 4), ("G", 3), ("M", 2), ("K", 1)):
+        unit = 1024**power
+        if size and size % unit == 0:
+            return f"{size // unit}{suffix}"
+    return str(size)

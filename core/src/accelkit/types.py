@@ -1,0 +1,185 @@
+"""Vocabulary and value types shared by the core and every plugin."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
+from typing import Any, NewType
+
+import attrs
+
+DeviceName = NewType("DeviceName", str)
+DeviceId = NewType("DeviceId", str)
+SlotName = NewType("SlotName", str)
+AgentId = NewType("AgentId", str)
+
+DeviceAllocation = Mapping[SlotName, Mapping[DeviceId, Decimal]]
+
+
+def to_decimal(value: Any) -> Decimal:
+    """Convert an amount to :class:`~decimal.Decimal`, refusing floats and non-finite values."""
+    if isinstance(value, Decimal):
+        result = value
+    elif isinstance(value, bool) or isinstance(value, float):
+        msg = f"amounts must be Decimal, int or str, not {type(value).__name__} ({value!r})"
+        raise TypeError(msg)
+    elif isinstance(value, int | str):
+        try:
+            result = Decimal(value)
+        except InvalidOperation:
+            msg = f"not a decimal amount: {value!r}"
+            raise ValueError(msg) from None
+    else:
+        msg = f"amounts must be Decimal, int or str, not {type(value).__name__}"
+        raise TypeError(msg)
+    if not result.is_finite():
+        msg = f"amount must be finite, got {value!r}"
+        raise ValueError(msg)
+    return result
+
+
+def format_amount(value: Decimal) -> str:
+    """Render an amount in plain integer or fixed-point form (never exponent form)."""
+    if value == value.to_integral_value():
+        return str(value.quantize(Decimal(1)))
+    text = format(value, "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+class SlotType(enum.StrEnum):
+    """How a slot's amounts are counted."""
+
+    COUNT = "count"
+    BYTES = "bytes"
+    UNIQUE = "unique"  # each device of the slot is handed out whole, one per request
+
+
+class WorkloadType(enum.StrEnum):
+    """What kind of thing a workload is."""
+
+    CONTAINER = "container"
+    PROCESS_TREE = "process_tree"
+
+
+class MountType(enum.StrEnum):
+    """A bind mount of a path, or a device node."""
+
+    BIND = "bind"
+    DEVICE = "device"
+
+
+def _non_empty(_inst: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if not value:
+        msg = f"{attribute.name} must not be empty"
+        raise ValueError(msg)
+
+
+def _frozen_str_map(value: Mapping[str, str] | None) -> Mapping[str, str]:
+    return dict(value or {})
+
+
+@attrs.frozen
+class SlotSpec:
+    """A slot type a plugin can report, with display metadata."""
+
+    name: SlotName = attrs.field(validator=_non_empty)
+    type: SlotType = attrs.field(converter=SlotType)
+    display_name: str = ""
+    display_unit: str = ""
+    description: str = ""
+
+
+@attrs.frozen
+class ComputeDevice:
+    """One device of a node as its plugin discovered it."""
+
+    device_name: DeviceName = attrs.field(validator=_non_empty)
+    device_id: DeviceId = attrs.field(validator=_non_empty)
+    hw_location: str
+    numa_node: int | None
+    memory_size: int = attrs.field(validator=attrs.validators.ge(0))
+    processing_units: int = attrs.field(validator=attrs.validators.ge(0))
+    model_name: str = ""
+    uuid: str | None = None
+    extra: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_str_map, eq=False)
+
+
+@attrs.frozen
+class DeviceSlotInfo:
+    """The capacity one device contributes to one slot."""
+
+    slot_type: SlotType = attrs.field(converter=SlotType)
+    slot_name: SlotName = attrs.field(validator=_non_empty)
+    amount: Decimal = attrs.field(converter=to_decimal)
+    numa_node: int | None = None
+
+    @amount.validator
+    def _check_amount(self, _attribute: attrs.Attribute[Decimal], value: Decimal) -> None:
+        if value < 0:
+            msg = f"slot {self.slot_name!r}: capacity must not be negative, got {value}"
+            raise ValueError(msg)
+
+
+@attrs.frozen
+class Workload:
+    """A container or process tree that devices are allocated to."""
+
+    id: str = attrs.field(validator=_non_empty)
+    type: WorkloadType = attrs.field(converter=WorkloadType, default=WorkloadType.PROCESS_TREE)
+
+    @classmethod
+    def process_tree(cls, workload_id: str) -> Workload:
+        return cls(workload_id, WorkloadType.PROCESS_TREE)
+
+    @classmethod
+    def container(cls, workload_id: str) -> Workload:
+        return cls(workload_id, WorkloadType.CONTAINER)
+
+
+@attrs.frozen
+class Mount:
+    """A path bound into a workload, or a device node exposed to it."""
+
+    source: str
+    target: str
+    type: MountType = attrs.field(converter=MountType, default=MountType.BIND)
+    read_only: bool = False
+
+    @classmethod
+    def device(cls, path: str) -> Mount:
+        """A device node exposed at the same path inside the workload."""
+        return cls(path, path, MountType.DEVICE, read_only=False)
+
+
+def _tuple_of_str(value: Any) -> tuple[str, ...]:
+    return tuple(str(v) for v in (value or ()))
+
+
+@attrs.frozen
+class WorkloadConfig:
+    """What a lifecycle hook asks of a workload's creation; every field is optional."""
+
+    mounts: tuple[Mount, ...] = attrs.field(default=(), converter=tuple)
+    env_vars: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_str_map)
+    resource_data: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_str_map)
+    networks: tuple[str, ...] = attrs.field(default=(), converter=_tuple_of_str)
+    extra_gids: tuple[int, ...] = attrs.field(default=(), converter=tuple)
+    extra_syscalls: tuple[str, ...] = attrs.field(default=(), converter=_tuple_of_str)
+    cdi_devices: tuple[str, ...] = attrs.field(default=(), converter=_tuple_of_str)
+    cpuset_cpus: tuple[int, ...] | None = attrs.field(
+        default=None, converter=attrs.converters.optional(tuple)
+    )
+    cpuset_mems: tuple[int, ...] | None = attrs.field(
+        default=None, converter=attrs.converters.optional(tuple)
+    )
+    memory_limit: int | None = None
+
+
+@attrs.frozen
+class NodeInfo:
+    """Driver and runtime versions and hardware facts, all as strings."""
+
+    driver_version: str = ""
+    runtime_version: str = ""
+    facts: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_str_map)

@@ -1,0 +1,168 @@
+"""Mock compute plugins: one per declared kind, each playing the device name of its key."""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
+from typing import Any, ClassVar
+
+from accelkit.allocmap import AbstractAllocMap, AllocationStrategy, FractionAllocMap
+from accelkit.metrics import Measurement, MetricContext, MetricType, NodeMetric
+from accelkit.plugin import AbstractComputePlugin, AbstractLifecycleHook
+from accelkit.types import (
+    ComputeDevice,
+    DeviceAllocation,
+    DeviceId,
+    DeviceName,
+    DeviceSlotInfo,
+    NodeInfo,
+    SlotName,
+    SlotSpec,
+    SlotType,
+    Workload,
+    WorkloadConfig,
+)
+from accelkit_mock.spec import MockDevice, MockKind
+
+#: how often the deterministic metrics change value, in seconds
+METRIC_PERIOD = 10
+
+
+def slot_of(kind: MockKind, device: MockDevice) -> tuple[SlotName, SlotType]:
+    """The slot a device of this kind contributes to."""
+    if kind.key == "cpu":
+        return SlotName("cpu"), SlotType.COUNT
+    if kind.key == "mem":
+        return SlotName("mem"), SlotType.BYTES
+    if device.mig_profile:
+        return SlotName(f"{kind.key}.mig-{device.mig_profile}"), SlotType.UNIQUE
+    suffix = "shares" if kind.allocation == "fractional" else "device"
+    return SlotName(f"{kind.key}.{suffix}"), SlotType.COUNT
+
+
+def deterministic_percent(device_id: str, now: float) -> int:
+    """A stable pseudo-reading in 0..100: a function of the device id and the time only."""
+    return (zlib.crc32(device_id.encode()) + int(now // METRIC_PERIOD) * 7) % 101
+
+
+class MockLifecycleHook(AbstractLifecycleHook):
+    """Exposes the allocated mock devices as ``MOCK_<KEY>_DEVICES``."""
+
+    key: ClassVar[str] = "mock"
+
+    async def pre_create(self) -> WorkloadConfig:
+        name = f"MOCK_{self.key.upper().replace('-', '_')}_DEVICES"
+        return WorkloadConfig(env_vars={name: ",".join(self.allocated_device_ids)})
+
+
+class MockPlugin(AbstractComputePlugin):
+    """Devices declared in TOML; one subclass per kind, made by :meth:`for_kind`."""
+
+    kind: ClassVar[MockKind]
+
+    @classmethod
+    def for_kind(cls, kind: MockKind, config: Mapping[str, Any]) -> MockPlugin:
+        """A plugin instance playing the device name ``kind.key``."""
+        exclusive = () if kind.key in ("cpu", "mem") else tuple(
+            f"{kind.key}.{suffix}" for suffix in ("device", "shares", "mig-*")
+        )
+        attributes = {
+            "key": DeviceName(kind.key),
+            "kind": kind,
+            "exclusive_slot_types": exclusive,
+            "shared_by_amount": kind.key == "mem",
+        }
+        name = f"Mock{kind.key.title().replace('-', '').replace('_', '')}Plugin"
+        subclass = type(name, (cls,), attributes)
+        return subclass(config)
+
+    async def list_devices(self) -> Sequence[ComputeDevice]:
+        return [
+            ComputeDevice(
+                device_name=self.key,
+                device_id=DeviceId(d.id),
+                hw_location=f"mock:{self.key}/{d.id}",
+                numa_node=d.numa_node,
+                memory_size=d.memory,
+                processing_units=d.processing_units,
+                model_name=d.model,
+                uuid=f"MOCK-{self.key}-{d.id}",
+                extra={"mig-profile": d.mig_profile} if d.mig_profile else {},
+            )
+            for d in self.kind.devices
+        ]
+
+    def configurable_slots(self) -> Sequence[SlotSpec]:
+        slots = {slot_of(self.kind, d) for d in self.kind.devices}
+        if not slots:
+            plain = MockDevice("", "", None, 0, 0, Decimal(1))
+            slots = {slot_of(self.kind, plain)}
+        return [
+            SlotSpec(name, slot_type, display_name=f"Mock {name}", description="mock device slot")
+            for name, slot_type in sorted(slots)
+        ]
+
+    def device_slots(self, devices: Iterable[ComputeDevice]) -> Mapping[DeviceId, DeviceSlotInfo]:
+        declared = {d.id: d for d in self.kind.devices}
+        result: dict[DeviceId, DeviceSlotInfo] = {}
+        for device in devices:
+            spec = declared[device.device_id]
+            name, slot_type = slot_of(self.kind, spec)
+            result[device.device_id] = DeviceSlotInfo(slot_type, name, spec.amount, spec.numa_node)
+        return result
+
+    def allocation_strategy(self) -> AllocationStrategy:
+        return AllocationStrategy.FILL if self.key == "mem" else AllocationStrategy.EVENLY
+
+    def create_alloc_map(
+        self, device_slots: Mapping[DeviceId, DeviceSlotInfo], device_mask: frozenset[DeviceId]
+    ) -> AbstractAllocMap:
+        if self.kind.allocation != "fractional":
+            return super().create_alloc_map(device_slots, device_mask)
+        return FractionAllocMap(
+            device_slots,
+            device_mask=device_mask,
+            exclusive_slot_types=self.exclusive_slot_types,
+            strategy=self.allocation_strategy(),
+            quantum_size=self.kind.quantum,
+        )
+
+    def create_lifecycle_hook(
+        self,
+        workload: Workload,
+        device_alloc: DeviceAllocation,
+        devices: Mapping[DeviceId, ComputeDevice],
+    ) -> AbstractLifecycleHook:
+        hook_class = type("MockLifecycleHook", (MockLifecycleHook,), {"key": self.key})
+        return hook_class(workload, device_alloc, devices=devices)
+
+    async def get_node_info(self) -> NodeInfo:
+        return NodeInfo(
+            driver_version="mock",
+            runtime_version="mock",
+            facts={"kind": self.key, "devices": str(len(self.kind.devices))},
+        )
+
+    async def gather_node_metrics(self, ctx: MetricContext) -> Sequence[NodeMetric]:
+        now = time.time()
+        per_device = {
+            DeviceId(d.id): Measurement(deterministic_percent(d.id, now), 100)
+            for d in self.kind.devices
+        }
+        total = sum((m.value for m in per_device.values()), Decimal(0))
+        count = len(per_device)
+        node = Measurement(total / count if count else 0, 100)
+        memory = {
+            DeviceId(d.id): Measurement(d.memory * deterministic_percent(d.id, now) // 100, d.memory)
+            for d in self.kind.devices
+        }
+        memory_node = Measurement(
+            sum((m.value for m in memory.values()), Decimal(0)),
+            sum(d.memory for d in self.kind.devices),
+        )
+        return [
+            NodeMetric("utilization", MetricType.UTILIZATION, "percent", node, per_device),
+            NodeMetric("memory_used", MetricType.GAUGE, "bytes", memory_node, memory),
+        ]

@@ -1,0 +1,33 @@
+"""NUMA affinity: which NUMA nodes a request should prefer."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+
+import attrs
+
+
+class AffinityPolicy(enum.StrEnum):
+    """How a request is laid out over NUMA nodes when the hint names none."""
+
+    PREFER_SINGLE_NODE = "prefer-single-node"
+    INTERLEAVED = "interleaved"
+
+
+def _node_set(value: Iterable[int]) -> frozenset[int]:
+    return frozenset(value)
+
+
+@attrs.frozen
+class AffinityHint:
+    """A caller's NUMA preference for one ``allocate`` call.
+
+    With ``numa_nodes`` set, devices on those nodes are used first and only the rest of the
+    request spills over to other nodes. Otherwise ``policy`` decides: ``PREFER_SINGLE_NODE``
+    keeps the request on one node when one node can hold it, ``INTERLEAVED`` spreads it over
+    the nodes as evenly as their free amounts allow.
+    """
+
+    policy: AffinityPolicy = attrs.field(converter=AffinityPolicy)
+    numa_nodes: frozenset[int] = attrs.field(default=frozenset(), converter=_node_set)

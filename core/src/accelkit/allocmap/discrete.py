@@ -1,0 +1,64 @@
+"""Alloc map for slots handed out in whole units (cores, whole GPUs, bytes)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+
+from accelkit.allocmap.affinity import AffinityHint
+from accelkit.allocmap.base import AbstractAllocMap
+from accelkit.allocmap.placement import Grants, evenly, fill, place
+from accelkit.allocmap.pool import SlotPool
+from accelkit.allocmap.strategy import AllocationStrategy
+from accelkit.errors import InvalidResourceArgument
+from accelkit.types import DeviceId, DeviceSlotInfo, SlotType
+
+
+class DiscretePropertyAllocMap(AbstractAllocMap):
+    """Alloc map whose amounts are whole numbers: COUNT and BYTES slots, and UNIQUE slots.
+
+    A request that is not a whole number raises
+    :class:`~accelkit.errors.InvalidResourceArgument` rather than being truncated. FILL takes
+    from the most free device first; EVENLY spreads a request as evenly as the free amounts
+    allow (capacities 10/10/10, request 7 → 3/2/2; the units left over from an even division go
+    to the most free devices, the first listed on a tie). A device's capacity is rounded down to
+    a whole number; a UNIQUE device counts as one unit and is handed out whole.
+    """
+
+    def __init__(
+        self,
+        device_slots: Mapping[DeviceId, DeviceSlotInfo],
+        *,
+        device_mask: Iterable[DeviceId] | None = None,
+        exclusive_slot_types: Iterable[str] = (),
+        strategy: AllocationStrategy = AllocationStrategy.EVENLY,
+    ) -> None:
+        super().__init__(
+            device_slots,
+            device_mask=device_mask,
+            exclusive_slot_types=exclusive_slot_types,
+            strategy=strategy,
+        )
+        self._place_in = fill if self._strategy is AllocationStrategy.FILL else evenly
+
+    def _capacity_units(self, slot_type: SlotType, amount: Decimal) -> int:
+        if slot_type is SlotType.UNIQUE:
+            return 1 if amount > 0 else 0
+        return int(amount)
+
+    def _units(self, pool: SlotPool, amount: Decimal) -> int:
+        units = int(amount)
+        if units != amount:
+            msg = f"slot {pool.name!r} takes whole amounts, not {amount}"
+            raise InvalidResourceArgument(msg)
+        return units
+
+    def _amount(self, pool: SlotPool, units: int) -> Decimal:
+        return Decimal(units)
+
+    def _place(
+        self, pool: SlotPool, units: int, hint: AffinityHint | None, requested: Decimal
+    ) -> Grants:
+        if len(pool.ids) == 1:
+            return [(0, units)]
+        return place(pool, units, hint, self._place_in, single_fit=False)

@@ -1,0 +1,145 @@
+"""Alloc map for slots shared in fractions of a device (GPU shares)."""
+
+from __future__ import annotations
+
+import decimal
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+
+from accelkit.allocmap.affinity import AffinityHint
+from accelkit.allocmap.base import AbstractAllocMap
+from accelkit.allocmap.placement import (
+    Grants,
+    fill,
+    fraction_evenly,
+    fraction_fill,
+    place,
+)
+from accelkit.allocmap.pool import SlotPool
+from accelkit.allocmap.strategy import AllocationStrategy
+from accelkit.errors import (
+    FractionalResourceFragmented,
+    InvalidResourceArgument,
+    NotMultipleOfQuantum,
+)
+from accelkit.types import DeviceId, DeviceSlotInfo, SlotType, format_amount, to_decimal
+
+# Products of a unit count and the quantum must never round.
+_EXACT = decimal.Context(prec=decimal.MAX_PREC, traps=[decimal.Inexact, decimal.InvalidOperation])
+
+
+class FractionAllocMap(AbstractAllocMap):
+    """Alloc map whose amounts are multiples of ``quantum_size``.
+
+    Grants are multiples of the quantum and add up exactly to the request; a request that is
+    not a multiple raises :class:`~accelkit.errors.NotMultipleOfQuantum`. A request that fits
+    on one device goes to one device: under FILL the most free one, under EVENLY the one it
+    fits best. A larger request goes, under FILL, to the most free devices in turn and, under
+    EVENLY, to as few devices as keep the grants even (2 devices of 1.0, request 1.5 → 0.75 + 0.75).
+
+    With ``allow_fragmentation=False`` a request that cannot be placed on
+    ``ceil(request / largest device capacity)`` devices raises
+    :class:`~accelkit.errors.FractionalResourceFragmented`. A device's capacity is rounded down
+    to the quantum; UNIQUE slots are handed out whole, one device per request of 1.
+    """
+
+    def __init__(
+        self,
+        device_slots: Mapping[DeviceId, DeviceSlotInfo],
+        *,
+        device_mask: Iterable[DeviceId] | None = None,
+        exclusive_slot_types: Iterable[str] = (),
+        strategy: AllocationStrategy = AllocationStrategy.EVENLY,
+        quantum_size: Decimal = Decimal("0.01"),
+        allow_fragmentation: bool = True,
+    ) -> None:
+        try:
+            quantum = to_decimal(quantum_size)
+        except (TypeError, ValueError) as exc:
+            msg = f"quantum_size: {exc}"
+            raise InvalidResourceArgument(msg) from exc
+        if quantum <= 0:
+            msg = f"quantum_size must be positive, got {quantum}"
+            raise InvalidResourceArgument(msg)
+        if quantum.as_tuple().exponent > 0:  # type: ignore[operator]
+            # Keep grants in plain integer form (100, not 1E+2).
+            quantum = quantum.quantize(Decimal(1))
+        self._quantum = quantum
+        self._qn, self._qd = quantum.as_integer_ratio()
+        self._allow_fragmentation = bool(allow_fragmentation)
+        super().__init__(
+            device_slots,
+            device_mask=device_mask,
+            exclusive_slot_types=exclusive_slot_types,
+            strategy=strategy,
+        )
+        self._split = (
+            fraction_fill if self._strategy is AllocationStrategy.FILL else fraction_evenly
+        )
+
+    @property
+    def quantum_size(self) -> Decimal:
+        """Every grant is a whole multiple of this amount."""
+        return self._quantum
+
+    @property
+    def allow_fragmentation(self) -> bool:
+        """Whether a request may be spread over more devices than it strictly needs."""
+        return self._allow_fragmentation
+
+    def _capacity_units(self, slot_type: SlotType, amount: Decimal) -> int:
+        if slot_type is SlotType.UNIQUE:
+            return 1 if amount > 0 else 0
+        n, d = amount.as_integer_ratio()
+        return (n * self._qd) // (d * self._qn)
+
+    def _units(self, pool: SlotPool, amount: Decimal) -> int:
+        if pool.unique:
+            units = int(amount)
+            if units != amount:
+                msg = f"slot {pool.name!r} is UNIQUE and takes whole amounts, not {amount}"
+                raise InvalidResourceArgument(msg)
+            return units
+        n, d = amount.as_integer_ratio()
+        units, rest = divmod(n * self._qd, d * self._qn)
+        if rest:
+            msg = (
+                f"slot {pool.name!r}: {format_amount(amount)} is not a multiple of the "
+                f"quantum {format_amount(self._quantum)}"
+            )
+            raise NotMultipleOfQuantum(msg)
+        return units
+
+    def _amount(self, pool: SlotPool, units: int) -> Decimal:
+        if pool.unique:
+            return Decimal(units)
+        return _EXACT.multiply(Decimal(units), self._quantum)
+
+    def _place_in(self, pool: SlotPool, mask: int, units: int) -> Grants:
+        grants = self._split(pool, mask, units, None)
+        assert grants is not None  # without a device limit a placement always exists
+        return grants
+
+    def _place(
+        self, pool: SlotPool, units: int, hint: AffinityHint | None, requested: Decimal
+    ) -> Grants:
+        if pool.unique:
+            return place(pool, units, hint, fill, single_fit=False)
+        if len(pool.ids) == 1:
+            return [(0, units)]
+        grants = place(pool, units, hint, self._place_in, single_fit=True)
+        if self._allow_fragmentation:
+            return grants
+        limit = -(-units // pool.max_cap)
+        if len(grants) <= limit:
+            return grants
+        # Affinity is a preference, the fragmentation guard a rule: try once more over all
+        # devices before refusing.
+        retry = self._split(pool, pool.all_mask, units, limit)
+        if retry is None:
+            msg = (
+                f"slot {pool.name!r}: {format_amount(requested)} cannot be placed on "
+                f"{limit} device(s) without fragmenting it"
+            )
+            raise FractionalResourceFragmented(msg)
+        return retry

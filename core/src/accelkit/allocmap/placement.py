@@ -1,0 +1,216 @@
+"""Placement algorithms: which devices give how many units to one slot's request.
+
+Every function here is pure: it reads a :class:`~accelkit.allocmap.pool.SlotPool` and returns
+``[(device index, units), ...]`` without changing anything, so a map can compute the grants of
+every slot of a request before it commits any of them (atomicity). Callers guarantee that the
+devices in ``mask`` have at least ``amount`` units free in total.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from accelkit.allocmap.affinity import AffinityHint, AffinityPolicy
+from accelkit.allocmap.pool import Node, SlotPool, iter_bits
+
+Grants = list[tuple[int, int]]
+PlaceIn = Callable[[SlotPool, int, int], Grants]
+
+
+def spread(frees: Sequence[int], amount: int) -> list[int]:
+    """Water-fill ``amount`` over bins with ``frees`` capacity, as evenly as they allow.
+
+    Bins too small for an even share are filled up; the others get the same share, and the
+    units left over from dividing go one each to the bins with the most free capacity
+    (the earlier bin on a tie).
+    """
+    n = len(frees)
+    out = [0] * n
+    order = sorted(range(n), key=frees.__getitem__)
+    pos = 0
+    while pos < n:
+        i = order[pos]
+        v = frees[i]
+        if v * (n - pos) > amount:
+            break
+        out[i] = v
+        amount -= v
+        pos += 1
+    if pos < n:
+        level, extra = divmod(amount, n - pos)
+        for i in sorted(order[pos:], key=lambda j: (-frees[j], j)):
+            out[i] = level + 1 if extra else level
+            extra -= extra > 0
+    return out
+
+
+def fill(pool: SlotPool, mask: int, amount: int) -> Grants:
+    """Take from the most free device first, then the next most free one, and so on."""
+    out: Grants = []
+    for v, bits in reversed(pool.groups(mask)):
+        rest = bits
+        while rest:
+            low = rest & -rest
+            rest ^= low
+            if v >= amount:
+                out.append((low.bit_length() - 1, amount))
+                return out
+            out.append((low.bit_length() - 1, v))
+            amount -= v
+    return out
+
+
+def evenly(pool: SlotPool, mask: int, amount: int) -> Grants:
+    """Spread over every device in ``mask`` as evenly as the free amounts allow.
+
+    Same rule as :func:`spread`, worked on the free-amount buckets so the cost grows with the
+    number of devices granted, not with the number of devices in the pool.
+    """
+    groups = pool.groups(mask)
+    left = sum(bits.bit_count() for _, bits in groups)
+    out: Grants = []
+    pos = 0
+    for v, bits in groups:
+        count = bits.bit_count()
+        if v * left > amount:
+            break
+        # Every device of this group is smaller than the even share: it gives all it has.
+        out.extend((i, v) for i in iter_bits(bits))
+        amount -= v * count
+        left -= count
+        pos += 1
+    if not amount:
+        return out
+    level, extra = divmod(amount, left)
+    for _v, bits in reversed(groups[pos:]):
+        rest = bits
+        while rest:
+            low = rest & -rest
+            rest ^= low
+            if extra:
+                out.append((low.bit_length() - 1, level + 1))
+                extra -= 1
+            elif level:
+                out.append((low.bit_length() - 1, level))
+            else:
+                return out
+    return out
+
+
+def fraction_fill(pool: SlotPool, mask: int, amount: int, limit: int | None) -> Grants | None:
+    """FILL for fraction maps; ``None`` when it needs more than ``limit`` devices.
+
+    Taking from the most free devices first uses the fewest devices, so when this needs more
+    than ``limit`` no other placement fits in ``limit`` either.
+    """
+    out = fill(pool, mask, amount)
+    return None if limit is not None and len(out) > limit else out
+
+
+def fraction_evenly(pool: SlotPool, mask: int, amount: int, limit: int | None) -> Grants | None:
+    """EVENLY for fraction maps; ``None`` when it needs more than ``limit`` devices.
+
+    A request that fits on one device goes to the device it fits best (least free), which
+    keeps whole devices free for large requests. A larger one goes to the fewest ``k`` most
+    free devices that can each take an even share (shares differ by at most one quantum);
+    when no ``k`` allows even shares it is water-filled over the fewest devices holding it.
+    """
+    groups = pool.groups(mask)
+    for v, bits in groups:
+        if v >= amount:
+            return [((bits & -bits).bit_length() - 1, amount)]
+    frees: list[int] = []
+    idxs: list[int] = []
+    total = 0
+    fallback = 0
+    for v, bits in reversed(groups):
+        for i in iter_bits(bits):
+            frees.append(v)
+            idxs.append(i)
+            total += v
+            k = len(frees)
+            if limit is not None and k > limit:
+                break
+            low, rest = divmod(amount, k)
+            # frees is sorted most free first: the k-th must hold the small share, the
+            # rest-th (last of those taking one more quantum) the large one.
+            if k > 1 and v >= low and (not rest or frees[rest - 1] > low):
+                return [(idxs[j], low + 1 if j < rest else low) for j in range(k)]
+            if not fallback and total >= amount:
+                fallback = k
+        else:
+            continue
+        break
+    if not fallback:
+        return None
+    shares = spread(frees[:fallback], amount)
+    return list(zip(idxs[:fallback], shares, strict=True))
+
+
+def place(
+    pool: SlotPool, amount: int, hint: AffinityHint | None, place_in: PlaceIn, single_fit: bool
+) -> Grants:
+    """Lay ``amount`` out over NUMA nodes as ``hint`` asks, then over devices with ``place_in``.
+
+    ``single_fit`` says a request that fits on one device must stay on one device (fraction
+    maps); node policies then only shape requests that have to be split anyway.
+    """
+    if hint is None:
+        return place_in(pool, pool.all_mask, amount)
+
+    def on(nodes: Sequence[Node], share: int) -> Grants:
+        return _on_nodes(
+            pool, nodes, share, policy=hint.policy, place_in=place_in, single_fit=single_fit
+        )
+
+    if not hint.numa_nodes:
+        return on(pool.nodes, amount)
+    wanted = hint.numa_nodes
+    first = [n for n in pool.nodes if n in wanted]
+    have = sum(pool.node_free[n] for n in first)
+    if have >= amount:
+        return on(first, amount)
+    # The hinted nodes give all they have; the rest spills over to the other nodes.
+    rest = [n for n in pool.nodes if n not in wanted]
+    return (on(first, have) if have else []) + on(rest, amount - have)
+
+
+def _on_nodes(
+    pool: SlotPool,
+    nodes: Sequence[Node],
+    amount: int,
+    *,
+    policy: AffinityPolicy,
+    place_in: PlaceIn,
+    single_fit: bool,
+) -> Grants:
+    node_mask = pool.node_mask
+    if len(nodes) == 1:
+        return place_in(pool, node_mask[nodes[0]], amount)
+    mask = 0
+    for n in nodes:
+        mask |= node_mask[n]
+    if single_fit and pool.most_free(mask) >= amount:
+        return place_in(pool, mask, amount)
+    frees = [pool.node_free[n] for n in nodes]
+    if policy is AffinityPolicy.PREFER_SINGLE_NODE:
+        # Best fit: the node with the least free capacity that still holds the request keeps
+        # the roomier nodes whole for the requests that need them.
+        best = -1
+        for j, f in enumerate(frees):
+            if f >= amount and (best < 0 or f < frees[best]):
+                best = j
+        if best >= 0:
+            return place_in(pool, node_mask[nodes[best]], amount)
+        shares = [0] * len(nodes)
+        left = amount
+        for j in sorted(range(len(nodes)), key=lambda j: -frees[j]):
+            shares[j] = min(frees[j], left)
+            left -= shares[j]
+    else:
+        shares = spread(frees, amount)
+    out: Grants = []
+    for n, share in zip(nodes, shares, strict=True):
+        if share:
+            out.extend(place_in(pool, node_mask[n], share))
+    return out

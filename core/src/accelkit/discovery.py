@@ -60,6 +60,14 @@ class PluginLoader:
         self._register = KeyRegister()
         self._started: list[AbstractComputePlugin] = []
 
+    @classmethod
+    def from_entry_points(cls, selection: PluginSelection | None = None) -> PluginLoader:
+        """A loader holding every installed plugin distribution, built but not started."""
+        loader = cls(selection)
+        loader.load_entry_points()
+        loader.build()
+        return loader
+
     # -- registration -------------------------------------------------------------------------
 
     def register(

@@ -102,3 +102,14 @@ class WorkloadCreationDeferred(WorkloadError):  # noqa: N818 - name fixed by the
 
 class HookConflict(WorkloadError):  # noqa: N818 - name fixed by the design
     """Two plugins' hooks returned different values for the same key."""
+
+
+class ConfigErrors(ConfigError):
+    """Several configuration problems found in one pass; ``errors`` lists each of them."""
+
+    def __init__(self, errors: list[ConfigError]) -> None:
+        self.errors = list(errors)
+        summary = f"{len(self.errors)} problem(s) in the configuration:\n" + "\n".join(
+            f"  - {e}" for e in self.errors
+        )
+        super().__init__(summary)

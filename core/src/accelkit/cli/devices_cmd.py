@@ -1,0 +1,63 @@
+"""``accelkit devices``: the node's devices per plugin."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import click
+
+from accelkit.cli.options import config_option, json_option, read_config
+from accelkit.cli.output import print_json, print_table
+from accelkit.discovery import PluginLoader
+from accelkit.sizes import format_binary_size
+from accelkit.types import ComputeDevice
+
+
+def device_json(device: ComputeDevice) -> dict[str, Any]:
+    """One device as ``accelkit devices --json`` prints it."""
+    return {
+        "device_id": device.device_id,
+        "numa_node": device.numa_node,
+        "hw_location": device.hw_location,
+        "memory_size": device.memory_size,
+        "processing_units": device.processing_units,
+        "model_name": device.model_name,
+    }
+
+
+async def _devices(config_path: Path | None) -> dict[str, list[ComputeDevice]]:
+    config = read_config(config_path)
+    loader = PluginLoader.from_entry_points(config.plugins.with_environment())
+    try:
+        plugins = await loader.start()
+        return {p.key: list(p.devices) for p in plugins}
+    finally:
+        await loader.close()
+
+
+@click.command()
+@config_option
+@json_option
+def devices(config_path: Path | None, as_json: bool) -> None:
+    """List the node's devices per plugin."""
+    found = asyncio.run(_devices(config_path))
+    if as_json:
+        print_json({key: [device_json(d) for d in items] for key, items in found.items()})
+        return
+    rows = [
+        (
+            key,
+            d.device_id,
+            d.numa_node,
+            d.model_name,
+            format_binary_size(d.memory_size) if d.memory_size else 0,
+            d.processing_units,
+            d.hw_location,
+        )
+        for key, items in found.items()
+        for d in items
+    ]
+    columns = ("plugin", "device", "numa", "model", "memory", "units", "location")
+    print_table("Devices", columns, rows)

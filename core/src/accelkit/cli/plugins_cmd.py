@@ -1,0 +1,45 @@
+"""``accelkit plugins``: the installed plugin distributions and how loading them went."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import click
+
+from accelkit.cli.options import config_option, json_option, read_config
+from accelkit.cli.output import print_json, print_table
+from accelkit.discovery import PluginLoader
+from accelkit.registry import PluginRecord
+
+
+async def _records(config_path: Path | None) -> list[PluginRecord]:
+    config = read_config(config_path)
+    loader = PluginLoader.from_entry_points(config.plugins.with_environment())
+    try:
+        await loader.start()
+    finally:
+        await loader.close()
+    return list(loader.records.values())
+
+
+@click.command()
+@config_option
+@json_option
+@click.pass_context
+def plugins(ctx: click.Context, config_path: Path | None, as_json: bool) -> None:
+    """List installed plugins: name, distribution, version, status and error."""
+    records = asyncio.run(_records(config_path))
+    if as_json:
+        print_json([r.as_json() for r in records])
+        return
+    verbose = ctx.obj.get("verbose", False) if ctx.obj else False
+    rows = [
+        (r.name, r.distribution, r.version, r.status, ", ".join(p.key for p in r.plugins), r.error)
+        for r in records
+    ]
+    print_table("Plugins", ("name", "distribution", "version", "status", "keys", "error"), rows)
+    if verbose:
+        for record in records:
+            if record.traceback:
+                click.echo(f"\n{record.name}:\n{record.traceback}", err=True)

@@ -1,0 +1,102 @@
+"""The host configuration as frozen value objects (DESIGN §7)."""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import attrs
+
+from accelkit.selection import PluginSelection
+from accelkit.types import AgentId
+
+DEFAULT_AGENT = AgentId("agent-1")
+STATE_DIR_ENV = "ACCELKIT_STATE_DIR"
+
+
+class AllocationMode(enum.StrEnum):
+    """How the node's devices are split among agents."""
+
+    SHARED = "shared"
+    AUTO_SPLIT = "auto-split"
+    MANUAL = "manual"
+
+
+class AffinityPolicyName(enum.StrEnum):
+    """The NUMA affinity policy as the config spells it."""
+
+    PREFER_SINGLE_NODE = "prefer-single-node"
+    INTERLEAVED = "interleaved"
+
+
+def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``/var/lib/accelkit`` as root, else ``$XDG_STATE_HOME/accelkit``.
+
+    ``ACCELKIT_STATE_DIR`` overrides both (useful for tests and unprivileged services).
+    """
+    env = os.environ if environ is None else environ
+    if explicit := env.get(STATE_DIR_ENV):
+        return Path(explicit)
+    if os.geteuid() == 0:
+        return Path("/var/lib/accelkit")
+    base = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "accelkit"
+
+
+@attrs.frozen
+class ResourceConfig:
+    """The ``[resource]`` section."""
+
+    allocation_mode: AllocationMode = AllocationMode.SHARED
+    #: a count of the lowest-numbered cores, or explicit core ids
+    reserved_cpu: int | tuple[str, ...] = 1
+    reserved_mem: int = 1024**3
+    memory_align_size: int = 16 * 1024**2
+    affinity_policy: AffinityPolicyName = AffinityPolicyName.PREFER_SINGLE_NODE
+    state_dir: Path = attrs.field(factory=default_state_dir)
+
+
+@attrs.frozen
+class AgentResources:
+    """``[agents.resource]`` of one agent (MANUAL mode only)."""
+
+    cpu: tuple[str, ...] | None = None
+    mem: int | None = None
+    devices: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class AgentConfig:
+    """One ``[[agents]]`` entry."""
+
+    id: AgentId
+    resource: AgentResources | None = None
+
+
+@attrs.frozen
+class HostConfig:
+    """A whole host configuration; ``source`` is the file it came from, if any."""
+
+    resource: ResourceConfig = attrs.field(factory=ResourceConfig)
+    plugins: PluginSelection = attrs.field(factory=PluginSelection)
+    agents: tuple[AgentConfig, ...] = (AgentConfig(DEFAULT_AGENT),)
+    source: Path | None = None
+
+    @property
+    def agent_ids(self) -> tuple[AgentId, ...]:
+        return tuple(a.id for a in self.agents)
+
+    @property
+    def source_name(self) -> str:
+        return str(self.source) if self.source else "<defaults>"
+
+    def with_agent_count(self, count: int) -> HostConfig:
+        """Agents ``agent-1 … agent-N`` (the ``--agents N`` option)."""
+        agents = tuple(AgentConfig(AgentId(f"agent-{i}")) for i in range(1, count + 1))
+        return attrs.evolve(self, agents=agents)
+
+    def with_mode(self, mode: AllocationMode) -> HostConfig:
+        """The same config in another allocation mode (the ``--mode`` option)."""
+        return attrs.evolve(self, resource=attrs.evolve(self.resource, allocation_mode=mode))

@@ -1,0 +1,145 @@
+"""Finding the node's GPUs and MIG instances through NVML.
+
+A GPU with MIG mode on is not offered whole: each of its MIG instances becomes a device of
+its own, in the UNIQUE slot ``cuda.mig-<profile>``. A GPU whose NVML calls fail is skipped and
+logged, so one broken GPU never hides the others.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import attrs
+from accelkit.types import ComputeDevice, DeviceId, DeviceName
+
+from accelkit_cuda.config import DeviceIdMode
+from accelkit_cuda.mig import profile_from_attributes, profile_from_name
+from accelkit_cuda.nvml import Handle, NVMLLibrary
+
+log = logging.getLogger(__name__)
+
+DEVICE_NAME = DeviceName("cuda")
+
+
+@attrs.frozen
+class FoundDevice:
+    """A discovered device and the NVML handle its metrics are read from."""
+
+    device: ComputeDevice
+    handle: Handle = attrs.field(eq=False, repr=False)
+
+
+def sysfs_bus_id(nvml_bus_id: str) -> str:
+    """NVML's ``00000000:3B:00.0`` in the form sysfs uses: ``0000:3b:00.0``."""
+    domain, sep, rest = nvml_bus_id.strip().partition(":")
+    if not sep:
+        return nvml_bus_id.strip().lower()
+    try:
+        return f"{int(domain, 16):04x}:{rest.lower()}"
+    except ValueError:
+        return nvml_bus_id.strip().lower()
+
+
+def sysfs_numa_node(sysfs_root: Path, bus_id: str) -> int | None:
+    """``/sys/bus/pci/devices/<bus id>/numa_node``; ``-1`` or an unreadable file is ``None``."""
+    path = sysfs_root / "bus" / "pci" / "devices" / bus_id / "numa_node"
+    try:
+        node = int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return node if node >= 0 else None
+
+
+def discover_devices(
+    lib: NVMLLibrary, id_mode: DeviceIdMode, sysfs_root: Path
+) -> list[FoundDevice]:
+    """Every usable GPU, or its MIG instances when MIG mode is on, in NVML index order."""
+    found: list[FoundDevice] = []
+    for index in range(lib.device_count()):
+        try:
+            found.extend(_discover_gpu(lib, index, id_mode, sysfs_root))
+        except lib.error_type as exc:
+            log.warning("cuda: skipping GPU %d: NVML error: %s", index, exc)
+    return found
+
+
+def _discover_gpu(
+    lib: NVMLLibrary, index: int, id_mode: DeviceIdMode, sysfs_root: Path
+) -> list[FoundDevice]:
+    handle = lib.handle_by_index(index)
+    uuid = lib.uuid(handle)
+    nvml_bus_id = lib.pci_bus_id(handle)
+    bus_id = sysfs_bus_id(nvml_bus_id)
+    numa_node = lib.numa_node(handle)
+    if numa_node is None:
+        numa_node = sysfs_numa_node(sysfs_root, bus_id)
+    memory = lib.memory(handle)
+    device_id = DeviceId(uuid if id_mode is DeviceIdMode.UUID else f"cuda{index}")
+    extra = {"index": str(index), "minor": str(lib.minor_number(handle)), "pci_bus_id": nvml_bus_id}
+    if (cores := lib.core_count(handle)) is not None:
+        extra["cuda_cores"] = str(cores)
+    gpu = ComputeDevice(
+        device_name=DEVICE_NAME,
+        device_id=device_id,
+        hw_location=bus_id,
+        numa_node=numa_node,
+        memory_size=memory.total,
+        processing_units=lib.multiprocessor_count(handle) or 0,
+        model_name=lib.name(handle),
+        uuid=uuid,
+        extra=extra,
+    )
+    if not lib.mig_enabled(handle):
+        return [FoundDevice(gpu, handle)]
+    instances = [
+        _mig_instance(lib, gpu, slot, mig_handle, id_mode)
+        for slot, mig_handle in lib.mig_handles(handle)
+    ]
+    if not instances:
+        log.info("cuda: GPU %s has MIG mode on but no MIG instances", device_id)
+    return instances
+
+
+def _mig_instance(
+    lib: NVMLLibrary, parent: ComputeDevice, slot: int, handle: Handle, id_mode: DeviceIdMode
+) -> FoundDevice:
+    uuid = lib.uuid(handle)
+    name = lib.name(handle)
+    attributes = lib.mig_attributes(handle)
+    profile = profile_from_name(name) or profile_from_attributes(
+        int(attributes.gpuInstanceSliceCount),
+        int(attributes.computeInstanceSliceCount),
+        int(attributes.memorySizeMB),
+        parent.memory_size,
+    )
+    gpu_instance, compute_instance = lib.instance_ids(handle)
+    device_id = DeviceId(uuid if id_mode is DeviceIdMode.UUID else f"{parent.device_id}-mig{slot}")
+    extra = {
+        "index": parent.extra["index"],
+        "minor": parent.extra["minor"],
+        "pci_bus_id": parent.extra["pci_bus_id"],
+        "parent_id": parent.device_id,
+        "parent_uuid": parent.uuid or "",
+        "mig_profile": profile,
+        "mig_index": str(slot),
+        "gpu_instance_id": str(gpu_instance),
+        "compute_instance_id": str(compute_instance),
+    }
+    device = ComputeDevice(
+        device_name=DEVICE_NAME,
+        device_id=device_id,
+        hw_location=f"{parent.hw_location}/gi{gpu_instance}/ci{compute_instance}",
+        numa_node=parent.numa_node,
+        memory_size=lib.memory(handle).total,
+        processing_units=int(attributes.multiprocessorCount),
+        model_name=name,
+        uuid=uuid,
+        extra=extra,
+    )
+    return FoundDevice(device, handle)
+
+
+def mig_profile(device: ComputeDevice) -> str | None:
+    """The MIG profile of a MIG instance, ``None`` for a whole GPU."""
+    return device.extra.get("mig_profile") or None

@@ -1,0 +1,100 @@
+"""What a workload needs to see its GPUs: environment, device nodes and CDI names.
+
+The hook is stateless: :func:`workload_config` is a pure function of the workload, the
+allocation and the allocated devices, so an agent that restarts rebuilds the same config.
+Visible devices are ordered by natural device-id order (``cuda2`` before ``cuda10``), never by
+the order of the allocation mapping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal
+
+from accelkit.errors import WorkloadCreationDenied
+from accelkit.partition import natural_sort_key
+from accelkit.plugin import AbstractLifecycleHook
+from accelkit.types import (
+    ComputeDevice,
+    DeviceAllocation,
+    DeviceId,
+    Mount,
+    Workload,
+    WorkloadConfig,
+    WorkloadType,
+    format_amount,
+)
+
+from accelkit_cuda.slots import SHARES_SLOT
+
+#: device nodes every container with a GPU needs besides ``/dev/nvidia<minor>``
+CONTROL_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+DRIVER_CAPABILITIES = "compute,utility"
+#: NVIDIA_VISIBLE_DEVICES value that gives a container no GPU
+NO_DEVICES = "void"
+
+
+def _allocated(device_alloc: DeviceAllocation) -> list[DeviceId]:
+    wanted = {d for per_device in device_alloc.values() for d, n in per_device.items() if n > 0}
+    return sorted(wanted, key=natural_sort_key)
+
+
+def _pairs(items: list[tuple[int, str]]) -> str:
+    return ",".join(f"{index}:{value}" for index, value in items)
+
+
+def workload_config(
+    workload: Workload,
+    device_alloc: DeviceAllocation,
+    devices: Mapping[DeviceId, ComputeDevice],
+) -> WorkloadConfig:
+    """The config that exposes exactly the allocated GPUs (MIG instances by their MIG UUID).
+
+    Resource data: ``CUDA_GLOBAL_DEVICE_IDS`` maps each visible index to its device id
+    (``0:cuda0,1:cuda3``); with ``cuda.shares``, ``CUDA_DEVICE_SHARES`` maps each visible index
+    to the share granted on that GPU (``0:0.5,1:0.25``).
+    """
+    ordered = _allocated(device_alloc)
+    uuids: list[str] = []
+    for device_id in ordered:
+        device = devices.get(device_id)
+        if device is None or not device.uuid:
+            msg = f"cuda: allocated device {device_id!r} is unknown or has no UUID"
+            raise WorkloadCreationDenied(msg)
+        uuids.append(device.uuid)
+    resource_data = {"CUDA_GLOBAL_DEVICE_IDS": _pairs(list(enumerate(ordered)))}
+    shares = device_alloc.get(SHARES_SLOT, {})
+    granted = [(i, format_amount(shares.get(d, Decimal(0)))) for i, d in enumerate(ordered)]
+    if shares:
+        resource_data["CUDA_DEVICE_SHARES"] = _pairs(granted)
+    if workload.type is WorkloadType.PROCESS_TREE:
+        return WorkloadConfig(
+            env_vars={"CUDA_VISIBLE_DEVICES": ",".join(uuids)}, resource_data=resource_data
+        )
+    if not uuids:
+        return WorkloadConfig(
+            env_vars={"NVIDIA_VISIBLE_DEVICES": NO_DEVICES}, resource_data=resource_data
+        )
+    minors = dict.fromkeys(devices[d].extra.get("minor", "") for d in ordered)
+    if "" in minors:
+        msg = f"cuda: a device of {ordered} has no device minor number"
+        raise WorkloadCreationDenied(msg)
+    nodes = [f"/dev/nvidia{minor}" for minor in minors] + list(CONTROL_DEVICES)
+    mounts: tuple[Mount, ...] = tuple(Mount.device(path) for path in nodes)
+    return WorkloadConfig(
+        env_vars={
+            "NVIDIA_VISIBLE_DEVICES": ",".join(uuids),
+            "NVIDIA_DRIVER_CAPABILITIES": DRIVER_CAPABILITIES,
+        },
+        resource_data=resource_data,
+        # WorkloadConfig.mounts uses the bare `tuple` converter, which mypy cannot solve
+        mounts=mounts,  # type: ignore[arg-type]
+        cdi_devices=tuple(f"nvidia.com/gpu={uuid}" for uuid in uuids),
+    )
+
+
+class CUDALifecycleHook(AbstractLifecycleHook):
+    """Exposes the allocated GPUs to one workload; holds no state of its own."""
+
+    async def pre_create(self) -> WorkloadConfig:
+        return workload_config(self.workload, self.device_alloc, self.devices)

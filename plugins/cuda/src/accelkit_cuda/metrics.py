@@ -1,0 +1,128 @@
+"""GPU readings turned into accelkit metrics.
+
+Each device is read in one go; an NVML error on a device (a lost GPU, most often) skips that
+device's readings and is logged, and the other devices are still reported. A reading a device
+does not offer (MIG instances have no utilisation) is simply absent. Units are NVML's own:
+percent, bytes, milliwatts and degrees Celsius, all integers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from decimal import Decimal
+
+import attrs
+from accelkit.metrics import Measurement, MetricType, NodeMetric
+from accelkit.types import DeviceId
+
+from accelkit_cuda.nvml import Handle, MemoryInfo, NVMLLibrary
+
+log = logging.getLogger(__name__)
+
+_PERCENT = Decimal(100)
+
+
+@attrs.frozen
+class DeviceReading:
+    """Everything read from one device at one time; ``None`` where the device offers nothing."""
+
+    memory: MemoryInfo
+    gpu_util: int | None = None
+    mem_util: int | None = None
+    power: int | None = None
+    power_limit: int | None = None
+    temperature: int | None = None
+
+
+def read_device(lib: NVMLLibrary, handle: Handle) -> DeviceReading:
+    """Read one device; raises the NVML error of a device that cannot be read."""
+    utilization = lib.utilization(handle)
+    return DeviceReading(
+        memory=lib.memory(handle),
+        gpu_util=None if utilization is None else utilization[0],
+        mem_util=None if utilization is None else utilization[1],
+        power=lib.power_usage(handle),
+        power_limit=lib.power_limit(handle),
+        temperature=lib.temperature(handle),
+    )
+
+
+def read_devices(
+    lib: NVMLLibrary, handles: Mapping[DeviceId, Handle]
+) -> dict[DeviceId, DeviceReading]:
+    """Read every device; a device whose NVML calls fail is logged and left out."""
+    readings: dict[DeviceId, DeviceReading] = {}
+    for device_id, handle in handles.items():
+        try:
+            readings[device_id] = read_device(lib, handle)
+        except lib.error_type as exc:
+            log.warning("cuda: no metrics from %s: NVML error: %s", device_id, exc)
+    return readings
+
+
+def _metric(
+    key: str,
+    kind: MetricType,
+    unit: str,
+    per_device: Mapping[DeviceId, Measurement],
+    node: Callable[[Sequence[Measurement]], Measurement],
+) -> list[NodeMetric]:
+    if not per_device:
+        return []
+    by_id = {str(device_id): m for device_id, m in per_device.items()}
+    return [NodeMetric(key, kind, unit, node(list(per_device.values())), by_id)]
+
+
+def _mean(values: Sequence[Measurement]) -> Measurement:
+    return Measurement(sum((m.value for m in values), Decimal(0)) / len(values), _PERCENT)
+
+
+def _total(values: Sequence[Measurement]) -> Measurement:
+    capacities = [m.capacity for m in values]
+    capacity = None if None in capacities else sum((c or 0 for c in capacities), Decimal(0))
+    return Measurement(sum((m.value for m in values), Decimal(0)), capacity)
+
+
+def _hottest(values: Sequence[Measurement]) -> Measurement:
+    return Measurement(max(m.value for m in values))
+
+
+def node_metrics(readings: Mapping[DeviceId, DeviceReading]) -> list[NodeMetric]:
+    """``gpu_util``, ``mem_util``, ``mem_used``, ``power`` and ``temperature`` per device.
+
+    The node value is the mean of the utilisations, the sum of memory and power (against the
+    sum of totals and limits), and the hottest device's temperature.
+    """
+    items = readings.items()
+    gpu = {d: Measurement(r.gpu_util, _PERCENT) for d, r in items if r.gpu_util is not None}
+    mem = {d: Measurement(r.mem_util, _PERCENT) for d, r in items if r.mem_util is not None}
+    used = {d: Measurement(r.memory.used, r.memory.total) for d, r in items}
+    power = {d: Measurement(r.power, r.power_limit) for d, r in items if r.power is not None}
+    temp = {d: Measurement(r.temperature) for d, r in items if r.temperature is not None}
+    return [
+        *_metric("gpu_util", MetricType.UTILIZATION, "percent", gpu, _mean),
+        *_metric("mem_util", MetricType.UTILIZATION, "percent", mem, _mean),
+        *_metric("mem_used", MetricType.GAUGE, "bytes", used, _total),
+        *_metric("power", MetricType.GAUGE, "mW", power, _total),
+        *_metric("temperature", MetricType.GAUGE, "celsius", temp, _hottest),
+    ]
+
+
+def process_memory(lib: NVMLLibrary, handles: Mapping[DeviceId, Handle]) -> dict[int, int]:
+    """GPU memory in use per pid, summed over the devices; a failing device is left out."""
+    usage: dict[int, int] = {}
+    for device_id, handle in handles.items():
+        try:
+            processes = lib.processes(handle)
+        except lib.error_type as exc:
+            log.warning("cuda: no process list from %s: NVML error: %s", device_id, exc)
+            continue
+        for process in processes:
+            usage[process.pid] = usage.get(process.pid, 0) + (process.used_memory or 0)
+    return usage
+
+
+def memory_of(usage: Mapping[int, int], pids: Iterable[int]) -> int:
+    """Total GPU memory of ``pids``; 0 when none of them uses a GPU."""
+    return sum(usage.get(pid, 0) for pid in set(pids))

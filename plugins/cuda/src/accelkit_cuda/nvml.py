@@ -1,0 +1,195 @@
+"""The boundary to NVML: every ``pynvml`` call goes through :class:`NVMLLibrary`.
+
+The library is reached through a module object (``pynvml`` itself, or a test double with the
+same functions and constants), so nothing here imports ``pynvml`` at import time. Readings come
+back as plain ``int`` and ``str``; a reading the GPU does not offer comes back as ``None``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import attrs
+from accelkit.errors import PluginUnavailable
+
+#: the ``pynvml`` module or a double of it; NVML has no type stubs, hence ``Any``
+NVMLModule = Any
+#: an opaque NVML device handle (a GPU or a MIG instance)
+Handle = Any
+
+T = TypeVar("T")
+
+# NVML return codes (nvml.h); stable across driver releases
+ERROR_NOT_SUPPORTED = 3
+ERROR_NOT_FOUND = 6
+ERROR_INVALID_ARGUMENT = 2
+ERROR_FUNCTION_NOT_FOUND = 13
+ERROR_GPU_IS_LOST = 15
+MIG_ENABLE = 1
+TEMPERATURE_GPU = 0
+
+#: codes that mean "this GPU or driver does not offer that reading"
+_ABSENT = frozenset({ERROR_NOT_SUPPORTED, ERROR_FUNCTION_NOT_FOUND})
+
+
+def import_nvml() -> NVMLModule:
+    """Import ``pynvml``; raise :class:`PluginUnavailable` when nvidia-ml-py is not installed."""
+    try:
+        return importlib.import_module("pynvml")
+    except ImportError as exc:
+        msg = f"nvidia-ml-py is not installed (cannot import pynvml: {exc})"
+        raise PluginUnavailable(msg) from exc
+
+
+def text(value: str | bytes) -> str:
+    """NVML strings arrive as ``str`` or, from ctypes structures, as ``bytes``."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@attrs.frozen
+class MemoryInfo:
+    """Framebuffer memory of a GPU or MIG instance, in bytes."""
+
+    total: int
+    used: int
+
+
+@attrs.frozen
+class ProcessUsage:
+    """One compute process on a device; ``used_memory`` is ``None`` when NVML cannot tell."""
+
+    pid: int
+    used_memory: int | None
+
+
+class NVMLLibrary:
+    """Typed access to the NVML functions the plugin uses."""
+
+    def __init__(self, module: NVMLModule) -> None:
+        self.module = module
+
+    @property
+    def error_type(self) -> type[Exception]:
+        """The module's ``NVMLError`` base class."""
+        error: type[Exception] = self.module.NVMLError
+        return error
+
+    def error_code(self, exc: BaseException) -> int | None:
+        """The NVML return code carried by ``exc``, or ``None`` for a foreign exception."""
+        if not isinstance(exc, self.error_type):
+            return None
+        value = getattr(exc, "value", None)
+        return value if isinstance(value, int) else None
+
+    def optional(self, read: Callable[[], T]) -> T | None:
+        """Run ``read``; a reading the device or driver does not offer gives ``None``."""
+        try:
+            return read()
+        except AttributeError:  # an older nvidia-ml-py without the function
+            return None
+        except self.error_type as exc:
+            if self.error_code(exc) in _ABSENT:
+                return None
+            raise
+
+    def init(self) -> None:
+        self.module.nvmlInit()
+
+    def shutdown(self) -> None:
+        self.module.nvmlShutdown()
+
+    def device_count(self) -> int:
+        return int(self.module.nvmlDeviceGetCount())
+
+    def handle_by_index(self, index: int) -> Handle:
+        return self.module.nvmlDeviceGetHandleByIndex(index)
+
+    def name(self, handle: Handle) -> str:
+        return text(self.module.nvmlDeviceGetName(handle))
+
+    def uuid(self, handle: Handle) -> str:
+        return text(self.module.nvmlDeviceGetUUID(handle))
+
+    def memory(self, handle: Handle) -> MemoryInfo:
+        info = self.module.nvmlDeviceGetMemoryInfo(handle)
+        return MemoryInfo(total=int(info.total), used=int(info.used))
+
+    def pci_bus_id(self, handle: Handle) -> str:
+        return text(self.module.nvmlDeviceGetPciInfo(handle).busId)
+
+    def numa_node(self, handle: Handle) -> int | None:
+        node = self.optional(lambda: int(self.module.nvmlDeviceGetNumaNodeId(handle)))
+        return None if node is None or node < 0 else node
+
+    def minor_number(self, handle: Handle) -> int:
+        return int(self.module.nvmlDeviceGetMinorNumber(handle))
+
+    def multiprocessor_count(self, handle: Handle) -> int | None:
+        attributes = self.optional(lambda: self.module.nvmlDeviceGetAttributes(handle))
+        return None if attributes is None else int(attributes.multiprocessorCount)
+
+    def core_count(self, handle: Handle) -> int | None:
+        return self.optional(lambda: int(self.module.nvmlDeviceGetNumGpuCores(handle)))
+
+    def mig_enabled(self, handle: Handle) -> bool:
+        modes = self.optional(lambda: self.module.nvmlDeviceGetMigMode(handle))
+        return modes is not None and int(modes[0]) == MIG_ENABLE
+
+    def mig_handles(self, handle: Handle) -> list[tuple[int, Handle]]:
+        """The MIG instances of a GPU as ``(slot index, handle)``; unused slots are skipped."""
+        found = []
+        for index in range(int(self.module.nvmlDeviceGetMaxMigDeviceCount(handle))):
+            try:
+                found.append(
+                    (index, self.module.nvmlDeviceGetMigDeviceHandleByIndex(handle, index))
+                )
+            except self.error_type as exc:
+                if self.error_code(exc) not in {ERROR_NOT_FOUND, ERROR_INVALID_ARGUMENT}:
+                    raise
+        return found
+
+    def mig_attributes(self, handle: Handle) -> Any:
+        """``nvmlDeviceGetAttributes``: slice counts and memory of a MIG instance."""
+        return self.module.nvmlDeviceGetAttributes(handle)
+
+    def instance_ids(self, handle: Handle) -> tuple[int, int]:
+        """The GPU-instance and compute-instance ids of a MIG device."""
+        return (
+            int(self.module.nvmlDeviceGetGpuInstanceId(handle)),
+            int(self.module.nvmlDeviceGetComputeInstanceId(handle)),
+        )
+
+    def utilization(self, handle: Handle) -> tuple[int, int] | None:
+        rates = self.optional(lambda: self.module.nvmlDeviceGetUtilizationRates(handle))
+        return None if rates is None else (int(rates.gpu), int(rates.memory))
+
+    def power_usage(self, handle: Handle) -> int | None:
+        return self.optional(lambda: int(self.module.nvmlDeviceGetPowerUsage(handle)))
+
+    def power_limit(self, handle: Handle) -> int | None:
+        return self.optional(lambda: int(self.module.nvmlDeviceGetEnforcedPowerLimit(handle)))
+
+    def temperature(self, handle: Handle) -> int | None:
+        return self.optional(
+            lambda: int(self.module.nvmlDeviceGetTemperature(handle, TEMPERATURE_GPU))
+        )
+
+    def processes(self, handle: Handle) -> list[ProcessUsage]:
+        found = self.optional(lambda: self.module.nvmlDeviceGetComputeRunningProcesses(handle))
+        return [
+            ProcessUsage(int(p.pid), None if p.usedGpuMemory is None else int(p.usedGpuMemory))
+            for p in found or ()
+        ]
+
+    def driver_version(self) -> str:
+        return text(self.module.nvmlSystemGetDriverVersion())
+
+    def nvml_version(self) -> str:
+        return text(self.module.nvmlSystemGetNVMLVersion())
+
+    def cuda_driver_version(self) -> str:
+        """The CUDA version the driver supports, as ``major.minor`` (12040 → ``12.4``)."""
+        version = int(self.module.nvmlSystemGetCudaDriverVersion())
+        return f"{version // 1000}.{version % 1000 // 10}"

@@ -1,0 +1,166 @@
+"""The ``cpu`` compute plugin: one device per usable core, slot ``cpu`` (COUNT), EVENLY."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, ClassVar
+
+import psutil
+from accelkit.cgroup import CgroupFS, WorkloadLocation
+from accelkit.metrics import MetricContext, NodeMetric, ProcessMetric, WorkloadMetric
+from accelkit.partition import Partition
+from accelkit.plugin import AbstractComputePlugin, MaskedAgentContext
+from accelkit.types import (
+    AgentId,
+    ComputeDevice,
+    DeviceAllocation,
+    DeviceId,
+    DeviceName,
+    DeviceSlotInfo,
+    NodeInfo,
+    SlotName,
+    SlotSpec,
+    SlotType,
+    Workload,
+)
+
+from accelkit_cpu import metrics
+from accelkit_cpu.config import CPUConfig
+from accelkit_cpu.cpulist import format_cpu_list
+from accelkit_cpu.hook import CPULifecycleHook
+from accelkit_cpu.topology import Affinity, CPUTopology
+
+log = logging.getLogger(__name__)
+
+SLOT = SlotName("cpu")
+
+
+class CPUPlugin(AbstractComputePlugin):
+    """CPU cores of the node, as the cgroup cpuset (else the affinity mask) allows.
+
+    ``root`` and ``affinity`` replace ``/`` and ``os.sched_getaffinity(0)`` in tests.
+    """
+
+    key: ClassVar[DeviceName] = DeviceName("cpu")
+
+    def __init__(
+        self,
+        config: Mapping[str, Any] | None = None,
+        *,
+        root: Path | str = "/",
+        affinity: Affinity | None = None,
+    ) -> None:
+        super().__init__(config)
+        self.settings = CPUConfig.from_mapping(self.config)
+        self.root = Path(root)
+        self._affinity = affinity
+        self._topology: CPUTopology | None = None
+        self._cgroups: CgroupFS | None = None
+        self._cpu_ids: tuple[int, ...] | None = None
+
+    @property
+    def topology(self) -> CPUTopology:
+        """The cores found by :meth:`init` (read on first use otherwise)."""
+        if self._topology is None:
+            self._topology = CPUTopology.read(self.root, self._affinity)
+        return self._topology
+
+    @property
+    def cgroups(self) -> CgroupFS:
+        """The cgroup hierarchies mounted on the node."""
+        if self._cgroups is None:
+            self._cgroups = CgroupFS.read(self.root)
+        return self._cgroups
+
+    async def init(self) -> None:
+        topology = self.topology
+        log.info("cpu plugin: cores %s from %s", format_cpu_list(topology.cores), topology.source)
+
+    async def list_devices(self) -> Sequence[ComputeDevice]:
+        topology = self.topology
+        return tuple(
+            ComputeDevice(
+                device_name=self.key,
+                device_id=DeviceId(str(core)),
+                hw_location=f"cpu{core}",
+                numa_node=topology.numa_node.get(core),
+                memory_size=0,
+                processing_units=1,
+                model_name=topology.model_name.get(core, ""),
+            )
+            for core in topology.cores
+        )
+
+    def configurable_slots(self) -> Sequence[SlotSpec]:
+        return (SlotSpec(SLOT, SlotType.COUNT, "CPU", "Core", "CPU cores"),)
+
+    def device_slots(self, devices: Iterable[ComputeDevice]) -> Mapping[DeviceId, DeviceSlotInfo]:
+        amount = Decimal(self.settings.overcommit_factor)
+        return {
+            d.device_id: DeviceSlotInfo(SlotType.COUNT, SLOT, amount, d.numa_node) for d in devices
+        }
+
+    async def get_node_info(self) -> NodeInfo:
+        topology = self.topology
+        models = sorted(set(topology.model_name.values()))
+        nodes = sorted(set(topology.numa_node.values()))
+        return NodeInfo(
+            facts={
+                "cores": format_cpu_list(topology.cores),
+                "cores_source": topology.source,
+                "model_name": ", ".join(models),
+                "numa_nodes": ",".join(map(str, nodes)),
+                "overcommit_factor": str(self.settings.overcommit_factor),
+            }
+        )
+
+    async def gather_node_metrics(self, ctx: MetricContext) -> Sequence[NodeMetric]:
+        per_cpu = psutil.cpu_times(percpu=True)
+        if self._cpu_ids is None or len(self._cpu_ids) != len(per_cpu):
+            self._cpu_ids = metrics.online_cpus(self.root, len(per_cpu))
+        return metrics.node_metrics(ctx, per_cpu, self._cpu_ids, self.topology.cores)
+
+    def create_lifecycle_hook(
+        self,
+        workload: Workload,
+        device_alloc: DeviceAllocation,
+        devices: Mapping[DeviceId, ComputeDevice],
+    ) -> CPULifecycleHook:
+        return CPULifecycleHook(workload, device_alloc, devices=devices)
+
+    def create_agent_context(self, agent_id: AgentId, partition: Partition) -> CPUAgentContext:
+        return CPUAgentContext(self, agent_id, partition)
+
+
+class CPUAgentContext(MaskedAgentContext):
+    """An agent's cores, plus the CPU time of its workloads and processes.
+
+    A workload is located by its id (see :class:`accelkit.cgroup.WorkloadLocation`); one that
+    cannot be located, or is gone, has no metrics.
+    """
+
+    plugin: CPUPlugin
+
+    def __init__(self, plugin: CPUPlugin, agent_id: AgentId, partition: Partition) -> None:
+        super().__init__(plugin, agent_id, partition)
+
+    async def gather_workload_metrics(
+        self, ctx: MetricContext, workload: Workload
+    ) -> Sequence[WorkloadMetric]:
+        try:
+            location = WorkloadLocation.parse(workload.id)
+        except ValueError as exc:
+            log.debug("cpu plugin: no metrics for workload %r: %s", workload.id, exc)
+            return ()
+        used = metrics.workload_cpu_msec(
+            location, cgroups=self.plugin.cgroups, root=self.plugin.root
+        )
+        if used is None:
+            return ()
+        return metrics.workload_metrics(ctx, workload.id, used)
+
+    async def gather_process_metrics(self, ctx: MetricContext, pid: int) -> Sequence[ProcessMetric]:
+        return metrics.process_metrics(ctx, pid)

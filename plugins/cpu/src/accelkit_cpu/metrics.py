@@ -164,7 +164,7 @@ def process_metrics(ctx: MetricContext, pid: int) -> list[ProcessMetric]:
     """``cpu_used`` (user + system) and ``cpu_util`` of one process; ``[]`` when it is gone."""
     try:
         times = psutil.Process(pid).cpu_times()
-    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
         return []
     used = (_decimal(times.user) + _decimal(times.system)) * 1000
     metrics = [ProcessMetric(USED_KEY, MetricType.ACCUMULATION, _MSEC, pid, Measurement(used))]

@@ -1,0 +1,169 @@
+"""The ``mem`` compute plugin: one device ``root``, slot ``mem`` (BYTES), FILL, split by amount."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import psutil
+from accelkit.cgroup import CgroupFS, WorkloadLocation
+from accelkit.metrics import MetricContext, NodeMetric, ProcessMetric, WorkloadMetric
+from accelkit.partition import Partition
+from accelkit.plugin import AbstractComputePlugin, MaskedAgentContext
+from accelkit.sizes import format_binary_size
+from accelkit.types import (
+    AgentId,
+    ComputeDevice,
+    DeviceAllocation,
+    DeviceId,
+    DeviceName,
+    DeviceSlotInfo,
+    NodeInfo,
+    SlotSpec,
+    SlotType,
+    Workload,
+)
+
+from accelkit_mem import metrics
+from accelkit_mem.config import MemConfig
+from accelkit_mem.hook import SLOT, MemLifecycleHook
+from accelkit_mem.limits import Ram, UsableMemory
+
+if TYPE_CHECKING:
+    from accelkit.allocmap import AllocationStrategy
+
+log = logging.getLogger(__name__)
+
+ROOT_DEVICE = DeviceId("root")
+
+
+class MemPlugin(AbstractComputePlugin):
+    """The node's usable memory as one device: RAM, or the cgroup limit when that is lower.
+
+    ``root`` and ``ram`` replace ``/`` and ``psutil.virtual_memory().total`` in tests.
+    """
+
+    key: ClassVar[DeviceName] = DeviceName("mem")
+    shared_by_amount: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        config: Mapping[str, Any] | None = None,
+        *,
+        root: Path | str = "/",
+        ram: Ram | None = None,
+    ) -> None:
+        super().__init__(config)
+        self.settings = MemConfig.from_mapping(self.config)
+        self.root = Path(root)
+        self._ram = ram
+        self._usable: UsableMemory | None = None
+        self._cgroups: CgroupFS | None = None
+
+    @property
+    def usable(self) -> UsableMemory:
+        """The usable memory found by :meth:`init` (read on first use otherwise)."""
+        if self._usable is None:
+            self._usable = UsableMemory.read(self.root, self._ram)
+        return self._usable
+
+    @property
+    def cgroups(self) -> CgroupFS:
+        """The cgroup hierarchies mounted on the node."""
+        if self._cgroups is None:
+            self._cgroups = CgroupFS.read(self.root)
+        return self._cgroups
+
+    async def init(self) -> None:
+        usable = self.usable
+        log.info("mem plugin: %s usable (from %s)", format_binary_size(usable.size), usable.source)
+
+    async def list_devices(self) -> Sequence[ComputeDevice]:
+        usable = self.usable
+        return (
+            ComputeDevice(
+                device_name=self.key,
+                device_id=ROOT_DEVICE,
+                hw_location="root",
+                numa_node=None,
+                memory_size=usable.size,
+                processing_units=0,
+                extra={"ram": str(usable.ram), "source": usable.source},
+            ),
+        )
+
+    def configurable_slots(self) -> Sequence[SlotSpec]:
+        return (SlotSpec(SLOT, SlotType.BYTES, "Memory", "GiB", "Main memory"),)
+
+    def device_slots(self, devices: Iterable[ComputeDevice]) -> Mapping[DeviceId, DeviceSlotInfo]:
+        factor = self.settings.overcommit_factor
+        return {
+            d.device_id: DeviceSlotInfo(
+                SlotType.BYTES, SLOT, int(d.memory_size * factor), d.numa_node
+            )
+            for d in devices
+        }
+
+    def allocation_strategy(self) -> AllocationStrategy:
+        from accelkit.allocmap import AllocationStrategy  # noqa: PLC0415 - as in the base class
+
+        return AllocationStrategy.FILL
+
+    async def get_node_info(self) -> NodeInfo:
+        usable = self.usable
+        return NodeInfo(
+            facts={
+                "ram": str(usable.ram),
+                "usable": str(usable.size),
+                "usable_source": usable.source,
+                "overcommit_factor": str(self.settings.overcommit_factor),
+            }
+        )
+
+    async def gather_node_metrics(self, ctx: MetricContext) -> Sequence[NodeMetric]:
+        vm = psutil.virtual_memory()
+        usable = self.usable
+        device_used = vm.used
+        if usable.cgroup is not None:
+            device_used = metrics.cgroup_working_set(usable.cgroup) or 0
+        return metrics.node_metrics(vm.used, vm.total, device_used, usable.size)
+
+    def create_lifecycle_hook(
+        self,
+        workload: Workload,
+        device_alloc: DeviceAllocation,
+        devices: Mapping[DeviceId, ComputeDevice],
+    ) -> MemLifecycleHook:
+        return MemLifecycleHook(workload, device_alloc, devices=devices)
+
+    def create_agent_context(self, agent_id: AgentId, partition: Partition) -> MemAgentContext:
+        return MemAgentContext(self, agent_id, partition)
+
+
+class MemAgentContext(MaskedAgentContext):
+    """An agent's share of memory, plus the memory used by its workloads and processes.
+
+    A workload is located by its id (see :class:`accelkit.cgroup.WorkloadLocation`); one that
+    cannot be located, or is gone, has no metrics.
+    """
+
+    plugin: MemPlugin
+
+    def __init__(self, plugin: MemPlugin, agent_id: AgentId, partition: Partition) -> None:
+        super().__init__(plugin, agent_id, partition)
+
+    async def gather_workload_metrics(
+        self, ctx: MetricContext, workload: Workload
+    ) -> Sequence[WorkloadMetric]:
+        try:
+            location = WorkloadLocation.parse(workload.id)
+        except ValueError as exc:
+            log.debug("mem plugin: no metrics for workload %r: %s", workload.id, exc)
+            return ()
+        used = metrics.workload_bytes(location, cgroups=self.plugin.cgroups, root=self.plugin.root)
+        return () if used is None else metrics.workload_metrics(workload.id, used)
+
+    async def gather_process_metrics(self, ctx: MetricContext, pid: int) -> Sequence[ProcessMetric]:
+        return metrics.process_metrics(pid)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from accelkit_cuda import CUDAPlugin
 
 from .fake_nvml import FakeGpu, FakeNVML

@@ -3,6 +3,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+
 from accelkit.errors import ConfigError
 from accelkit_cuda import CUDAPlugin
 from accelkit_cuda.config import AllocationMode, CUDAConfig, DeviceIdMode

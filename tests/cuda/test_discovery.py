@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 import pytest
+
 from accelkit.types import SlotType
 from accelkit_cuda.discovery import sysfs_bus_id
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from accelkit_cuda.mig import memory_gb, profile_from_attributes, profile_from_name
 
 MIB = 1024 * 1024

@@ -5,6 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+
 from accelkit.allocmap import DiscretePropertyAllocMap, FractionAllocMap
 from accelkit.errors import InvalidResourceCombination, NotMultipleOfQuantum
 from accelkit.types import DeviceId, SlotName, SlotType

@@ -134,7 +134,9 @@ class PluginLoader:
                 plugins = [check_plugin_object(record, p) for p in produced or ()]
                 for plugin in plugins:
                     check_slots(
-                        record, plugin, (s.name for s in plugin.configurable_slots()),
+                        record,
+                        plugin,
+                        (s.name for s in plugin.configurable_slots()),
                         self._register,
                     )
                 for plugin in plugins:
@@ -219,10 +221,7 @@ class PluginLoader:
     def plugins(self) -> list[AbstractComputePlugin]:
         """Every usable plugin, in the order they were loaded."""
         return [
-            p
-            for r in self.records.values()
-            if r.status is PluginStatus.LOADED
-            for p in r.plugins
+            p for r in self.records.values() if r.status is PluginStatus.LOADED for p in r.plugins
         ]
 
     def record_of(self, plugin: AbstractComputePlugin) -> PluginRecord:

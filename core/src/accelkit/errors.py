@@ -44,7 +44,7 @@ class PluginError(AccelkitError):
     """A compute plugin could not be used."""
 
 
-class PluginUnavailable(PluginError):  # noqa: N818 - name fixed by the design
+class PluginUnavailable(PluginError):
     """The plugin's hardware, driver or library is absent: not a failure."""
 
 
@@ -60,7 +60,7 @@ class ResourceError(AccelkitError):
     """An allocation request cannot be honoured; nothing was changed."""
 
 
-class InsufficientResource(ResourceError):  # noqa: N818 - name fixed by the design
+class InsufficientResource(ResourceError):
     """Not enough free capacity for the request."""
 
     def __init__(
@@ -76,7 +76,7 @@ class InvalidResourceArgument(ResourceError):
     """The request or allocation is malformed (negative, unknown device, outside the mask, ...)."""
 
 
-class NotMultipleOfQuantum(InvalidResourceArgument):  # noqa: N818 - name fixed by the design
+class NotMultipleOfQuantum(InvalidResourceArgument):
     """A fractional request is not a whole multiple of the map's quantum."""
 
 
@@ -84,7 +84,7 @@ class InvalidResourceCombination(ResourceError):
     """Mutually exclusive slot types were requested together."""
 
 
-class FractionalResourceFragmented(ResourceError):  # noqa: N818 - name fixed by the design
+class FractionalResourceFragmented(ResourceError):
     """A fractional request would be spread over more devices than it needs."""
 
 
@@ -92,15 +92,15 @@ class WorkloadError(AccelkitError):
     """A workload's lifecycle could not proceed."""
 
 
-class WorkloadCreationDenied(WorkloadError):  # noqa: N818 - name fixed by the design
+class WorkloadCreationDenied(WorkloadError):
     """A lifecycle hook refuses the workload for good."""
 
 
-class WorkloadCreationDeferred(WorkloadError):  # noqa: N818 - name fixed by the design
+class WorkloadCreationDeferred(WorkloadError):
     """A lifecycle hook cannot admit the workload now; the caller may retry later."""
 
 
-class HookConflict(WorkloadError):  # noqa: N818 - name fixed by the design
+class HookConflict(WorkloadError):
     """Two plugins' hooks returned different values for the same key."""
 
 

@@ -43,7 +43,7 @@ class Measurement:
     capacity: Decimal | None = attrs.field(default=None, converter=_optional_decimal)
 
 
-def _frozen_measurements(value: Mapping[str, Measurement]) -> Mapping[str, Measurement]:
+def _frozen_measurements(value: Mapping[Any, Measurement]) -> Mapping[DeviceId, Measurement]:
     return {DeviceId(str(k)): v for k, v in value.items()}
 
 

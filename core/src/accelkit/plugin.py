@@ -146,9 +146,7 @@ class AbstractComputePlugin(ABC):
     ) -> AbstractLifecycleHook:
         """The hook for one workload; ``devices`` are the allocated devices by id."""
 
-    def create_agent_context(
-        self, agent_id: AgentId, partition: Partition
-    ) -> AbstractAgentContext:
+    def create_agent_context(self, agent_id: AgentId, partition: Partition) -> AbstractAgentContext:
         """The masked, agent-scoped view; discover devices first."""
         return MaskedAgentContext(self, agent_id, partition)
 
@@ -290,7 +288,9 @@ class MaskedAgentContext(AbstractAgentContext):
     def alloc_to_devices(self, device_alloc: DeviceAllocation) -> Sequence[ComputeDevice]:
         self._check_in_mask(device_alloc)
         wanted = {
-            d for per_device in device_alloc.values() for d, amount in per_device.items()
+            d
+            for per_device in device_alloc.values()
+            for d, amount in per_device.items()
             if amount > 0
         }
         return tuple(d for d in self.devices if d.device_id in wanted)

@@ -114,7 +114,10 @@ def check_slots(
     for slot in slots:
         if slot_is_prefixed(plugin.key, slot):
             continue
-        msg = f"{origin(record, plugin)} reports slot {slot!r}, not prefixed by its key {plugin.key!r}"
+        msg = (
+            f"{origin(record, plugin)} reports slot {slot!r}, "
+            f"not prefixed by its key {plugin.key!r}"
+        )
         if (owner := register.owner_of(slot)) is not None:
             msg += f"; that prefix belongs to {owner}"
         raise PluginContractError(msg)

@@ -21,7 +21,7 @@ def to_decimal(value: Any) -> Decimal:
     """Convert an amount to :class:`~decimal.Decimal`, refusing floats and non-finite values."""
     if isinstance(value, Decimal):
         result = value
-    elif isinstance(value, bool) or isinstance(value, float):
+    elif isinstance(value, bool | float):
         msg = f"amounts must be Decimal, int or str, not {type(value).__name__} ({value!r})"
         raise TypeError(msg)
     elif isinstance(value, int | str):
@@ -69,13 +69,13 @@ class MountType(enum.StrEnum):
     DEVICE = "device"
 
 
-def _non_empty(_inst: object, attribute: attrs.Attribute[str], value: str) -> None:
+def _non_empty(_inst: object, attribute: attrs.Attribute[Any], value: str) -> None:
     if not value:
         msg = f"{attribute.name} must not be empty"
         raise ValueError(msg)
 
 
-def _frozen_str_map(value: Mapping[str, str] | None) -> Mapping[str, str]:
+def _frozen_str_map(value: Mapping[Any, Any] | None) -> Mapping[str, str]:
     return dict(value or {})
 
 

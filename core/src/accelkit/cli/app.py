@@ -45,7 +45,7 @@ def _register_commands() -> None:
 _register_commands()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:  # noqa: PLR0911 - a status per failure kind
     """Run the command; return its exit status instead of letting exceptions escape."""
     args = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in args or "--verbose" in args

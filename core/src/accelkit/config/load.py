@@ -6,13 +6,13 @@ agent; when there are several, :class:`ConfigErrors` carries them all.
 
 from __future__ import annotations
 
+import enum
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from accelkit.config.model import (
-    AffinityPolicyName,
     AgentConfig,
     AgentResources,
     AllocationMode,
@@ -43,6 +43,8 @@ _AGENT_RESOURCE_KEYS = frozenset({"cpu", "mem", "devices"})
 #: plugin config keys with these endings are paths, resolved against the config file
 _PATH_SUFFIXES = ("-file", "-dir", "-path")
 
+_E = TypeVar("_E", bound=enum.StrEnum)
+
 
 class _Problems:
     """Collects problems so one pass reports all of them."""
@@ -61,8 +63,9 @@ class _Problems:
             raise ConfigErrors(self.errors)
 
 
-def _table(problems: _Problems, value: Any, key: str, allowed: frozenset[str],
-           agent: str | None = None) -> Mapping[str, Any]:
+def _table(
+    problems: _Problems, value: Any, key: str, allowed: frozenset[str], agent: str | None = None
+) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         problems.add(key, f"expected a table, got {type(value).__name__}", agent)
         return {}
@@ -87,53 +90,54 @@ def _names(problems: _Problems, value: Any, key: str) -> tuple[str, ...] | None:
     return tuple(value)
 
 
+def _enum_value(
+    problems: _Problems, table: Mapping[str, Any], key: str, *, default: _E, what: str
+) -> _E:
+    if key not in table:
+        return default
+    try:
+        return type(default)(table[key])
+    except ValueError:
+        choices = ", ".join(repr(m.value) for m in type(default))
+        problems.add(f"resource.{key}", f"unknown {what} {table[key]!r} (use {choices})")
+        return default
+
+
+def _reserved_cpu(
+    problems: _Problems, table: Mapping[str, Any], default: int
+) -> int | tuple[str, ...]:
+    value = table.get("reserved-cpu", default)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
+        return tuple(value)
+    problems.add(
+        "resource.reserved-cpu",
+        f'expected a non-negative count or a list of core ids like ["0"], got {value!r}',
+    )
+    return default
+
+
+def _resource_size(problems: _Problems, table: Mapping[str, Any], key: str, default: int) -> int:
+    if key not in table:
+        return default
+    parsed = _size(problems, table[key], f"resource.{key}")
+    return default if parsed is None else parsed
+
+
 def _resource(problems: _Problems, raw: Any, base: Path | None) -> ResourceConfig:
     table = _table(problems, raw, "resource", _RESOURCE_KEYS)
     defaults = ResourceConfig()
-    mode = defaults.allocation_mode
-    if "allocation-mode" in table:
-        try:
-            mode = AllocationMode(table["allocation-mode"])
-        except ValueError:
-            choices = ", ".join(repr(m.value) for m in AllocationMode)
-            problems.add(
-                "resource.allocation-mode",
-                f"unknown mode {table['allocation-mode']!r} (use {choices})",
-            )
-    reserved_cpu: int | tuple[str, ...] = defaults.reserved_cpu
-    if "reserved-cpu" in table:
-        value = table["reserved-cpu"]
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            reserved_cpu = value
-        elif isinstance(value, list) and all(isinstance(v, str) and v for v in value):
-            reserved_cpu = tuple(value)
-        else:
-            problems.add(
-                "resource.reserved-cpu",
-                f"expected a non-negative count or a list of core ids like [\"0\"], got {value!r}",
-            )
-    sizes = {}
-    for key, default in (
-        ("reserved-mem", defaults.reserved_mem),
-        ("memory-align-size", defaults.memory_align_size),
-    ):
-        sizes[key] = default
-        if key in table:
-            parsed = _size(problems, table[key], f"resource.{key}")
-            sizes[key] = default if parsed is None else parsed
-    if sizes["memory-align-size"] == 0:
+    mode = _enum_value(
+        problems, table, "allocation-mode", default=defaults.allocation_mode, what="mode"
+    )
+    policy = _enum_value(
+        problems, table, "affinity-policy", default=defaults.affinity_policy, what="policy"
+    )
+    align = _resource_size(problems, table, "memory-align-size", defaults.memory_align_size)
+    if align == 0:
         problems.add("resource.memory-align-size", "must be greater than zero")
-        sizes["memory-align-size"] = defaults.memory_align_size
-    policy = defaults.affinity_policy
-    if "affinity-policy" in table:
-        try:
-            policy = AffinityPolicyName(table["affinity-policy"])
-        except ValueError:
-            choices = ", ".join(repr(p.value) for p in AffinityPolicyName)
-            problems.add(
-                "resource.affinity-policy",
-                f"unknown policy {table['affinity-policy']!r} (use {choices})",
-            )
+        align = defaults.memory_align_size
     state_dir = default_state_dir()
     if "state-dir" in table:
         value = table["state-dir"]
@@ -142,7 +146,12 @@ def _resource(problems: _Problems, raw: Any, base: Path | None) -> ResourceConfi
         else:
             problems.add("resource.state-dir", f"expected a directory path, got {value!r}")
     return ResourceConfig(
-        mode, reserved_cpu, sizes["reserved-mem"], sizes["memory-align-size"], policy, state_dir
+        allocation_mode=mode,
+        reserved_cpu=_reserved_cpu(problems, table, 1),
+        reserved_mem=_resource_size(problems, table, "reserved-mem", defaults.reserved_mem),
+        memory_align_size=align,
+        affinity_policy=policy,
+        state_dir=state_dir,
     )
 
 
@@ -180,9 +189,7 @@ def _plugins(problems: _Problems, raw: Any, base: Path | None) -> PluginSelectio
     return PluginSelection(allowed=allowed, blocked=blocked, strict=strict, configs=configs)
 
 
-def _agent_resources(
-    problems: _Problems, raw: Any, key: str, agent: str
-) -> AgentResources:
+def _agent_resources(problems: _Problems, raw: Any, key: str, agent: str) -> AgentResources:
     table = _table(problems, raw, key, _AGENT_RESOURCE_KEYS, agent)
     cpu: tuple[str, ...] | None = None
     if "cpu" in table:
@@ -204,13 +211,14 @@ def _agent_resources(
     devices: dict[str, tuple[str, ...]] = {}
     raw_devices = table.get("devices", {})
     if not isinstance(raw_devices, Mapping):
-        problems.add(f"{key}.devices", "expected a table such as { cuda = [\"cuda0\"] }", agent)
+        problems.add(f"{key}.devices", 'expected a table such as { cuda = ["cuda0"] }', agent)
         raw_devices = {}
     for name, ids in raw_devices.items():
         where = f"{key}.devices.{name}"
         if name in ("cpu", "mem"):
             problems.add(
-                where, f"give {name!r} as its own key under [agents.resource], not in devices",
+                where,
+                f"give {name!r} as its own key under [agents.resource], not in devices",
                 agent,
             )
         elif "." in name or not isinstance(ids, list):
@@ -251,7 +259,8 @@ def _agents(problems: _Problems, raw: Any, mode: AllocationMode) -> tuple[AgentC
             if mode is not AllocationMode.MANUAL:
                 problems.add(
                     f"{where}.resource",
-                    f"per-agent resources are for allocation-mode 'manual' only (mode is {mode.value!r})",
+                    "per-agent resources are for allocation-mode 'manual' only "
+                    f"(mode is {mode.value!r})",
                     agent_id,
                 )
         agents.append(AgentConfig(AgentId(agent_id), resources))
@@ -288,5 +297,6 @@ def load_host_config(path: str | Path) -> HostConfig:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"malformed TOML: {exc}", file=str(source)) from None
+        msg = f"malformed TOML: {exc}"
+        raise ConfigError(msg, file=str(source)) from None
     return parse_host_config(data, source)

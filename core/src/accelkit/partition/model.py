@@ -23,7 +23,7 @@ def _device_ids(value: Iterable[str]) -> tuple[DeviceId, ...]:
     return tuple(DeviceId(str(v)) for v in value)
 
 
-def _slot_amounts(value: Mapping[str, Any]) -> Mapping[SlotName, Decimal]:
+def _slot_amounts(value: Mapping[Any, Any]) -> Mapping[SlotName, Decimal]:
     return {SlotName(str(k)): to_decimal(v) for k, v in value.items()}
 
 

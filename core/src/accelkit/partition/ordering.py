@@ -11,7 +11,7 @@ _DIGITS = re.compile(r"(\d+)")
 
 
 def natural_sort_key(device_id: str) -> tuple[tuple[int, int | str], ...]:
-    """Sort key that orders numbers by value: ``cuda2`` before ``cuda10``, ``"2"`` before ``"10"``."""
+    """Sort key ordering numbers by value: ``cuda2`` before ``cuda10``, ``"2"`` before ``"10"``."""
     parts = _DIGITS.split(device_id)
     return tuple((0, int(p)) if p.isdigit() else (1, p) for p in parts if p)
 

@@ -6,7 +6,7 @@ import time
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from accelkit.allocmap import AbstractAllocMap, AllocationStrategy, FractionAllocMap
 from accelkit.metrics import Measurement, MetricContext, MetricType, NodeMetric
@@ -50,7 +50,16 @@ def deterministic_percent(device_id: str, now: float) -> int:
 class MockLifecycleHook(AbstractLifecycleHook):
     """Exposes the allocated mock devices as ``MOCK_<KEY>_DEVICES``."""
 
-    key: ClassVar[str] = "mock"
+    def __init__(
+        self,
+        workload: Workload,
+        device_alloc: DeviceAllocation,
+        *,
+        devices: Mapping[DeviceId, ComputeDevice] | None = None,
+        key: str,
+    ) -> None:
+        super().__init__(workload, device_alloc, devices=devices)
+        self.key = key
 
     async def pre_create(self) -> WorkloadConfig:
         name = f"MOCK_{self.key.upper().replace('-', '_')}_DEVICES"
@@ -65,8 +74,10 @@ class MockPlugin(AbstractComputePlugin):
     @classmethod
     def for_kind(cls, kind: MockKind, config: Mapping[str, Any]) -> MockPlugin:
         """A plugin instance playing the device name ``kind.key``."""
-        exclusive = () if kind.key in ("cpu", "mem") else tuple(
-            f"{kind.key}.{suffix}" for suffix in ("device", "shares", "mig-*")
+        exclusive = (
+            ()
+            if kind.key in ("cpu", "mem")
+            else tuple(f"{kind.key}.{suffix}" for suffix in ("device", "shares", "mig-*"))
         )
         attributes = {
             "key": DeviceName(kind.key),
@@ -75,7 +86,7 @@ class MockPlugin(AbstractComputePlugin):
             "shared_by_amount": kind.key == "mem",
         }
         name = f"Mock{kind.key.title().replace('-', '').replace('_', '')}Plugin"
-        subclass = type(name, (cls,), attributes)
+        subclass = cast("type[MockPlugin]", type(name, (cls,), attributes))
         return subclass(config)
 
     async def list_devices(self) -> Sequence[ComputeDevice]:
@@ -135,8 +146,7 @@ class MockPlugin(AbstractComputePlugin):
         device_alloc: DeviceAllocation,
         devices: Mapping[DeviceId, ComputeDevice],
     ) -> AbstractLifecycleHook:
-        hook_class = type("MockLifecycleHook", (MockLifecycleHook,), {"key": self.key})
-        return hook_class(workload, device_alloc, devices=devices)
+        return MockLifecycleHook(workload, device_alloc, devices=devices, key=self.key)
 
     async def get_node_info(self) -> NodeInfo:
         return NodeInfo(
@@ -155,7 +165,9 @@ class MockPlugin(AbstractComputePlugin):
         count = len(per_device)
         node = Measurement(total / count if count else 0, 100)
         memory = {
-            DeviceId(d.id): Measurement(d.memory * deterministic_percent(d.id, now) // 100, d.memory)
+            DeviceId(d.id): Measurement(
+                d.memory * deterministic_percent(d.id, now) // 100, d.memory
+            )
             for d in self.kind.devices
         }
         memory_node = Measurement(

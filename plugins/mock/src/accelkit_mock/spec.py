@@ -23,7 +23,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import attrs
 
@@ -69,52 +69,52 @@ class _Reader:
     def __init__(self, source: str | None) -> None:
         self.source = source
 
-    def error(self, key: str, message: str) -> ConfigError:
-        return ConfigError(message, file=self.source, key=key)
+    def fail(self, key: str, message: str) -> NoReturn:
+        raise ConfigError(message, file=self.source, key=key)
 
     def table(self, value: Any, key: str, allowed: frozenset[str]) -> Mapping[str, Any]:
         if not isinstance(value, Mapping):
-            raise self.error(key, f"expected a table, got {type(value).__name__}")
+            self.fail(key, f"expected a table, got {type(value).__name__}")
         if unknown := sorted(set(value) - allowed):
-            raise self.error(f"{key}.{unknown[0]}", f"unknown key (allowed: {sorted(allowed)})")
+            self.fail(f"{key}.{unknown[0]}", f"unknown key (allowed: {sorted(allowed)})")
         return value
 
     def string(self, table: Mapping[str, Any], key: str, where: str, default: str = "") -> str:
         value = table.get(key, default)
         if not isinstance(value, str):
-            raise self.error(f"{where}.{key}", f"expected a string, got {value!r}")
+            self.fail(f"{where}.{key}", f"expected a string, got {value!r}")
         return value
 
     def integer(self, table: Mapping[str, Any], key: str, where: str) -> int:
         value = table.get(key, 0)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise self.error(f"{where}.{key}", f"expected a non-negative integer, got {value!r}")
+            self.fail(f"{where}.{key}", f"expected a non-negative integer, got {value!r}")
         return value
 
     def size(self, table: Mapping[str, Any], key: str, where: str) -> int:
         try:
             return parse_binary_size(table.get(key, 0))
         except ValueError as exc:
-            raise self.error(f"{where}.{key}", str(exc)) from None
+            self.fail(f"{where}.{key}", str(exc))
 
     def amount(self, value: Any, where: str) -> Decimal:
         try:
             amount = to_decimal(value)
         except (TypeError, ValueError) as exc:
-            raise self.error(where, f"not a decimal amount: {exc}") from None
+            self.fail(where, f"not a decimal amount: {exc}")
         if amount < 0:
-            raise self.error(where, f"amount must not be negative, got {value!r}")
+            self.fail(where, f"amount must not be negative, got {value!r}")
         return amount
 
     def kinds(self, data: Mapping[str, Any]) -> tuple[MockKind, ...]:
         raw = data.get("kinds", [])
         if not isinstance(raw, list):
-            raise self.error("kinds", "expected an array of tables [[kinds]]")
+            self.fail("kinds", "expected an array of tables [[kinds]]")
         kinds = tuple(self.kind(item, f"kinds[{i}]") for i, item in enumerate(raw))
         seen: set[str] = set()
         for i, kind in enumerate(kinds):
             if kind.key in seen:
-                raise self.error(f"kinds[{i}].key", f"kind {kind.key!r} is declared twice")
+                self.fail(f"kinds[{i}].key", f"kind {kind.key!r} is declared twice")
             seen.add(kind.key)
         return kinds
 
@@ -122,18 +122,18 @@ class _Reader:
         table = self.table(raw, where, _KIND_KEYS)
         key = self.string(table, "key", where)
         if not _KEY.fullmatch(key):
-            raise self.error(f"{where}.key", f"a kind needs a lower-case key such as 'cuda', got {key!r}")
+            self.fail(f"{where}.key", f"a kind needs a lower-case key such as 'cuda', got {key!r}")
         allocation = self.string(table, "allocation", where, "discrete")
         if allocation not in ALLOCATIONS:
-            raise self.error(
+            self.fail(
                 f"{where}.allocation", f"unknown allocation mode {allocation!r} (use {ALLOCATIONS})"
             )
         quantum = self.amount(table.get("quantum", "0.01"), f"{where}.quantum")
         if quantum <= 0:
-            raise self.error(f"{where}.quantum", "quantum must be greater than zero")
+            self.fail(f"{where}.quantum", "quantum must be greater than zero")
         raw_devices = table.get("devices", [])
         if not isinstance(raw_devices, list):
-            raise self.error(f"{where}.devices", "expected an array of tables [[kinds.devices]]")
+            self.fail(f"{where}.devices", "expected an array of tables [[kinds.devices]]")
         devices = tuple(
             self.device(key, d, f"{where}.devices[{i}]") for i, d in enumerate(raw_devices)
         )
@@ -144,14 +144,14 @@ class _Reader:
         table = self.table(raw, where, _DEVICE_KEYS)
         if "id" not in table:
             if key != "mem":
-                raise self.error(f"{where}.id", "every device needs an id")
+                self.fail(f"{where}.id", "every device needs an id")
             table = {**table, "id": "root"}
         device_id = self.string(table, "id", where)
         if not device_id:
-            raise self.error(f"{where}.id", "device id must not be empty")
+            self.fail(f"{where}.id", "device id must not be empty")
         numa = table.get("numa-node")
         if numa is not None and (isinstance(numa, bool) or not isinstance(numa, int) or numa < 0):
-            raise self.error(f"{where}.numa-node", f"expected a NUMA node number, got {numa!r}")
+            self.fail(f"{where}.numa-node", f"expected a NUMA node number, got {numa!r}")
         memory = self.size(table, "memory", where)
         if key == "mem":
             amount = Decimal(self.size(table, "amount", where) if "amount" in table else memory)
@@ -159,7 +159,7 @@ class _Reader:
             amount = self.amount(table.get("amount", "1"), f"{where}.amount")
         profile = self.string(table, "mig-profile", where)
         if profile and not _PROFILE.fullmatch(profile):
-            raise self.error(f"{where}.mig-profile", f"not a profile name: {profile!r}")
+            self.fail(f"{where}.mig-profile", f"not a profile name: {profile!r}")
         return MockDevice(
             device_id,
             self.string(table, "model", where, f"Mock {key}"),
@@ -182,20 +182,20 @@ class _Reader:
         for i, device in enumerate(devices):
             at = f"{where}.devices[{i}]"
             if device.id in seen:
-                raise self.error(f"{at}.id", f"duplicate device id {device.id!r}")
+                self.fail(f"{at}.id", f"duplicate device id {device.id!r}")
             seen.add(device.id)
             if device.mig_profile and key in ("cpu", "mem"):
-                raise self.error(f"{at}.mig-profile", f"kind {key!r} cannot have MIG profiles")
+                self.fail(f"{at}.mig-profile", f"kind {key!r} cannot have MIG profiles")
             if device.mig_profile and device.amount != 1:
-                raise self.error(f"{at}.amount", "a MIG-like device is handed out whole: amount 1")
+                self.fail(f"{at}.amount", "a MIG-like device is handed out whole: amount 1")
             if allocation == "fractional" and (device.amount % quantum) != 0:
-                raise self.error(
+                self.fail(
                     f"{at}.amount", f"amount {device.amount} is not a multiple of quantum {quantum}"
                 )
             if allocation == "discrete" and device.amount != device.amount.to_integral_value():
-                raise self.error(f"{at}.amount", "a discrete device's amount must be whole")
+                self.fail(f"{at}.amount", "a discrete device's amount must be whole")
         if key == "mem" and [d.id for d in devices] not in ([], ["root"]):
-            raise self.error(f"{where}.devices", "kind 'mem' has exactly one device, 'root'")
+            self.fail(f"{where}.devices", "kind 'mem' has exactly one device, 'root'")
 
 
 def load_kinds(config: Mapping[str, Any]) -> tuple[MockKind, ...]:
@@ -220,8 +220,9 @@ def load_kinds(config: Mapping[str, Any]) -> tuple[MockKind, ...]:
         msg = f"cannot read the mock device file: {exc.strerror or exc}"
         raise ConfigError(msg, file=str(path), key="config-file") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"malformed TOML: {exc}", file=str(path)) from None
+        msg = f"malformed TOML: {exc}"
+        raise ConfigError(msg, file=str(path)) from None
     reader = _Reader(str(path))
     if unknown := sorted(set(data) - {"kinds"}):
-        raise reader.error(unknown[0], "unknown key (a mock device file holds [[kinds]] only)")
+        reader.fail(unknown[0], "unknown key (a mock device file holds [[kinds]] only)")
     return reader.kinds(data)

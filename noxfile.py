@@ -1,0 +1,76 @@
+"""Sessions for testing, checking, documenting, benchmarking and demonstrating accelkit."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.sessions = ["tests", "lint", "typecheck"]
+nox.options.reuse_existing_virtualenvs = True
+
+PACKAGES = ["core", "plugins/cpu", "plugins/mem", "plugins/cuda", "plugins/mock"]
+TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "jsonschema>=4", "hatchling>=1.24"]
+SOURCES = ["core/src", "plugins/cpu/src", "plugins/mem/src", "plugins/cuda/src", "plugins/mock/src"]
+
+
+def install_workspace(session: nox.Session) -> None:
+    args: list[str] = []
+    for package in PACKAGES:
+        args += ["-e", package]
+    session.install(*args)
+
+
+@nox.session(python="3.11")
+def tests(session: nox.Session) -> None:
+    """Run the test suite of every distribution and the end-to-end tests."""
+    install_workspace(session)
+    session.install(*TEST_DEPS)
+    session.run("pytest", *(session.posargs or ["tests"]))
+
+
+@nox.session(python="3.11")
+def lint(session: nox.Session) -> None:
+    """Check style and formatting with ruff."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", *SOURCES)
+
+
+@nox.session(python="3.11")
+def typecheck(session: nox.Session) -> None:
+    """Type-check every distribution's sources with mypy --strict."""
+    install_workspace(session)
+    session.install("mypy>=1.10", "types-psutil")
+    session.run("mypy", "--strict", *SOURCES)
+
+
+@nox.session(python="3.11", default=False)
+def docs(session: nox.Session) -> None:
+    """Build the documentation site with mkdocs --strict."""
+    install_workspace(session)
+    session.install("mkdocs-material>=9")
+    session.run("mkdocs", "build", "--strict", "--site-dir", "site")
+
+
+@nox.session(python="3.11", default=False)
+def bench(session: nox.Session) -> None:
+    """Run the benchmarks and print their figures (medians)."""
+    install_workspace(session)
+    session.run("python", "tests/benchmarks/run.py", *session.posargs)
+
+
+@nox.session(python="3.11", default=False)
+def demo(session: nox.Session) -> None:
+    """Run accelkit on the embedded demo node (docs/examples/demo.toml)."""
+    install_workspace(session)
+    config = "docs/examples/demo.toml"
+    session.run("accelkit", "plugins")
+    session.run("accelkit", "devices", "--config", config)
+
+
+@nox.session(python="3.11", default=False)
+def gpu(session: nox.Session) -> None:
+    """Run the cuda checks against real NVML (needs an NVIDIA GPU and driver)."""
+    install_workspace(session)
+    session.install(*TEST_DEPS)
+    session.run("pytest", "-m", "gpu", "tests/cuda", *session.posargs)

@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from accelkit.sizes import format_binary_size, parse_binary_size
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [
+        ("0", 0),
+        ("512", 512),
+        ("1k", 1024),
+        ("512m", 512 * 1024**2),
+        ("16G", 16 * 1024**3),
+        ("1.5g", 3 * 512 * 1024**2),
+        ("2T", 2 * 1024**4),
+        ("16GiB", 16 * 1024**3),
+        (" 4M ", 4 * 1024**2),
+        (7, 7),
+    ],
+)
+def test_parse(text, size):
+    assert parse_binary_size(text) == size
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("-1G", "negative"),
+        (-5, "negative"),
+        ("12X", "not a size"),
+        ("", "not a size"),
+        ("G", "not a size"),
+        ("1.5", "whole number"),
+        (True, "not a size"),
+        (1.5, "string like"),
+        (None, "string like"),
+    ],
+)
+def test_parse_errors(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_binary_size(text)
+
+
+@given(st.integers(min_value=0, max_value=2**50))
+def test_format_then_parse_round_trips(size):
+    assert parse_binary_size(format_binary_size(size)) == size
+
+
+def test_format_picks_largest_exact_suffix():
+    assert format_binary_size(16 * 1024**3) == "16G"
+    assert format_binary_size(1536 * 1024**2) == "1536M"
+    assert format_binary_size(1000) == "1000"
+    assert format_binary_size(0) == "0"

@@ -1,0 +1,124 @@
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from accelkit.metrics import Measurement, MetricContext, MetricType, NodeMetric
+from accelkit.types import (
+    ComputeDevice,
+    DeviceSlotInfo,
+    Mount,
+    MountType,
+    SlotSpec,
+    SlotType,
+    Workload,
+    WorkloadConfig,
+    WorkloadType,
+    format_amount,
+    to_decimal,
+)
+
+
+def test_to_decimal_refuses_floats_and_bools():
+    with pytest.raises(TypeError, match="float"):
+        to_decimal(0.5)
+    with pytest.raises(TypeError, match="bool"):
+        to_decimal(True)
+
+
+def test_to_decimal_refuses_non_finite_and_garbage():
+    with pytest.raises(ValueError, match="finite"):
+        to_decimal("NaN")
+    with pytest.raises(ValueError, match="not a decimal"):
+        to_decimal("1.2.3")
+    with pytest.raises(TypeError):
+        to_decimal([1])
+
+
+def test_to_decimal_accepts_int_str_decimal():
+    assert to_decimal(3) == Decimal(3)
+    assert to_decimal("0.25") == Decimal("0.25")
+    assert to_decimal(Decimal("1.5")) == Decimal("1.5")
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (Decimal("5368709120"), "5368709120"),
+        (Decimal("5.36870912E+9"), "5368709120"),
+        (Decimal("0.40"), "0.4"),
+        (Decimal("1.000"), "1"),
+        (Decimal("0"), "0"),
+        (Decimal("0.01"), "0.01"),
+    ],
+)
+def test_format_amount_is_plain(value, text):
+    assert format_amount(value) == text
+
+
+@given(st.decimals(allow_nan=False, allow_infinity=False, places=4, min_value=0, max_value=10**12))
+def test_format_amount_round_trips(value):
+    text = format_amount(value)
+    assert "E" not in text
+    assert "e" not in text
+    assert Decimal(text) == value
+
+
+def test_slot_info_validates_amount_and_converts():
+    info = DeviceSlotInfo("count", "cpu", "2")
+    assert info.slot_type is SlotType.COUNT
+    assert info.amount == Decimal(2)
+    with pytest.raises(ValueError, match="negative"):
+        DeviceSlotInfo(SlotType.COUNT, "cpu", -1)
+    with pytest.raises(ValueError, match=r"unknown-type|not a valid"):
+        DeviceSlotInfo("unknown-type", "cpu", 1)
+
+
+def test_slot_spec_needs_a_name():
+    with pytest.raises(ValueError, match="name"):
+        SlotSpec("", SlotType.COUNT)
+
+
+def test_compute_device_rejects_negative_sizes():
+    with pytest.raises(ValueError, match="memory_size"):
+        ComputeDevice("cuda", "cuda0", "pci", 0, -1, 1)
+    with pytest.raises(ValueError, match="device_id"):
+        ComputeDevice("cuda", "", "pci", 0, 0, 1)
+
+
+def test_workload_named_constructors():
+    assert Workload.container("w").type is WorkloadType.CONTAINER
+    assert Workload.process_tree("w").type is WorkloadType.PROCESS_TREE
+    with pytest.raises(ValueError, match="id"):
+        Workload("")
+
+
+def test_workload_config_defaults_and_conversion():
+    config = WorkloadConfig(
+        mounts=[Mount.device("/dev/nvidia0")], cpuset_cpus=[0, 1], cdi_devices=["a=b"]
+    )
+    assert config.mounts[0].type is MountType.DEVICE
+    assert config.mounts[0].target == "/dev/nvidia0"
+    assert config.cpuset_cpus == (0, 1)
+    assert config.cdi_devices == ("a=b",)
+    assert WorkloadConfig().memory_limit is None
+    assert WorkloadConfig() == WorkloadConfig()
+
+
+def test_metric_keys_have_no_dots():
+    with pytest.raises(ValueError, match="no dots"):
+        NodeMetric("gpu.util", MetricType.GAUGE, "%", Measurement(1))
+    metric = NodeMetric("gpu_util", "gauge", "%", Measurement(1, 100), {"cuda0": Measurement(1)})
+    assert metric.type is MetricType.GAUGE
+    assert metric.node.capacity == Decimal(100)
+
+
+def test_metric_context_rate_needs_two_readings():
+    ctx = MetricContext(timestamp=10.0)
+    assert ctx.rate("x", Decimal(5)) is None
+    later = MetricContext(timestamp=12.0, previous=ctx.previous)
+    assert later.rate("x", Decimal(9)) == Decimal(2)
+    assert later.advance().previous is later.previous

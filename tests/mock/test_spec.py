@@ -1,0 +1,161 @@
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from accelkit.errors import ConfigError
+from accelkit_mock.spec import load_kinds
+
+
+def kinds_of(toml_text: str, tmp_path: Path):
+    path = tmp_path / "devices.toml"
+    path.write_text(toml_text)
+    return load_kinds({"config-file": str(path)})
+
+
+def test_no_config_means_no_kinds():
+    assert load_kinds({}) == ()
+
+
+def test_full_declaration(tmp_path):
+    (kind,) = kinds_of(
+        """
+[[kinds]]
+key = "cuda"
+allocation = "fractional"
+quantum = "0.25"
+[[kinds.devices]]
+id = "cuda0"
+model = "Mock GPU 40G"
+numa-node = 1
+memory = "40G"
+processing-units = 108
+amount = "2.5"
+""",
+        tmp_path,
+    )
+    assert kind.key == "cuda"
+    assert kind.allocation == "fractional"
+    assert kind.quantum == Decimal("0.25")
+    (device,) = kind.devices
+    assert (device.id, device.model, device.numa_node) == ("cuda0", "Mock GPU 40G", 1)
+    assert device.memory == 40 * 1024**3
+    assert device.processing_units == 108
+    assert device.amount == Decimal("2.5")
+
+
+def test_mem_kind_defaults_to_root_sized_by_memory():
+    (kind,) = load_kinds({"kinds": [{"key": "mem", "devices": [{"memory": "2G"}]}]})
+    assert kind.devices[0].id == "root"
+    assert kind.devices[0].amount == Decimal(2 * 1024**3)
+
+
+@pytest.mark.parametrize(
+    ("kinds", "key", "message"),
+    [
+        ([{"key": "cuda", "devices": [{"model": "x"}]}], "kinds[0].devices[0].id", "needs an id"),
+        (
+            [{"key": "cuda", "devices": [{"id": "a"}, {"id": "a"}]}],
+            "kinds[0].devices[1].id",
+            "duplicate device id 'a'",
+        ),
+        (
+            [{"key": "cuda", "devices": [{"id": "a", "memory": "12X"}]}],
+            "kinds[0].devices[0].memory",
+            "not a size",
+        ),
+        (
+            [{"key": "cuda", "allocation": "sliced"}],
+            "kinds[0].allocation",
+            "unknown allocation mode",
+        ),
+        ([{"key": "Bad Key"}], "kinds[0].key", "lower-case key"),
+        ([{"key": "cuda", "colour": "red"}], "kinds[0].colour", "unknown key"),
+        (
+            [{"key": "cuda", "devices": [{"id": "a", "amount": "-1"}]}],
+            "kinds[0].devices[0].amount",
+            "negative",
+        ),
+        (
+            [{"key": "cuda", "devices": [{"id": "a", "amount": "1.5"}]}],
+            "kinds[0].devices[0].amount",
+            "whole",
+        ),
+        (
+            [
+                {
+                    "key": "cuda",
+                    "allocation": "fractional",
+                    "quantum": "0.25",
+                    "devices": [{"id": "a", "amount": "0.3"}],
+                }
+            ],
+            "kinds[0].devices[0].amount",
+            "not a multiple of quantum",
+        ),
+        (
+            [{"key": "cuda", "allocation": "fractional", "quantum": "0"}],
+            "kinds[0].quantum",
+            "greater than zero",
+        ),
+        (
+            [{"key": "cuda", "devices": [{"id": "a", "numa-node": -1}]}],
+            "kinds[0].devices[0].numa-node",
+            "NUMA node",
+        ),
+        (
+            [{"key": "cuda", "devices": [{"id": "a", "processing-units": "many"}]}],
+            "kinds[0].devices[0].processing-units",
+            "non-negative integer",
+        ),
+        (
+            [{"key": "mem", "devices": [{"id": "a"}]}],
+            "kinds[0].devices",
+            "exactly one device, 'root'",
+        ),
+        (
+            [{"key": "cpu", "devices": [{"id": "0", "mig-profile": "1g.10gb"}]}],
+            "kinds[0].devices[0].mig-profile",
+            "cannot have MIG",
+        ),
+        (
+            [{"key": "cuda", "devices": [{"id": "m", "mig-profile": "1g.10gb", "amount": "2"}]}],
+            "kinds[0].devices[0].amount",
+            "handed out whole",
+        ),
+        ([{"key": "cuda"}, {"key": "cuda"}], "kinds[1].key", "declared twice"),
+        ([{"key": "cuda", "devices": {"id": "a"}}], "kinds[0].devices", "array of tables"),
+        (["cuda"], "kinds[0]", "expected a table"),
+    ],
+)
+def test_malformed_entries_name_the_key(kinds, key, message):
+    with pytest.raises(ConfigError, match=message) as info:
+        load_kinds({"kinds": kinds})
+    assert info.value.key == key
+    assert info.value.file == "[plugins.config.mock]"
+
+
+def test_errors_in_a_file_name_the_file(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        kinds_of('[[kinds]]\nkey = "cuda"\n[[kinds.devices]]\nmodel = "x"\n', tmp_path)
+    assert info.value.file == str(tmp_path / "devices.toml")
+    assert str(tmp_path / "devices.toml") in str(info.value)
+
+
+def test_malformed_toml_and_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match=r"malformed TOML.*line 1"):
+        kinds_of("[[kinds]\n", tmp_path)
+    with pytest.raises(ConfigError, match="cannot read") as info:
+        load_kinds({"config-file": str(tmp_path / "missing.toml")})
+    assert info.value.key == "config-file"
+
+
+def test_unknown_top_level_keys(tmp_path):
+    with pytest.raises(ConfigError, match="unknown key"):
+        kinds_of("devices = []\n", tmp_path)
+    with pytest.raises(ConfigError, match="unknown key"):
+        load_kinds({"config-fil": "x"})
+    with pytest.raises(ConfigError, match="not both"):
+        load_kinds({"config-file": "x", "kinds": []})

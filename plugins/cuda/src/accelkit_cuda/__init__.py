@@ -33,7 +33,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from accelkit import hookimpl
-
 from accelkit_cuda.plugin import CUDAPlugin
 
 __all__ = ["CUDAPlugin", "accelkit_compute_plugins"]

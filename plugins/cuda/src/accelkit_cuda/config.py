@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 import attrs
+
 from accelkit.errors import ConfigError
 from accelkit.types import to_decimal
 

@@ -9,12 +9,10 @@ from typing import TYPE_CHECKING
 from accelkit.metrics import Measurement, MetricContext, MetricType, ProcessMetric, WorkloadMetric
 from accelkit.plugin import MaskedAgentContext
 from accelkit.types import AgentId, Workload
-
 from accelkit_cuda.metrics import memory_of, process_memory
 
 if TYPE_CHECKING:
     from accelkit.partition import Partition
-
     from accelkit_cuda.plugin import CUDAPlugin
 
 GPU_MEMORY_KEY = "gpu_mem"

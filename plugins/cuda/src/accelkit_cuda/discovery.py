@@ -11,8 +11,8 @@ import logging
 from pathlib import Path
 
 import attrs
-from accelkit.types import ComputeDevice, DeviceId, DeviceName
 
+from accelkit.types import ComputeDevice, DeviceId, DeviceName
 from accelkit_cuda.config import DeviceIdMode
 from accelkit_cuda.mig import profile_from_attributes, profile_from_name
 from accelkit_cuda.nvml import Handle, NVMLLibrary

@@ -24,7 +24,6 @@ from accelkit.types import (
     WorkloadType,
     format_amount,
 )
-
 from accelkit_cuda.slots import SHARES_SLOT
 
 #: device nodes every container with a GPU needs besides ``/dev/nvidia<minor>``

@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 
 import attrs
+
 from accelkit.metrics import Measurement, MetricType, NodeMetric
 from accelkit.types import DeviceId
-
 from accelkit_cuda.nvml import Handle, MemoryInfo, NVMLLibrary
 
 log = logging.getLogger(__name__)

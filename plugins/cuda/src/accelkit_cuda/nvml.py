@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import attrs
+
 from accelkit.errors import PluginUnavailable
 
 #: the ``pynvml`` module or a double of it; NVML has no type stubs, hence ``Any``

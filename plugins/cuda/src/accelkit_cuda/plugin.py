@@ -21,7 +21,6 @@ from accelkit.types import (
     SlotSpec,
     Workload,
 )
-
 from accelkit_cuda.config import AllocationMode, CUDAConfig
 from accelkit_cuda.context import CUDAAgentContext
 from accelkit_cuda.discovery import discover_devices, mig_profile
@@ -128,7 +127,7 @@ class CUDAPlugin(AbstractComputePlugin):
         if self.settings.allocation is not AllocationMode.FRACTIONAL:
             return super().create_alloc_map(device_slots, device_mask)
         # deferred like the base class: the alloc maps load only when a map is built
-        from accelkit.allocmap import FractionAllocMap  # noqa: PLC0415
+        from accelkit.allocmap import FractionAllocMap
 
         return FractionAllocMap(
             device_slots,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import psutil
+
 from accelkit.types import Workload
 
 #: maps a workload to the pids whose GPU use counts as its own

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from accelkit.types import ComputeDevice, DeviceId, DeviceSlotInfo, SlotName, SlotSpec, SlotType
-
 from accelkit_cuda.config import AllocationMode, CUDAConfig
 from accelkit_cuda.discovery import mig_profile
 

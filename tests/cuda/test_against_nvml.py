@@ -1,0 +1,138 @@
+"""The same checks against the fake NVML and, on a machine with a GPU, the real one.
+
+``pytest -m gpu tests/cuda`` (``nox -s gpu``) runs only the real-NVML cases; without a driver
+or GPU they skip with the reason. The default run covers the fake cases.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from decimal import Decimal
+
+import pytest
+
+from accelkit.errors import PluginUnavailable
+from accelkit.metrics import MetricContext
+from accelkit.partition import DevicePartition
+from accelkit.types import SlotType, Workload
+from accelkit_cuda import CUDAPlugin
+
+from . import fake_nvml as fk
+from .support import run
+
+BACKENDS = [pytest.param("fake", id="fake"), pytest.param("real", id="real", marks=pytest.mark.gpu)]
+KNOWN_METRICS = {"gpu_util", "mem_util", "mem_used", "power", "temperature"}
+UUID = re.compile(r"(GPU|MIG)-[0-9A-Za-z-/]+")
+
+
+def fake_node() -> list[fk.FakeGpu]:
+    return [fk.FakeGpu(0, numa_node=0), fk.mig_gpu(1, ["3g.40gb", "1g.10gb"]), fk.FakeGpu(2)]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def make(backend, start) -> Iterator:
+    """Build a started plugin with a config over the chosen NVML."""
+    real: list[CUDAPlugin] = []
+
+    def _make(config=None) -> CUDAPlugin:
+        if backend == "fake":
+            return start(fake_node(), config)
+        plugin = CUDAPlugin(config or {})
+        try:
+            run(plugin.init())
+        except PluginUnavailable as exc:
+            pytest.skip(f"no usable NVIDIA GPU: {exc}")
+        real.append(plugin)
+        run(plugin.discover())
+        return plugin
+
+    yield _make
+    for plugin in real:
+        run(plugin.cleanup())
+
+
+def test_devices_are_well_formed(make):
+    plugin = make()
+    devices = plugin.devices
+    assert devices
+    ids = [d.device_id for d in devices]
+    assert len(set(ids)) == len(ids)
+    for device in devices:
+        assert device.device_name == "cuda"
+        assert device.uuid is not None
+        assert UUID.fullmatch(device.uuid)
+        assert device.memory_size > 0
+        assert device.extra["minor"].isdecimal()
+        assert device.numa_node is None or device.numa_node >= 0
+
+
+def test_uuid_ids_are_the_uuids(make):
+    plugin = make({"device-id": "uuid"})
+    assert [d.device_id for d in plugin.devices] == [d.uuid for d in plugin.devices]
+
+
+def test_slots_are_prefixed_and_declared(make):
+    plugin = make()
+    slots = plugin.device_slots(plugin.devices)
+    assert set(slots) == {d.device_id for d in plugin.devices}
+    declared = {s.name for s in plugin.configurable_slots()}
+    for info in slots.values():
+        assert info.slot_name.startswith("cuda.")
+        assert info.slot_name in declared
+        if info.slot_name.startswith("cuda.mig-"):
+            assert info.slot_type is SlotType.UNIQUE
+            assert info.amount == 1
+
+
+def test_hook_exposes_one_allocated_device(make):
+    plugin = make()
+    device = plugin.devices[-1]
+    slot = plugin.device_slots([device])[device.device_id].slot_name
+    alloc = {slot: {device.device_id: Decimal(1)}}
+    ctx = plugin.create_agent_context("agent-1", DevicePartition.of(device.device_id))
+    tree = run(ctx.create_lifecycle_hook(Workload.process_tree("1"), alloc).pre_create())
+    assert tree.env_vars == {"CUDA_VISIBLE_DEVICES": device.uuid}
+    box = run(ctx.create_lifecycle_hook(Workload.container("c"), alloc).pre_create())
+    assert box.env_vars["NVIDIA_VISIBLE_DEVICES"] == device.uuid
+    assert box.cdi_devices == (f"nvidia.com/gpu={device.uuid}",)
+    assert box.mounts[0].source == f"/dev/nvidia{device.extra['minor']}"
+    assert box.resource_data["CUDA_GLOBAL_DEVICE_IDS"] == f"0:{device.device_id}"
+
+
+def test_node_metrics_are_well_formed(make):
+    plugin = make()
+    metrics = {m.key: m for m in run(plugin.gather_node_metrics(MetricContext()))}
+    assert set(metrics) <= KNOWN_METRICS
+    assert set(metrics["mem_used"].per_device) == {d.device_id for d in plugin.devices}
+    for key in {"gpu_util", "mem_util"} & set(metrics):
+        for reading in metrics[key].per_device.values():
+            assert Decimal(0) <= reading.value <= Decimal(100)
+    for reading in metrics["mem_used"].per_device.values():
+        assert reading.capacity is not None
+        assert Decimal(0) <= reading.value <= reading.capacity
+
+
+def test_process_and_workload_metrics(make):
+    plugin = make()
+    ctx = plugin.create_agent_context(
+        "agent-1", DevicePartition(tuple(d.device_id for d in plugin.devices))
+    )
+    (process,) = run(ctx.gather_process_metrics(MetricContext(), os.getpid()))
+    assert process.value.value >= 0
+    workload = Workload.process_tree(str(os.getpid()))
+    (metric,) = run(ctx.gather_workload_metrics(MetricContext(), workload))
+    assert metric.value.value >= 0
+
+
+def test_node_info(make):
+    info = run(make().get_node_info())
+    assert info.driver_version
+    assert re.fullmatch(r"\d+\.\d+", info.runtime_version)
+    assert info.facts["nvml_version"]

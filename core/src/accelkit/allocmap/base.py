@@ -11,7 +11,7 @@ from typing import Any
 
 from accelkit.allocmap.affinity import AffinityHint
 from accelkit.allocmap.placement import Grants
-from accelkit.allocmap.pool import SlotPool
+from accelkit.allocmap.pool import CACHE_LIMIT, SlotPool
 from accelkit.allocmap.strategy import AllocationStrategy
 from accelkit.errors import (
     InsufficientResource,
@@ -29,6 +29,7 @@ from accelkit.types import (
 )
 
 _ZERO = Decimal(0)
+_NO_POOL = SlotPool(SlotName(""), SlotType.COUNT, (), (), ())
 
 
 def _as_strings(value: Iterable[str] | str, what: str) -> tuple[str, ...]:
@@ -70,6 +71,8 @@ class AbstractAllocMap(ABC):
         self._strategy = AllocationStrategy(strategy)
         self._patterns = _as_strings(exclusive_slot_types, "exclusive slot types")
         self._lock = threading.Lock()
+        self._acquire = self._lock.acquire
+        self._release = self._lock.release
 
         types: dict[SlotName, SlotType] = {}
         members: dict[SlotName, list[DeviceId]] = {}
@@ -87,6 +90,9 @@ class AbstractAllocMap(ABC):
             caps = [self._capacity_units(types[name], i.amount) for i in infos]
             nodes = [i.numa_node for i in infos]
             self._pools[name] = SlotPool(name, types[name], ids, caps, nodes)
+        caches: dict[str, tuple[dict[Decimal, int], dict[int, Decimal]]] = {}
+        for pool in self._pools.values():
+            pool.units_of, pool.amount_of = caches.setdefault(self._conversion_kind(pool), ({}, {}))
         self._exclusive: dict[SlotName, frozenset[str]] = {}
         for name in self._pools:
             if matched := frozenset(p for p in self._patterns if fnmatchcase(name, p)):
@@ -99,18 +105,38 @@ class AbstractAllocMap(ABC):
         """Whole units a device of ``amount`` capacity contributes."""
 
     @abstractmethod
-    def _units(self, pool: SlotPool, amount: Decimal) -> int:
-        """Units of a positive ``amount``; raise when the amount cannot be expressed in them."""
+    def _convert(self, pool: SlotPool, amount: Decimal) -> int:
+        """Units of a positive finite ``amount``; raise when it cannot be expressed in them."""
 
     @abstractmethod
-    def _amount(self, pool: SlotPool, units: int) -> Decimal:
+    def _make_amount(self, pool: SlotPool, units: int) -> Decimal:
         """The Decimal amount of ``units``."""
+
+    @abstractmethod
+    def _conversion_kind(self, pool: SlotPool) -> str:
+        """Pools of the same kind share one pair of conversion caches."""
 
     @abstractmethod
     def _place(
         self, pool: SlotPool, units: int, hint: AffinityHint | None, requested: Decimal
     ) -> Grants:
         """Grants for a request the pool has enough free units for (nothing is changed)."""
+
+    def _units(self, pool: SlotPool, amount: Decimal) -> int:
+        units = pool.units_of.get(amount)
+        if units is None:
+            units = self._convert(pool, amount)
+            if len(pool.units_of) < CACHE_LIMIT:
+                pool.units_of[amount] = units
+        return units
+
+    def _amount(self, pool: SlotPool, units: int) -> Decimal:
+        amount = pool.amount_of.get(units)
+        if amount is None:
+            amount = self._make_amount(pool, units) if units else _ZERO
+            if len(pool.amount_of) < CACHE_LIMIT:
+                pool.amount_of[units] = amount
+        return amount
 
     # -- views ------------------------------------------------------------------------------
 
@@ -178,47 +204,40 @@ class AbstractAllocMap(ABC):
         """
         if self._exclusive:
             self._check_exclusive(slots, context_tag)
-        with self._lock:
+        # acquire/release in try/finally: measurably cheaper than ``with`` on the hot path.
+        self._acquire()
+        try:
+            if len(slots) == 1:
+                # One slot is by far the most common request; a single-device pool (a mem
+                # root) needs no placement either. This path is inlined for speed.
+                for slot, raw in slots.items():
+                    requested = raw
+                    try:
+                        pool = self._pools[slot]
+                        units = pool.units_of[raw] if type(raw) is Decimal else 0
+                    except (KeyError, TypeError):
+                        units = 0
+                    if not units:
+                        pool, requested, units = self._check_request(slot, raw, context_tag)
+                        if not units:
+                            return {}
+                    if units > pool.total_free:
+                        raise self._insufficient(pool, requested, context_tag)
+                    if pool.simple:
+                        pool.free[0] -= units
+                        pool.total_free -= units
+                        return {slot: {pool.ids[0]: requested}}
+                    grants = self._place(pool, units, affinity_hint, requested)
+                    return {slot: self._commit(pool, grants, requested, units)}
             plan: list[tuple[SlotPool, Grants, Decimal, int]] = []
             for slot, raw in slots.items():
-                requested = raw
-                if type(requested) is not Decimal or not requested.is_finite():
-                    requested = self._coerce(raw, slot, context_tag)
-                if requested <= 0:
-                    if requested == 0:
-                        continue
-                    msg = f"{_tag(context_tag)}slot {slot!r}: negative request {requested}"
-                    raise InvalidResourceArgument(msg)
-                pool = self._pools.get(slot)
-                if pool is None:
-                    msg = f"{_tag(context_tag)}unknown slot {slot!r}"
-                    raise InvalidResourceArgument(msg)
-                units = self._units(pool, requested)
-                if pool.unique and units != 1:
-                    msg = f"{_tag(context_tag)}UNIQUE slot {slot!r}: request 1, not {requested}"
-                    raise InvalidResourceArgument(msg)
-                if units > pool.total_free:
-                    free = self._amount(pool, pool.total_free)
-                    msg = (
-                        f"{_tag(context_tag)}slot {slot!r}: requested {format_amount(requested)}, "
-                        f"only {format_amount(free)} allocatable"
-                    )
-                    raise InsufficientResource(
-                        msg, slot=slot, requested=requested, allocatable=free
-                    )
-                plan.append(
-                    (pool, self._place(pool, units, affinity_hint, requested), requested, units)
-                )
-            result: dict[SlotName, dict[DeviceId, Decimal]] = {}
-            for pool, grants, requested, units in plan:
-                ids = pool.ids
-                granted: dict[DeviceId, Decimal] = {}
-                for i, u in grants:
-                    pool.take(i, u)
-                    # A whole request on one device keeps the caller's own Decimal.
-                    granted[ids[i]] = requested if u == units else self._amount(pool, u)
-                result[pool.name] = granted
-            return result
+                pool, requested, units = self._request(slot, raw, context_tag)
+                if units:
+                    grants = self._grants(pool, units, affinity_hint, requested)
+                    plan.append((pool, grants, requested, units))
+            return {p.name: self._commit(p, g, r, u) for p, g, r, u in plan}
+        finally:
+            self._release()
 
     def apply_allocation(self, alloc: DeviceAllocation) -> None:
         """Mark ``alloc`` as allocated, e.g. to restore allocations after a restart.
@@ -228,51 +247,179 @@ class AbstractAllocMap(ABC):
         amount, or an amount beyond the device's free capacity.
         """
         with self._lock:
-            for pool, i, units in self._resolve(alloc, "apply"):
-                pool.take(i, units)
+            for pool, grants in self._resolve(alloc, freeing=False):
+                pool.take(grants)
 
     def free(self, alloc: DeviceAllocation) -> None:
-        """Release ``alloc``; raise :class:`~accelkit.errors.InvalidResourceArgument` (changing
-        nothing) for the cases :meth:`apply_allocation` refuses and for freeing more than is
-        allocated on a device."""
-        with self._lock:
-            for pool, i, units in self._resolve(alloc, "free"):
-                pool.take(i, -units)
+        """Release ``alloc``, typically a result of :meth:`allocate`.
+
+        Raises :class:`~accelkit.errors.InvalidResourceArgument` (changing nothing) for the
+        cases :meth:`apply_allocation` refuses and for freeing more than is allocated on a
+        device.
+        """
+        self._acquire()
+        try:
+            if len(alloc) == 1 and self._free_simple(alloc):
+                return
+            for pool, grants in self._resolve(alloc, freeing=True):
+                pool.give(grants)
+        finally:
+            self._release()
+
+    def _free_simple(self, alloc: DeviceAllocation) -> bool:
+        """Free a valid one-device allocation of a single-device pool; False for anything else
+        (which the full validation then handles)."""
+        for slot, per_device in alloc.items():
+            pool = self._pools.get(slot)
+            if pool is None or not pool.simple or len(per_device) != 1:
+                return False
+            for dev, raw in per_device.items():
+                if dev != pool.ids[0] or type(raw) is not Decimal:
+                    return False
+                try:
+                    units = pool.units_of[raw]
+                except (KeyError, TypeError):
+                    return False
+                if units > pool.cap[0] - pool.free[0]:
+                    return False
+                pool.free[0] += units
+                pool.total_free += units
+        return True
+
+    # -- the steps of allocate ----------------------------------------------------------------
+
+    def _request(
+        self, slot: SlotName, raw: Any, context_tag: str | None
+    ) -> tuple[SlotPool, Decimal, int]:
+        """Pool, amount and units of one requested slot; units are 0 for a zero request."""
+        # Fast path: a known slot and a Decimal amount seen before. The cache holds only
+        # validated positive amounts; anything else (ints, strings, floats, NaN, zero,
+        # negative, unknown slots) takes the slow path.
+        try:
+            if type(raw) is Decimal:
+                pool = self._pools[slot]
+                units = pool.units_of[raw]
+                if units > pool.total_free:
+                    raise self._insufficient(pool, raw, context_tag)
+                return pool, raw, units
+        except (KeyError, TypeError):
+            pass
+        return self._check_request(slot, raw, context_tag)
+
+    def _grants(
+        self, pool: SlotPool, units: int, hint: AffinityHint | None, requested: Decimal
+    ) -> Grants:
+        if pool.bucketed or pool.unique:
+            return self._place(pool, units, hint, requested)
+        return [(0, units)]
+
+    def _commit(
+        self, pool: SlotPool, grants: Grants, requested: Decimal, units: int
+    ) -> dict[DeviceId, Decimal]:
+        pool.take(grants)
+        ids = pool.ids
+        if len(grants) == 1:
+            # A whole request on one device keeps the caller's own Decimal.
+            return {ids[grants[0][0]]: requested}
+        amount = self._amount
+        return {ids[i]: amount(pool, u) for i, u in grants}
 
     # -- validation -------------------------------------------------------------------------
 
-    def _resolve(self, alloc: DeviceAllocation, op: str) -> list[tuple[SlotPool, int, int]]:
-        changes: list[tuple[SlotPool, int, int]] = []
+    def _check_request(
+        self, slot: SlotName, raw: Any, context_tag: str | None
+    ) -> tuple[SlotPool, Decimal, int]:
+        """Validate one requested amount the fast path did not recognise."""
+        requested = self._coerce(raw, slot, context_tag)
+        if requested <= 0:
+            if requested == 0:
+                return _NO_POOL, requested, 0
+            msg = f"{_tag(context_tag)}slot {slot!r}: negative request {requested}"
+            raise InvalidResourceArgument(msg)
+        pool = self._pools.get(slot)
+        if pool is None:
+            msg = f"{_tag(context_tag)}unknown slot {slot!r}"
+            raise InvalidResourceArgument(msg)
+        try:
+            units = self._units(pool, requested)
+        except InvalidResourceArgument as exc:
+            msg = f"{_tag(context_tag)}{exc}"
+            raise type(exc)(msg) from None
+        if units > pool.total_free:
+            raise self._insufficient(pool, requested, context_tag)
+        return pool, requested, units
+
+    def _insufficient(
+        self, pool: SlotPool, requested: Decimal, context_tag: str | None
+    ) -> InsufficientResource:
+        free = self._amount(pool, pool.total_free)
+        msg = (
+            f"{_tag(context_tag)}slot {pool.name!r}: requested {_plain(requested)}, "
+            f"only {_plain(free)} allocatable"
+        )
+        return InsufficientResource(msg, slot=pool.name, requested=requested, allocatable=free)
+
+    def _resolve(self, alloc: DeviceAllocation, *, freeing: bool) -> list[tuple[SlotPool, Grants]]:
+        """Validate ``alloc`` entirely and return its changes as ``(pool, grants)``."""
+        changes: list[tuple[SlotPool, Grants]] = []
+        pools = self._pools
         for slot, per_device in alloc.items():
-            pool = self._pools.get(slot)
+            pool = pools.get(slot)
             if pool is None:
+                op = "free" if freeing else "apply"
                 msg = f"cannot {op}: unknown slot {slot!r}"
                 raise InvalidResourceArgument(msg)
             index = pool.index
+            units_of = pool.units_of
+            cap = pool.cap
+            free = pool.free
+            grants: Grants = []
             for dev, raw in per_device.items():
-                i = index.get(dev)
-                if i is None:
-                    raise InvalidResourceArgument(self._why_not_in(pool, dev, op))
-                amount = raw
-                if type(amount) is not Decimal or not amount.is_finite():
-                    amount = self._coerce(raw, slot, None)
-                if amount <= 0:
-                    if amount == 0:
+                try:
+                    if type(raw) is not Decimal:
+                        raise TypeError
+                    i = index[dev]
+                    units = units_of[raw]
+                except (KeyError, TypeError):
+                    checked = self._check_entry(pool, dev, raw, freeing)
+                    if checked is None:
                         continue
-                    msg = f"cannot {op}: negative amount {amount} of {slot!r} on {dev!r}"
-                    raise InvalidResourceArgument(msg)
-                units = self._units(pool, amount)
-                room = pool.free[i] if op == "apply" else pool.cap[i] - pool.free[i]
+                    i, units = checked
+                room = cap[i] - free[i] if freeing else free[i]
                 if units > room:
-                    have = format_amount(self._amount(pool, room))
-                    what = "free" if op == "apply" else "allocated"
-                    msg = (
-                        f"cannot {op} {format_amount(amount)} of {slot!r} on {dev!r}: "
-                        f"only {have} {what}"
-                    )
-                    raise InvalidResourceArgument(msg)
-                changes.append((pool, i, units))
+                    raise self._over(pool, dev, units, room, freeing)
+                grants.append((i, units))
+            changes.append((pool, grants))
         return changes
+
+    def _check_entry(
+        self, pool: SlotPool, dev: DeviceId, raw: Any, freeing: bool
+    ) -> tuple[int, int] | None:
+        op = "free" if freeing else "apply"
+        i = pool.index.get(dev)
+        if i is None:
+            raise InvalidResourceArgument(self._why_not_in(pool, dev, op))
+        amount = self._coerce(raw, pool.name, None)
+        if amount <= 0:
+            if amount == 0:
+                return None
+            msg = f"cannot {op}: negative amount {amount} of {pool.name!r} on {dev!r}"
+            raise InvalidResourceArgument(msg)
+        try:
+            return i, self._units(pool, amount)
+        except InvalidResourceArgument as exc:
+            msg = f"cannot {op} on {dev!r}: {exc}"
+            raise type(exc)(msg) from None
+
+    def _over(
+        self, pool: SlotPool, dev: DeviceId, units: int, room: int, freeing: bool
+    ) -> InvalidResourceArgument:
+        op, what = ("free", "allocated") if freeing else ("apply", "free")
+        msg = (
+            f"cannot {op} {format_amount(self._amount(pool, units))} of {pool.name!r} on "
+            f"{dev!r}: only {format_amount(self._amount(pool, room))} {what}"
+        )
+        return InvalidResourceArgument(msg)
 
     def _why_not_in(self, pool: SlotPool, dev: DeviceId, op: str) -> str:
         info = self._all_slots.get(dev)
@@ -306,6 +453,13 @@ class AbstractAllocMap(ABC):
                     "mutually exclusive slot types and cannot be requested together"
                 )
                 raise InvalidResourceCombination(msg)
+
+
+def _plain(amount: Decimal) -> str:
+    # str() is several times cheaper than format_amount and already plain unless the
+    # amount carries a positive exponent (5E+9).
+    text = str(amount)
+    return format_amount(amount) if "E" in text else text
 
 
 def _tag(context_tag: str | None) -> str:

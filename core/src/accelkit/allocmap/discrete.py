@@ -7,7 +7,7 @@ from decimal import Decimal
 
 from accelkit.allocmap.affinity import AffinityHint
 from accelkit.allocmap.base import AbstractAllocMap
-from accelkit.allocmap.placement import Grants, evenly, fill, place
+from accelkit.allocmap.placement import Grants, check_unique, evenly, fill, place
 from accelkit.allocmap.pool import SlotPool
 from accelkit.allocmap.strategy import AllocationStrategy
 from accelkit.errors import InvalidResourceArgument
@@ -46,19 +46,24 @@ class DiscretePropertyAllocMap(AbstractAllocMap):
             return 1 if amount > 0 else 0
         return int(amount)
 
-    def _units(self, pool: SlotPool, amount: Decimal) -> int:
+    def _conversion_kind(self, pool: SlotPool) -> str:
+        return "whole"
+
+    def _convert(self, pool: SlotPool, amount: Decimal) -> int:
         units = int(amount)
         if units != amount:
             msg = f"slot {pool.name!r} takes whole amounts, not {amount}"
             raise InvalidResourceArgument(msg)
         return units
 
-    def _amount(self, pool: SlotPool, units: int) -> Decimal:
+    def _make_amount(self, pool: SlotPool, units: int) -> Decimal:
         return Decimal(units)
 
     def _place(
         self, pool: SlotPool, units: int, hint: AffinityHint | None, requested: Decimal
     ) -> Grants:
-        if len(pool.ids) == 1:
+        if pool.unique:
+            check_unique(pool, units, requested)
+        if not pool.bucketed:
             return [(0, units)]
         return place(pool, units, hint, self._place_in, single_fit=False)

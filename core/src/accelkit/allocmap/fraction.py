@@ -10,6 +10,7 @@ from accelkit.allocmap.affinity import AffinityHint
 from accelkit.allocmap.base import AbstractAllocMap
 from accelkit.allocmap.placement import (
     Grants,
+    check_unique,
     fill,
     fraction_evenly,
     fraction_fill,
@@ -93,7 +94,10 @@ class FractionAllocMap(AbstractAllocMap):
         n, d = amount.as_integer_ratio()
         return (n * self._qd) // (d * self._qn)
 
-    def _units(self, pool: SlotPool, amount: Decimal) -> int:
+    def _conversion_kind(self, pool: SlotPool) -> str:
+        return "whole" if pool.unique else "quantum"
+
+    def _convert(self, pool: SlotPool, amount: Decimal) -> int:
         if pool.unique:
             units = int(amount)
             if units != amount:
@@ -110,7 +114,7 @@ class FractionAllocMap(AbstractAllocMap):
             raise NotMultipleOfQuantum(msg)
         return units
 
-    def _amount(self, pool: SlotPool, units: int) -> Decimal:
+    def _make_amount(self, pool: SlotPool, units: int) -> Decimal:
         if pool.unique:
             return Decimal(units)
         return _EXACT.multiply(Decimal(units), self._quantum)
@@ -124,8 +128,11 @@ class FractionAllocMap(AbstractAllocMap):
         self, pool: SlotPool, units: int, hint: AffinityHint | None, requested: Decimal
     ) -> Grants:
         if pool.unique:
+            check_unique(pool, units, requested)
+            if not pool.bucketed:
+                return [(0, units)]
             return place(pool, units, hint, fill, single_fit=False)
-        if len(pool.ids) == 1:
+        if not pool.bucketed:
             return [(0, units)]
         grants = place(pool, units, hint, self._place_in, single_fit=True)
         if self._allow_fragmentation:

@@ -12,9 +12,17 @@ from collections.abc import Callable, Sequence
 
 from accelkit.allocmap.affinity import AffinityHint, AffinityPolicy
 from accelkit.allocmap.pool import Node, SlotPool, iter_bits
+from accelkit.errors import InvalidResourceArgument
 
 Grants = list[tuple[int, int]]
 PlaceIn = Callable[[SlotPool, int, int], Grants]
+
+
+def check_unique(pool: SlotPool, units: int, requested: object) -> None:
+    """A UNIQUE slot hands out one whole device per request: the request must be 1."""
+    if units != 1:
+        msg = f"UNIQUE slot {pool.name!r}: request exactly 1, not {requested}"
+        raise InvalidResourceArgument(msg)
 
 
 def spread(frees: Sequence[int], amount: int) -> list[int]:
@@ -167,7 +175,7 @@ def place(
         return on(pool.nodes, amount)
     wanted = hint.numa_nodes
     first = [n for n in pool.nodes if n in wanted]
-    have = sum(pool.node_free[n] for n in first)
+    have = pool.free_in(_mask_of(pool, first))
     if have >= amount:
         return on(first, amount)
     # The hinted nodes give all they have; the rest spills over to the other nodes.
@@ -187,12 +195,10 @@ def _on_nodes(
     node_mask = pool.node_mask
     if len(nodes) == 1:
         return place_in(pool, node_mask[nodes[0]], amount)
-    mask = 0
-    for n in nodes:
-        mask |= node_mask[n]
+    mask = _mask_of(pool, nodes)
     if single_fit and pool.most_free(mask) >= amount:
         return place_in(pool, mask, amount)
-    frees = [pool.node_free[n] for n in nodes]
+    frees = [pool.free_in(node_mask[n]) for n in nodes]
     if policy is AffinityPolicy.PREFER_SINGLE_NODE:
         # Best fit: the node with the least free capacity that still holds the request keeps
         # the roomier nodes whole for the requests that need them.
@@ -214,3 +220,10 @@ def _on_nodes(
         if share:
             out.extend(place_in(pool, node_mask[n], share))
     return out
+
+
+def _mask_of(pool: SlotPool, nodes: Sequence[Node]) -> int:
+    mask = 0
+    for n in nodes:
+        mask |= pool.node_mask[n]
+    return mask

@@ -3,17 +3,22 @@
 Amounts are kept as ints in the map's unit (1 for discrete and UNIQUE slots, the quantum for
 fraction slots) so the hot path never does Decimal arithmetic. Devices are indexed in the
 order the map was given them; ``buckets`` groups them by free amount as bitmasks, so finding
-"the most free devices" or "every device of NUMA node 1 with 3 units free" costs a few integer
-operations instead of a sort over all devices.
+"the most free devices" or "the free capacity of NUMA node 1" costs a few integer operations
+per distinct free amount instead of a pass over every device.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from decimal import Decimal
 
 from accelkit.types import DeviceId, SlotName, SlotType
 
 Node = int | None
+
+# Conversions between Decimal amounts and units are cached per map; a bound keeps a stream of
+# distinct byte amounts from growing the caches without limit.
+CACHE_LIMIT = 4096
 
 
 def iter_bits(bits: int) -> Iterator[int]:
@@ -30,10 +35,16 @@ def _node_key(node: Node) -> tuple[int, int]:
 
 
 class SlotPool:
-    """Capacity, free amounts and indexes of the (masked) devices of one slot."""
+    """Capacity, free amounts and indexes of the (masked) devices of one slot.
+
+    Single-device pools (a ``mem`` root) never need a placement decision, so they skip the
+    bucket bookkeeping (``bucketed`` is false) and their buckets stay empty.
+    """
 
     __slots__ = (
+        "amount_of",
         "bits",
+        "bucketed",
         "buckets",
         "cap",
         "free",
@@ -42,13 +53,14 @@ class SlotPool:
         "max_cap",
         "name",
         "node",
-        "node_free",
         "node_mask",
         "nodes",
+        "simple",
         "slot_type",
         "total_cap",
         "total_free",
         "unique",
+        "units_of",
     )
 
     def __init__(
@@ -67,28 +79,28 @@ class SlotPool:
         self.bits: tuple[int, ...] = tuple(1 << i for i in range(len(self.ids)))
         self.cap: list[int] = list(caps)
         self.free: list[int] = list(caps)
-        self.node: list[Node] = list(nodes)
+        self.node: tuple[Node, ...] = tuple(nodes)
         self.total_cap = sum(self.cap)
         self.total_free = self.total_cap
         self.max_cap = max(self.cap, default=0)
+        self.bucketed = len(self.ids) > 1
+        # One device and whole-amount requests: allocate and free need no placement at all.
+        self.simple = len(self.ids) == 1 and not self.unique
         self.buckets: dict[int, int] = {}
         self.node_mask: dict[Node, int] = {}
-        self.node_free: dict[Node, int] = {}
         for i, (c, n) in enumerate(zip(self.cap, self.node, strict=True)):
             self.node_mask[n] = self.node_mask.get(n, 0) | self.bits[i]
-            self.node_free[n] = self.node_free.get(n, 0) + c
-            if c:
+            if c and self.bucketed:
                 self.buckets[c] = self.buckets.get(c, 0) | self.bits[i]
         self.nodes: tuple[Node, ...] = tuple(sorted(self.node_mask, key=_node_key))
+        # Set by the owning map: its Decimal <-> units caches for this pool's unit.
+        self.units_of: dict[Decimal, int] = {}
+        self.amount_of: dict[int, Decimal] = {}
 
     @property
     def all_mask(self) -> int:
         """Bitmask of every device of the pool."""
         return (1 << len(self.ids)) - 1
-
-    def allocated(self, i: int) -> int:
-        """Units allocated on device ``i``."""
-        return self.cap[i] - self.free[i]
 
     def groups(self, mask: int) -> list[tuple[int, int]]:
         """``(free, bitmask)`` of the devices in ``mask`` with free capacity, least free first."""
@@ -107,20 +119,41 @@ class SlotPool:
                 best = v
         return best
 
-    def take(self, i: int, units: int) -> None:
-        """Move ``units`` of device ``i`` from free to allocated (negative gives back)."""
-        old = self.free[i]
-        new = old - units
-        bit = self.bits[i]
+    def free_in(self, mask: int) -> int:
+        """Total free units of the devices in ``mask``."""
+        return sum(v * (bits & mask).bit_count() for v, bits in self.buckets.items())
+
+    def take(self, grants: list[tuple[int, int]]) -> None:
+        """Move each ``(device, units)`` of ``grants`` from free to allocated."""
+        self._shift(grants, 1)
+
+    def give(self, grants: list[tuple[int, int]]) -> None:
+        """Move each ``(device, units)`` of ``grants`` from allocated back to free."""
+        self._shift(grants, -1)
+
+    def _shift(self, grants: list[tuple[int, int]], sign: int) -> None:
+        free = self.free
+        total = 0
+        if not self.bucketed:
+            for i, units in grants:
+                free[i] -= sign * units
+                total += units
+            self.total_free -= sign * total
+            return
         buckets = self.buckets
-        if old:
-            rest = buckets[old] ^ bit
-            if rest:
-                buckets[old] = rest
-            else:
-                del buckets[old]
-        if new:
-            buckets[new] = buckets.get(new, 0) | bit
-        self.free[i] = new
-        self.node_free[self.node[i]] -= units
-        self.total_free -= units
+        bits = self.bits
+        for i, units in grants:
+            old = free[i]
+            new = old - sign * units
+            free[i] = new
+            total += units
+            bit = bits[i]
+            if old:
+                rest = buckets[old] ^ bit
+                if rest:
+                    buckets[old] = rest
+                else:
+                    del buckets[old]
+            if new:
+                buckets[new] = buckets.get(new, 0) | bit
+        self.total_free -= sign * total

@@ -1,0 +1,85 @@
+"""Run the registered benchmarks and print a table (or JSON).
+
+    python tests/benchmarks/run.py [--json] [--only PATTERN ...] [--repeats N] [--warmup N]
+
+Every ``workloads_*.py`` module in this folder is imported and registers its benchmarks with
+:mod:`harness`. Each benchmark runs ``--warmup`` untimed trials, then ``--repeats`` timed ones;
+figures are medians of the timed trials.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import platform
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import harness  # noqa: E402 - importable only once this folder is on sys.path
+
+
+def load_workloads() -> None:
+    """Import every workload module next to this file (each registers its benchmarks)."""
+    for path in sorted(HERE.glob("workloads_*.py")):
+        importlib.import_module(path.stem)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="run benchmarks whose name matches (fnmatch glob or substring); repeatable",
+    )
+    parser.add_argument("--repeats", type=int, default=5, help="timed repeats (default 5)")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed warm-up runs (default 1)")
+    parser.add_argument("--list", action="store_true", help="list benchmark names and exit")
+    args = parser.parse_args(argv)
+
+    load_workloads()
+    benches = harness.select(args.only)
+    if args.list:
+        print("\n".join(b.name for b in benches))
+        return 0
+    if not benches:
+        print(f"error: no benchmark matches {args.only}", file=sys.stderr)
+        return 2
+    rows = []
+    for bench in benches:
+        row = harness.measure(bench, repeats=args.repeats, warmup=args.warmup)
+        rows.append(row)
+        if not args.json:
+            print(f"  {row.name}: {row.ops_per_s:,.0f} ops/s", file=sys.stderr, flush=True)
+    if args.json:
+        doc = {
+            "python": platform.python_version(),
+            "implementation": platform.python_implementation(),
+            "repeats": args.repeats,
+            "warmup": args.warmup,
+            "rows": [r.as_json() for r in rows],
+        }
+        print(json.dumps(doc, indent=2))
+    else:
+        print(harness.format_table(rows))
+        for r in rows:
+            if r.notes:
+                notes = ", ".join(f"{k}={v}" for k, v in sorted(r.notes.items()))
+                print(f"- {r.name}: {notes}")
+    bad = [r.name for r in rows if r.exact is False]
+    if bad:
+        print(f"error: inexact grants in {', '.join(bad)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -35,10 +35,12 @@ def cli(ctx: click.Context, verbose: bool) -> None:
 
 
 def _register_commands() -> None:
+    from accelkit.cli.check_cmd import check
     from accelkit.cli.devices_cmd import devices
+    from accelkit.cli.plan_cmd import plan
     from accelkit.cli.plugins_cmd import plugins
 
-    for command in (plugins, devices):
+    for command in (plugins, devices, plan, check):
         cli.add_command(command)
 
 

@@ -1,0 +1,123 @@
+"""``accelkit plan``: how the node's devices are split among the agents."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from accelkit.cli.options import config_option, json_option, read_config
+from accelkit.config.model import AllocationMode, HostConfig
+
+_NUMBERED = re.compile(r"(.*?)(\d+)")
+
+
+def plan_config(config: HostConfig, mode: str | None, agent_count: int | None) -> HostConfig:
+    """Apply ``--mode`` and ``--agents`` to the loaded config."""
+    if mode is not None:
+        config = config.with_mode(AllocationMode(mode))
+    if agent_count is not None:
+        if config.resource.allocation_mode is AllocationMode.MANUAL:
+            msg = (
+                "--agents cannot be used with allocation-mode 'manual': "
+                "the agents and their resources come from the config"
+            )
+            raise click.UsageError(msg)
+        config = config.with_agent_count(agent_count)
+    return config
+
+
+async def compute_plan(config: HostConfig) -> dict[str, Any]:
+    """Start a partition host on ``config`` and return its plan."""
+    from accelkit.host import PartitionHost
+
+    async with PartitionHost.open(config) as host:
+        return host.plan()
+
+
+def compact_ids(ids: Sequence[str]) -> str:
+    """``0,1,2,3,7`` → ``0-3,7``; ``cuda0,cuda1`` → ``cuda0-1``; other ids as they are."""
+    runs: list[list[Any]] = []  # [prefix, first, last] of numbered ids, or [id] of others
+    for device_id in ids:
+        match = _NUMBERED.fullmatch(device_id)
+        if match is None or str(int(match[2])) != match[2]:  # keep "007" as written
+            runs.append([device_id])
+            continue
+        prefix, number = match[1], int(match[2])
+        last = runs[-1] if runs else None
+        if last is not None and len(last) == 3 and last[0] == prefix and last[2] + 1 == number:
+            last[2] = number
+        else:
+            runs.append([prefix, number, number])
+    texts = [
+        run[0]
+        if len(run) == 1
+        else f"{run[0]}{run[1]}" + (f"-{run[2]}" if run[2] != run[1] else "")
+        for run in runs
+    ]
+    return ",".join(texts) or "-"
+
+
+def _amount(slot: str, amount: str) -> str:
+    if slot != "mem":
+        return amount
+    from accelkit.sizes import format_binary_size
+
+    return format_binary_size(int(amount))
+
+
+def print_plan(data: dict[str, Any]) -> None:
+    """The plan as a table for people, then what is reserved, unassigned and worth a warning."""
+    from accelkit.cli.output import print_table
+
+    rows = []
+    for agent_id, agent in data["agents"].items():
+        for slot, amount in agent["slots"].items():
+            key = slot.split(".", 1)[0]
+            devices = compact_ids(agent["devices"].get(key, []))
+            rows.append((agent_id, slot, _amount(slot, amount), agent["scaling"][slot], devices))
+    columns = ("agent", "slot", "amount", "scaling", "devices")
+    print_table(f"Partition plan ({data['mode']})", columns, rows)
+    reserved = data["reserved"]
+    mem = _amount("mem", reserved["mem"])
+    click.echo(f"reserved: {reserved['cpu']} cpu core(s), {mem} of memory")
+    for key, ids in data["unassigned"].items():
+        if ids:
+            click.echo(f"unassigned {key}: {compact_ids(ids)}")
+    for warning in data["warnings"]:
+        click.echo(f"warning: {warning}")
+
+
+@click.command()
+@config_option
+@click.option(
+    "--mode",
+    type=click.Choice([m.value for m in AllocationMode]),
+    default=None,
+    help="Override resource.allocation-mode.",
+)
+@click.option(
+    "--agents",
+    "agent_count",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Use N agents named agent-1 … agent-N.",
+)
+@json_option
+def plan(
+    config_path: Path | None, mode: str | None, agent_count: int | None, as_json: bool
+) -> None:
+    """Show how the node's devices are split among the agents."""
+    import asyncio
+
+    config = plan_config(read_config(config_path), mode, agent_count)
+    data = asyncio.run(compute_plan(config))
+    if as_json:
+        import json
+
+        click.echo(json.dumps(data, indent=2))
+        return
+    print_plan(data)

@@ -1,0 +1,161 @@
+"""The partition host: plugins loaded once per node, devices split among agents (DESIGN §8)."""
+
+from __future__ import annotations
+
+import logging
+from types import TracebackType
+from typing import Any
+
+from accelkit.allocmap import AbstractAllocMap, AffinityPolicy
+from accelkit.config.model import AllocationMode, HostConfig
+from accelkit.discovery import PluginLoader
+from accelkit.errors import PluginContractError
+from accelkit.host.agent import AgentView
+from accelkit.host.plan import build_plan
+from accelkit.partition.model import GlobalDeviceInfo
+from accelkit.partition.partitioner import PartitionResult, ResourcePartitioner
+from accelkit.plugin import AbstractAgentContext, AbstractComputePlugin, MaskedAgentContext
+from accelkit.registry import PluginStatus
+from accelkit.types import AgentId, DeviceName
+
+log = logging.getLogger(__name__)
+
+
+class PartitionHost:
+    """Loads the plugins, discovers the devices and gives every agent its masked contexts.
+
+    Use it as ``async with PartitionHost.open(config) as host:``; leaving the block (or a
+    start-up that fails halfway) closes every context and cleans every started plugin up.
+    """
+
+    def __init__(self, config: HostConfig, loader: PluginLoader | None = None) -> None:
+        self.config = config
+        self._loader = loader
+        self.plugins: dict[DeviceName, AbstractComputePlugin] = {}
+        self.device_map: dict[DeviceName, GlobalDeviceInfo] = {}
+        self.agents: dict[AgentId, AgentView] = {}
+        self._result: PartitionResult | None = None
+        self._contexts: list[AbstractAgentContext] = []
+        self._warnings: list[str] = []
+
+    @classmethod
+    def open(
+        cls, config: HostConfig | None = None, *, loader: PluginLoader | None = None
+    ) -> PartitionHost:
+        """A host for ``config`` (default: the installed plugins, defaults, one agent).
+
+        ``loader`` replaces entry-point discovery, e.g. with plugins registered by a test.
+        Nothing happens until the host is entered or :meth:`start` is awaited.
+        """
+        return cls(config or HostConfig(), loader)
+
+    async def __aenter__(self) -> PartitionHost:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    @property
+    def loader(self) -> PluginLoader:
+        """The plugin loader (built from the installed entry points on start)."""
+        if self._loader is None:
+            self._loader = PluginLoader.from_entry_points(self.config.plugins.with_environment())
+        return self._loader
+
+    @property
+    def result(self) -> PartitionResult:
+        """The partition computed on start."""
+        if self._result is None:
+            msg = "the partition host is not started"
+            raise RuntimeError(msg)
+        return self._result
+
+    async def start(self) -> None:
+        """Load and start the plugins, partition the devices, create the agents' contexts.
+
+        Raises:
+            ConfigError: the configuration does not fit the discovered devices (all problems).
+            PluginLoadError: in strict mode, when a plugin failed.
+        """
+        try:
+            await self._start()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _start(self) -> None:
+        for plugin in await self.loader.start():
+            self.plugins[plugin.key] = plugin
+            self.device_map[plugin.key] = device_info(plugin)
+        for record in self.loader.records.values():
+            if record.status is PluginStatus.FAILED:
+                self._warnings.append(f"plugin {record.name!r} failed: {record.error}")
+        partitioner = ResourcePartitioner(
+            self.device_map, self.config.resource, source=self.config.source_name
+        )
+        self._result = result = partitioner.partition(self.config.agents)
+        policy = AffinityPolicy(self.config.resource.affinity_policy.value)
+        shared: dict[DeviceName, AbstractAllocMap] = {}
+        for agent_id, parts in result.assignments.items():
+            contexts: dict[DeviceName, AbstractAgentContext] = {}
+            for key, partition in parts.items():
+                ctx = self.plugins[key].create_agent_context(agent_id, partition)
+                self._contexts.append(ctx)
+                if result.mode is AllocationMode.SHARED:
+                    _share(ctx, shared)
+                contexts[key] = ctx
+            self.agents[agent_id] = AgentView(
+                agent_id, contexts, scaling=result.scaling[agent_id], affinity_policy=policy
+            )
+
+    async def close(self) -> None:
+        """Close every context, then clean the plugins up; errors are logged, not raised."""
+        while self._contexts:
+            ctx = self._contexts.pop()
+            try:
+                await ctx.close()
+            except Exception:
+                log.warning("closing %r failed", ctx, exc_info=True)
+        if self._loader is not None:
+            await self._loader.close()
+
+    @property
+    def warnings(self) -> list[str]:
+        """Everything the operator should know about the plan."""
+        return [*self.result.warnings, *self._warnings]
+
+    def plan(self) -> dict[str, Any]:
+        """The serialisable plan, in the shape ``accelkit plan --json`` prints."""
+        return build_plan(self.result, self._warnings)
+
+
+def device_info(plugin: AbstractComputePlugin) -> GlobalDeviceInfo:
+    """What partitioning needs of a started plugin's devices."""
+    devices = plugin.devices
+    return GlobalDeviceInfo(
+        plugin.key,
+        devices,  # type: ignore[arg-type]  # attrs' tuple converter confuses mypy
+        plugin.device_slots(devices),  # type: ignore[arg-type]  # likewise its dict converter
+        shared_by_amount=plugin.shared_by_amount,
+    )
+
+
+def _share(ctx: AbstractAgentContext, shared: dict[DeviceName, AbstractAllocMap]) -> None:
+    """SHARED mode: one alloc map per plugin, made by the first agent, used by all."""
+    key = ctx.plugin.key
+    if key not in shared:
+        shared[key] = ctx.alloc_map
+        return
+    if not isinstance(ctx, MaskedAgentContext):
+        msg = (
+            f"plugin {key!r}: {type(ctx).__name__} cannot share an alloc map, which "
+            "allocation-mode 'shared' needs (derive it from MaskedAgentContext)"
+        )
+        raise PluginContractError(msg)
+    ctx.share_alloc_map(shared[key])

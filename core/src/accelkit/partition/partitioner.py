@@ -1,0 +1,222 @@
+"""Splitting the node's devices among agents in the three allocation modes (DESIGN §6)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+
+import attrs
+
+from accelkit.config.model import AgentConfig, AllocationMode, ResourceConfig
+from accelkit.partition.manual import ManualAssigner
+from accelkit.partition.model import (
+    DevicePartition,
+    GlobalDeviceInfo,
+    GlobalDeviceMap,
+    Partition,
+    ResourceAssignments,
+    SlotPartition,
+)
+from accelkit.partition.ordering import distribute_devices, natural_sort_key
+from accelkit.partition.problems import ProblemList, listing
+from accelkit.partition.reserve import CPU, MEM, Reservation, reserve
+from accelkit.partition.scaling import partition_capacity, scaling_factors
+from accelkit.partition.scaling import plain_amounts as _plain
+from accelkit.types import AgentId, DeviceId, DeviceName, SlotName, SlotType
+
+_ZERO = Decimal(0)
+_ONE = Decimal(1)
+
+
+@attrs.frozen
+class PartitionResult:
+    """The outcome of partitioning: who gets what, and what is left over.
+
+    ``mode`` is the mode that was applied (one agent is always SHARED); ``allocatable`` is the
+    node's capacity per slot after the reservation; ``capacity`` and ``scaling`` are per agent.
+    """
+
+    mode: AllocationMode
+    assignments: ResourceAssignments
+    reservation: Reservation
+    allocatable: Mapping[SlotName, Decimal]
+    capacity: Mapping[AgentId, Mapping[SlotName, Decimal]]
+    scaling: Mapping[AgentId, Mapping[SlotName, Decimal]]
+    unassigned: Mapping[DeviceName, tuple[DeviceId, ...]]
+    warnings: tuple[str, ...] = ()
+
+
+class ResourcePartitioner:
+    """Computes :data:`ResourceAssignments` over a node's discovered devices.
+
+    Reserved cores and memory come off first. Problems with the configuration are
+    :class:`~accelkit.errors.ConfigError` naming ``source``, the key and the agent; all of the
+    problems found in one call are raised together.
+    """
+
+    def __init__(
+        self,
+        device_map: GlobalDeviceMap,
+        resource: ResourceConfig | None = None,
+        *,
+        source: str = "<config>",
+    ) -> None:
+        self.device_map: dict[DeviceName, GlobalDeviceInfo] = dict(device_map)
+        self.resource = resource or ResourceConfig()
+        self.source = source
+        self.reservation, self._reserve_errors = reserve(self.device_map, self.resource, source)
+
+    # -- what is there to split ---------------------------------------------------------------
+
+    def free_devices(self, name: DeviceName) -> tuple[DeviceId, ...]:
+        """Device ids of one plugin left after the reservation, in natural order."""
+        info = self.device_map[name]
+        reserved = set(self.reservation.cpu) if name == CPU else set()
+        return tuple(d for d in sorted(info.device_ids, key=natural_sort_key) if d not in reserved)
+
+    def free_amounts(self, name: DeviceName) -> dict[SlotName, Decimal]:
+        """Per slot, what a plugin split by amount has left after the reservation."""
+        totals: dict[SlotName, Decimal] = {}
+        for info in self.device_map[name].device_slots.values():
+            totals[info.slot_name] = totals.get(info.slot_name, _ZERO) + info.amount
+        if name == MEM:
+            totals = {s: max(_ZERO, t - self.reservation.mem) for s, t in totals.items()}
+        return totals
+
+    def allocatable(self) -> dict[SlotName, Decimal]:
+        """The node's capacity per slot once the reservation is off."""
+        result: dict[SlotName, Decimal] = {}
+        for name, info in self.device_map.items():
+            if info.shared_by_amount:
+                result.update(self.free_amounts(name))
+                continue
+            cap = partition_capacity(info, DevicePartition(self.free_devices(name)))
+            for slot, amount in cap.items():
+                result[slot] = result.get(slot, _ZERO) + amount
+        return result
+
+    # -- the three modes ------------------------------------------------------------------------
+
+    def generate_shared_assignments(self, agent_ids: Sequence[AgentId]) -> ResourceAssignments:
+        """Every agent sees every device left after the reservation."""
+        self._problems().raise_any()
+        parts: dict[DeviceName, Partition] = {}
+        for name, info in self.device_map.items():
+            if info.shared_by_amount:
+                parts[name] = SlotPartition(_plain(self.free_amounts(name)), info.device_ids)
+            else:
+                parts[name] = DevicePartition(self.free_devices(name))
+        return {agent: dict(parts) for agent in agent_ids}
+
+    def generate_autosplit_assignments(self, agent_ids: Sequence[AgentId]) -> ResourceAssignments:
+        """Devices split fill-from-front; amounts split evenly, rounded down to the alignment."""
+        self._problems().raise_any()
+        result: dict[AgentId, dict[DeviceName, Partition]] = {a: {} for a in agent_ids}
+        if not agent_ids:
+            return result
+        for name, info in self.device_map.items():
+            if info.shared_by_amount:
+                share = {
+                    slot: self._share(slot, amount, len(agent_ids), info)
+                    for slot, amount in self.free_amounts(name).items()
+                }
+                for agent in agent_ids:
+                    result[agent][name] = SlotPartition(_plain(share), info.device_ids)
+                continue
+            split = distribute_devices(self.free_devices(name), agent_ids)
+            for agent in agent_ids:
+                result[agent][name] = DevicePartition(split[agent])
+        return result
+
+    def generate_manual_assignments(self, agents: Sequence[AgentConfig]) -> ResourceAssignments:
+        """Each agent gets what its ``[agents.resource]`` names, after every check passes."""
+        problems = self._problems()
+        assignments = ManualAssigner(self.device_map, self.reservation, problems).assign(agents)
+        problems.raise_any()
+        return assignments
+
+    # -- the whole partition ---------------------------------------------------------------------
+
+    def partition(
+        self, agents: Sequence[AgentConfig], mode: AllocationMode | None = None
+    ) -> PartitionResult:
+        """Assign the devices to ``agents`` in ``mode`` (default: the configured mode)."""
+        configured = mode or self.resource.allocation_mode
+        applied = AllocationMode.SHARED if len(agents) == 1 else configured
+        agent_ids = [a.id for a in agents]
+        warnings: list[str] = []
+        unassigned: dict[DeviceName, tuple[DeviceId, ...]]
+        if configured is AllocationMode.MANUAL:
+            problems = self._problems()
+            assigner = ManualAssigner(self.device_map, self.reservation, problems)
+            manual = assigner.assign(agents)
+            problems.raise_any()
+            unassigned = assigner.unassigned()
+        if applied is AllocationMode.MANUAL:
+            assignments: ResourceAssignments = manual
+            for name, ids in unassigned.items():
+                if ids:
+                    warnings.append(f"{name} device(s) assigned to no agent: {listing(list(ids))}")
+        else:
+            if applied is AllocationMode.SHARED:
+                assignments = self.generate_shared_assignments(agent_ids)
+            else:
+                assignments = self.generate_autosplit_assignments(agent_ids)
+            unassigned = {n: () for n, i in self.device_map.items() if not i.shared_by_amount}
+        if applied is not AllocationMode.MANUAL and any(a.resource for a in agents):
+            warnings.append(
+                f"[agents.resource] is used in allocation-mode 'manual' only; "
+                f"it has no effect in {applied.value!r}"
+            )
+        if applied is not configured:
+            warnings.append(
+                f"one agent: allocation-mode {configured.value!r} behaves as 'shared' "
+                "(the agent gets every device that is not reserved)"
+            )
+        allocatable = self.allocatable()
+        capacity = {a: self._capacity(parts) for a, parts in assignments.items()}
+        if applied is AllocationMode.SHARED:
+            scaling = {a: dict.fromkeys(allocatable, _ONE) for a in assignments}
+        else:
+            scaling = {a: scaling_factors(capacity[a], allocatable) for a in assignments}
+        warnings.extend(self._empty_agent_warnings(capacity))
+        return PartitionResult(
+            applied,
+            assignments,
+            self.reservation,
+            allocatable,
+            capacity,
+            scaling,
+            unassigned,
+            tuple(warnings),
+        )
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _problems(self) -> ProblemList:
+        problems = ProblemList(self.source)
+        problems.extend(self._reserve_errors)
+        return problems
+
+    def _share(
+        self, slot: SlotName, amount: Decimal, agents: int, info: GlobalDeviceInfo
+    ) -> Decimal:
+        types = {i.slot_type for i in info.device_slots.values() if i.slot_name == slot}
+        align = self.resource.memory_align_size if SlotType.BYTES in types else 1
+        return (amount // agents) // align * align
+
+    def _capacity(self, parts: Mapping[DeviceName, Partition]) -> dict[SlotName, Decimal]:
+        result: dict[SlotName, Decimal] = {}
+        for name, partition in parts.items():
+            result.update(partition_capacity(self.device_map[name], partition))
+        return result
+
+    def _empty_agent_warnings(
+        self, capacity: Mapping[AgentId, Mapping[SlotName, Decimal]]
+    ) -> list[str]:
+        warnings = []
+        for slot, what in ((SlotName("cpu"), "cpu cores"), (SlotName("mem"), "memory")):
+            for agent, slots in capacity.items():
+                if slot in slots and slots[slot] <= 0:
+                    warnings.append(f"agent {agent!r} gets no {what}")
+        return warnings

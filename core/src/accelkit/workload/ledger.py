@@ -1,0 +1,195 @@
+"""The allocation ledger: one JSON file per workload under ``<state-dir>/ledger/``.
+
+Conventions:
+
+* a record lives in ``<quote(agent)>+<quote(workload id)>.json`` (percent-quoting, so any id is a
+  safe file name and ``+`` never appears inside a part);
+* every change is written atomically: a temporary file in the same directory, ``fsync``,
+  ``os.replace`` over the record, then ``fsync`` of the directory, so a crash leaves either the
+  old record or the new one, never a mix;
+* changes happen under an exclusive ``fcntl.flock`` on ``ledger/.lock``. The lock is re-entrant
+  within one :class:`Ledger` object; separate objects (and separate processes) exclude each
+  other. Whoever allocates must hold it from reading the ledger to writing the new record, which
+  is what keeps two accelkit processes on one node from booking the same device;
+* a file that cannot be read as a record (truncated, not JSON, wrong format, misnamed) is moved
+  to ``ledger/set-aside/`` and reported by :meth:`Ledger.scan`, never raised;
+* JSON only, never pickle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import attrs
+
+from accelkit.types import AgentId
+from accelkit.workload.record import LedgerFormatError, LedgerRecord
+
+SUFFIX = ".json"
+SET_ASIDE_DIR = "set-aside"
+
+
+def record_file_name(agent_id: str, workload_id: str) -> str:
+    """The file name of a record: both parts percent-quoted, joined by ``+``."""
+    return f"{quote(agent_id, safe='')}+{quote(workload_id, safe='')}{SUFFIX}"
+
+
+@attrs.frozen
+class SetAside:
+    """A ledger file that could not be read and was moved out of the way."""
+
+    path: Path
+    moved_to: Path | None
+    reason: str
+
+
+@attrs.frozen
+class LedgerScan:
+    """The readable records, by ``(agent, workload id)``, and the files set aside."""
+
+    records: dict[tuple[AgentId, str], LedgerRecord]
+    set_aside: tuple[SetAside, ...] = ()
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Ledger:
+    """The records of one state directory."""
+
+    def __init__(self, state_dir: Path | str) -> None:
+        self.directory = Path(state_dir) / "ledger"
+        self._guard = threading.RLock()
+        self._depth = 0
+        self._lock_fd: int | None = None
+
+    def __repr__(self) -> str:
+        return f"Ledger({str(self.directory)!r})"
+
+    # -- locking -------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[Ledger]:
+        """Hold the ledger's exclusive lock (blocking until it is free)."""
+        with self._guard:
+            if self._depth == 0:
+                self.directory.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.directory / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                except BaseException:
+                    os.close(fd)
+                    raise
+                self._lock_fd = fd
+            self._depth += 1
+            try:
+                yield self
+            finally:
+                self._depth -= 1
+                if self._depth == 0 and self._lock_fd is not None:
+                    fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+                    os.close(self._lock_fd)
+                    self._lock_fd = None
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def path_of(self, agent_id: str, workload_id: str) -> Path:
+        """Where the record of a workload lives."""
+        return self.directory / record_file_name(agent_id, workload_id)
+
+    def scan(self) -> LedgerScan:
+        """Every readable record; unreadable files are set aside and listed, never raised."""
+        with self.locked():
+            records: dict[tuple[AgentId, str], LedgerRecord] = {}
+            problems: list[SetAside] = []
+            for path in sorted(self.directory.iterdir()):
+                if path.name.startswith(".") and ".tmp-" in path.name:
+                    path.unlink(missing_ok=True)  # a write interrupted by a crash
+                    continue
+                if path.name.startswith(".") or not path.is_file():
+                    continue
+                try:
+                    record = self._read(path)
+                except LedgerFormatError as exc:
+                    problems.append(self._set_aside(path, str(exc)))
+                    continue
+                records[record.key] = record
+            return LedgerScan(records, tuple(problems))
+
+    def read(self, agent_id: str, workload_id: str) -> LedgerRecord | None:
+        """The record of one workload, or ``None`` (also when its file is unreadable)."""
+        path = self.path_of(agent_id, workload_id)
+        try:
+            return self._read(path)
+        except FileNotFoundError:
+            return None
+        except LedgerFormatError:
+            return None
+
+    def _read(self, path: Path) -> LedgerRecord:
+        try:
+            data = json.loads(path.read_bytes().decode("utf-8"))
+        except FileNotFoundError:
+            raise
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            msg = f"unreadable ({type(exc).__name__}: {exc})"
+            raise LedgerFormatError(msg) from None
+        record = LedgerRecord.from_json(data)
+        if path.name != record_file_name(*record.key):
+            msg = f"holds the record of {record.key!r}, which belongs in another file"
+            raise LedgerFormatError(msg)
+        return record
+
+    def _set_aside(self, path: Path, reason: str) -> SetAside:
+        target_dir = self.directory / SET_ASIDE_DIR
+        target = target_dir / f"{path.name}.{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+        try:
+            target_dir.mkdir(exist_ok=True)
+            os.replace(path, target)
+            _fsync_directory(self.directory)
+        except OSError:
+            return SetAside(path, None, reason)
+        return SetAside(path, target, reason)
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def write(self, record: LedgerRecord) -> None:
+        """Create or replace a workload's record, atomically."""
+        with self.locked():
+            path = self.path_of(*record.key)
+            temp = self.directory / f".{path.name}.tmp-{os.getpid()}"
+            data = json.dumps(record.to_json(), indent=1, sort_keys=True).encode("utf-8")
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            try:
+                with os.fdopen(fd, "wb", closefd=True) as stream:
+                    stream.write(data)
+                    stream.flush()
+                    os.fsync(stream.fileno())
+                os.replace(temp, path)
+            except BaseException:
+                temp.unlink(missing_ok=True)
+                raise
+            _fsync_directory(self.directory)
+
+    def remove(self, agent_id: str, workload_id: str) -> bool:
+        """Delete a workload's record; ``False`` when there was none."""
+        with self.locked():
+            try:
+                self.path_of(agent_id, workload_id).unlink()
+            except FileNotFoundError:
+                return False
+            _fsync_directory(self.directory)
+            return True

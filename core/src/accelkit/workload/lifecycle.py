@@ -1,0 +1,267 @@
+"""The lifecycle driver: every involved plugin's hook around one workload's life (DESIGN §9).
+
+Order and guarantees:
+
+* :meth:`WorkloadLifecycle.prepare` creates each plugin's hook and runs ``pre_create`` in
+  allocation order, checks each returned config, and merges them. When anything fails there (a
+  hook refusing with ``WorkloadCreationDenied`` or ``WorkloadCreationDeferred``, an invalid config,
+  a ``HookConflict``), the hooks whose ``pre_create`` succeeded get ``post_terminate`` in reverse
+  order, the allocation is released, and the original exception reaches the caller as itself.
+* The caller creates the workload, then calls :meth:`~WorkloadLifecycle.post_create`. If creation
+  fails, or ``post_create`` raises, the caller stops what exists and terminates.
+* Termination: :meth:`~WorkloadLifecycle.pre_terminate` (reverse order, only when the workload was
+  created; it cannot cancel, errors are kept), the caller stops the workload,
+  :meth:`~WorkloadLifecycle.post_terminate` (reverse order), then the allocation is released.
+  Both are idempotent: each hook whose ``pre_create`` succeeded gets exactly one
+  ``post_terminate`` and the allocation is released exactly once, however the calls are repeated
+  or interleaved with failures. Errors of the termination hooks are raised together at the end,
+  after the release, as one :class:`~accelkit.errors.WorkloadError`.
+
+``on_phase(plugin, phase)`` is called after each hook finishes a phase (the run command records
+it in the ledger); ``notify(event)`` after a whole phase completes (node-wide observers).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable, Mapping, Sequence
+
+import attrs
+
+from accelkit.errors import WorkloadError
+from accelkit.events import WorkloadEvent, WorkloadPhase
+from accelkit.plugin import AbstractAgentContext, AbstractLifecycleHook
+from accelkit.types import AgentId, DeviceAllocation, DeviceName, Workload, WorkloadConfig
+from accelkit.workload.merge import merge_configs
+from accelkit.workload.validate import validate_config
+
+log = logging.getLogger(__name__)
+
+PhaseListener = Callable[[DeviceName, WorkloadPhase], None]
+EventSink = Callable[[WorkloadEvent], None]
+
+
+@attrs.frozen
+class HookTarget:
+    """One plugin's part of a workload: its key, the agent's context and what it allocated."""
+
+    key: DeviceName
+    context: AbstractAgentContext
+    device_alloc: DeviceAllocation
+
+
+class LifecycleState(enum.Enum):
+    """How far the driver got."""
+
+    NEW = "new"
+    PREPARED = "prepared"  # every pre_create succeeded, the config is merged
+    CREATED = "created"  # the workload exists (post_create was started)
+    TERMINATING = "terminating"  # pre_terminate done (or skipped)
+    DONE = "done"  # post_terminate done, allocation released
+
+
+class WorkloadLifecycle:
+    """Drives the hooks of one workload; see the module docstring for the guarantees."""
+
+    def __init__(
+        self,
+        agent_id: AgentId,
+        workload: Workload,
+        targets: Sequence[HookTarget],
+        *,
+        release: Callable[[], object],
+        on_phase: PhaseListener | None = None,
+        notify: EventSink | None = None,
+        allocation: Mapping[DeviceName, DeviceAllocation] | None = None,
+    ) -> None:
+        self.agent_id = agent_id
+        self.workload = workload
+        self.targets = tuple(targets)
+        self.state = LifecycleState.NEW
+        self._release = release
+        self._released = False
+        self._on_phase = on_phase
+        self._notify = notify
+        self._announced = False  # observers saw pre_create, so they will see post_terminate
+        self._prepared: list[tuple[DeviceName, AbstractLifecycleHook]] = []
+        self._errors: list[BaseException] = []
+        self._allocation = (
+            {t.key: t.device_alloc for t in self.targets} if allocation is None else allocation
+        )
+
+    @classmethod
+    def resume(
+        cls,
+        agent_id: AgentId,
+        workload: Workload,
+        hooks: Sequence[tuple[DeviceName, AbstractLifecycleHook]],
+        *,
+        release: Callable[[], object],
+        on_phase: PhaseListener | None = None,
+        allocation: Mapping[DeviceName, DeviceAllocation] | None = None,
+        notify: EventSink | None = None,
+    ) -> WorkloadLifecycle:
+        """A driver for a workload that is already gone, to finish its teardown.
+
+        ``hooks`` are the hooks (rebuilt from the record) whose ``pre_create`` succeeded and whose
+        ``post_terminate`` has not run; only :meth:`post_terminate` is left to call.
+        """
+        driver = cls(
+            agent_id,
+            workload,
+            (),
+            release=release,
+            on_phase=on_phase,
+            notify=notify,
+            allocation=allocation or {},
+        )
+        driver._prepared = list(hooks)
+        driver._announced = True
+        driver.state = LifecycleState.TERMINATING
+        return driver
+
+    @property
+    def allocation(self) -> dict[DeviceName, DeviceAllocation]:
+        """What the workload holds, per plugin."""
+        return dict(self._allocation)
+
+    @property
+    def released(self) -> bool:
+        """Whether the allocation has been released."""
+        return self._released
+
+    # -- creation --------------------------------------------------------------------------------
+
+    async def prepare(self) -> WorkloadConfig:
+        """Run every ``pre_create`` in order and return the merged, checked config."""
+        if self.state is not LifecycleState.NEW:
+            msg = f"workload {self.workload.id!r}: prepare() called in state {self.state.value}"
+            raise WorkloadError(msg)
+        parts: list[tuple[str, WorkloadConfig]] = []
+        try:
+            for target in self.targets:
+                hook = target.context.create_lifecycle_hook(self.workload, target.device_alloc)
+                config = await hook.pre_create()
+                self._prepared.append((target.key, hook))
+                self._phase_done(target.key, WorkloadPhase.PRE_CREATE)
+                validate_config(target.key, config)
+                parts.append((target.key, config))
+            merged = merge_configs(parts)
+        except BaseException as exc:
+            self.state = LifecycleState.TERMINATING
+            await self._finish(cause=exc)
+            raise
+        self.state = LifecycleState.PREPARED
+        self._event(WorkloadPhase.PRE_CREATE)
+        self._announced = True
+        return merged
+
+    async def post_create(self) -> None:
+        """Tell every hook, in order, that the workload exists; the first error stops it."""
+        if self.state is not LifecycleState.PREPARED:
+            msg = f"workload {self.workload.id!r}: post_create() called in state {self.state.value}"
+            raise WorkloadError(msg)
+        self.state = LifecycleState.CREATED
+        for key, hook in self._prepared:
+            await hook.post_create()
+            self._phase_done(key, WorkloadPhase.POST_CREATE)
+        self._event(WorkloadPhase.POST_CREATE)
+
+    # -- termination -----------------------------------------------------------------------------
+
+    async def pre_terminate(self) -> None:
+        """Before the workload stops: ``pre_terminate`` in reverse order (if it was created)."""
+        if self.state in (LifecycleState.TERMINATING, LifecycleState.DONE):
+            return
+        was_created = self.state is LifecycleState.CREATED
+        self.state = LifecycleState.TERMINATING
+        if not was_created:
+            return
+        for key, hook in reversed(self._prepared):
+            try:
+                await hook.pre_terminate()
+            except Exception as exc:
+                log.warning("plugin %s: pre_terminate failed", key, exc_info=True)
+                self._errors.append(_annotated(exc, key, WorkloadPhase.PRE_TERMINATE))
+                continue
+            self._phase_done(key, WorkloadPhase.PRE_TERMINATE)
+        self._event(WorkloadPhase.PRE_TERMINATE)
+
+    async def post_terminate(self) -> None:
+        """After the workload is gone: ``post_terminate`` in reverse order, then release.
+
+        Raises one :class:`~accelkit.errors.WorkloadError` listing the hooks that failed, once
+        everything else is done.
+        """
+        if self.state is LifecycleState.DONE:
+            return
+        await self.pre_terminate()
+        await self._finish(cause=None)
+        if errors := self._errors:
+            self._errors = []
+            details = "; ".join(str(e) for e in errors)
+            msg = f"workload {self.workload.id!r}: teardown finished with errors: {details}"
+            raise WorkloadError(msg) from errors[0]
+
+    async def terminate(self) -> None:
+        """``pre_terminate`` then ``post_terminate``, for a workload already stopped."""
+        await self.pre_terminate()
+        await self.post_terminate()
+
+    async def _finish(self, *, cause: BaseException | None) -> None:
+        hooks, self._prepared = self._prepared, []
+        for key, hook in reversed(hooks):
+            try:
+                await hook.post_terminate()
+            except Exception as exc:
+                log.warning("plugin %s: post_terminate failed", key, exc_info=True)
+                self._errors.append(_annotated(exc, key, WorkloadPhase.POST_TERMINATE))
+                continue
+            self._safe_phase_done(key, WorkloadPhase.POST_TERMINATE)
+        self.state = LifecycleState.DONE
+        if self._announced:
+            self._event(WorkloadPhase.POST_TERMINATE)
+        try:
+            self._release_once()
+        except Exception as exc:
+            self._errors.append(exc)
+        if cause is not None:
+            for error in self._errors:
+                cause.add_note(f"during cleanup: {error}")
+            self._errors = []
+
+    def _release_once(self) -> None:
+        if self._released:
+            return
+        self._released = True  # set first: a release that raises is not retried
+        self._release()
+
+    # -- notifications ---------------------------------------------------------------------------
+
+    def _phase_done(self, key: DeviceName, phase: WorkloadPhase) -> None:
+        if self._on_phase is not None:
+            self._on_phase(key, phase)
+
+    def _safe_phase_done(self, key: DeviceName, phase: WorkloadPhase) -> None:
+        # during teardown a failing listener must not rob later hooks of their post_terminate
+        try:
+            self._phase_done(key, phase)
+        except Exception as exc:
+            self._errors.append(exc)
+
+    def _event(self, phase: WorkloadPhase) -> None:
+        if self._notify is None:
+            return
+        event = WorkloadEvent(self.agent_id, self.workload, phase, self.allocation)
+        try:
+            self._notify(event)
+        except Exception:
+            log.warning("workload observers failed on %s", phase.value, exc_info=True)
+
+
+def _annotated(exc: Exception, key: DeviceName, phase: WorkloadPhase) -> WorkloadError:
+    text = str(exc) or type(exc).__name__
+    error = WorkloadError(f"plugin {key!r} {phase.value}: {text}")
+    error.__cause__ = exc
+    return error

@@ -9,7 +9,8 @@ nox.options.sessions = ["tests", "lint", "typecheck"]
 nox.options.reuse_existing_virtualenvs = True
 
 PACKAGES = ["core", "plugins/cpu", "plugins/mem", "plugins/cuda", "plugins/mock"]
-TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "jsonschema>=4", "hatchling>=1.24"]
+# pip and hatchling: the end-to-end tests really install fixture plugin distributions
+TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "jsonschema>=4", "hatchling>=1.24", "pip"]
 SOURCES = ["core/src", "plugins/cpu/src", "plugins/mem/src", "plugins/cuda/src", "plugins/mock/src"]
 
 
@@ -40,7 +41,7 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     """Type-check every distribution's sources with mypy --strict."""
     install_workspace(session)
-    session.install("mypy>=1.10", "types-psutil")
+    session.install("mypy>=1.10", "types-psutil", "pytest>=8")  # accelkit.testing uses pytest
     session.run("mypy", "--strict", *SOURCES)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any, NewType
 
@@ -152,26 +152,38 @@ class Mount:
         return cls(path, path, MountType.DEVICE, read_only=False)
 
 
-def _tuple_of_str(value: Any) -> tuple[str, ...]:
+def _tuple_of_str(value: Iterable[Any] | None) -> tuple[str, ...]:
     return tuple(str(v) for v in (value or ()))
+
+
+def _tuple_of_mounts(value: Iterable[Mount]) -> tuple[Mount, ...]:
+    return tuple(value)
+
+
+def _tuple_of_int(value: Iterable[int]) -> tuple[int, ...]:
+    return tuple(int(v) for v in value)
+
+
+def _optional_tuple_of_int(value: Iterable[int] | None) -> tuple[int, ...] | None:
+    return None if value is None else _tuple_of_int(value)
 
 
 @attrs.frozen
 class WorkloadConfig:
     """What a lifecycle hook asks of a workload's creation; every field is optional."""
 
-    mounts: tuple[Mount, ...] = attrs.field(default=(), converter=tuple)
+    mounts: tuple[Mount, ...] = attrs.field(default=(), converter=_tuple_of_mounts)
     env_vars: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_str_map)
     resource_data: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_str_map)
     networks: tuple[str, ...] = attrs.field(default=(), converter=_tuple_of_str)
-    extra_gids: tuple[int, ...] = attrs.field(default=(), converter=tuple)
+    extra_gids: tuple[int, ...] = attrs.field(default=(), converter=_tuple_of_int)
     extra_syscalls: tuple[str, ...] = attrs.field(default=(), converter=_tuple_of_str)
     cdi_devices: tuple[str, ...] = attrs.field(default=(), converter=_tuple_of_str)
     cpuset_cpus: tuple[int, ...] | None = attrs.field(
-        default=None, converter=attrs.converters.optional(tuple)
+        default=None, converter=_optional_tuple_of_int
     )
     cpuset_mems: tuple[int, ...] | None = attrs.field(
-        default=None, converter=attrs.converters.optional(tuple)
+        default=None, converter=_optional_tuple_of_int
     )
     memory_limit: int | None = None
 

@@ -87,7 +87,7 @@ def workload_config(
         },
         resource_data=resource_data,
         # WorkloadConfig.mounts uses the bare `tuple` converter, which mypy cannot solve
-        mounts=mounts,  # type: ignore[arg-type]
+        mounts=mounts,
         cdi_devices=tuple(f"nvidia.com/gpu={uuid}" for uuid in uuids),
     )
 

@@ -72,7 +72,7 @@ def test_five_gpus_over_three_agents_fill_from_front():
     assert split == {"a": ("cuda0", "cuda1"), "b": ("cuda2", "cuda3"), "c": ("cuda4",)}
 
 
-# -- SHARED ------------------------------------------------------------------------------------------
+# -- SHARED ----------------------------------------------------------------------------
 
 
 def test_shared_gives_every_agent_everything_but_the_reserve():
@@ -105,7 +105,7 @@ def test_one_agent_in_any_mode_behaves_as_shared_and_says_so():
             assert any("behaves as 'shared'" in w for w in result.warnings)
 
 
-# -- AUTO_SPLIT --------------------------------------------------------------------------------------
+# -- AUTO_SPLIT ----------------------------------------------------------------------------
 
 
 def test_autosplit_reserves_first_then_splits_and_aligns_memory():
@@ -223,7 +223,7 @@ def test_a_plugin_with_several_slots_keeps_them_apart():
     assert result.scaling[AgentId("agent-2")]["cuda.mig-1g.10gb"] == 1
 
 
-# -- MANUAL ------------------------------------------------------------------------------------------
+# -- MANUAL ----------------------------------------------------------------------------
 
 
 def test_manual_non_contiguous_ids_and_different_device_kinds():

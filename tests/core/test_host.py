@@ -6,9 +6,9 @@ import asyncio
 from collections.abc import Iterable
 from decimal import Decimal
 
-import accelkit_mock
 import pytest
 
+import accelkit_mock
 from accelkit import hookimpl
 from accelkit.config import AgentConfig, AgentResources, AllocationMode, HostConfig, ResourceConfig
 from accelkit.discovery import PluginLoader
@@ -227,10 +227,10 @@ def test_unknown_slot_is_refused_before_anything_is_allocated():
         async with PartitionHost.open(config(agents=2), loader=loader_for(kinds())) as host:
             view = host.agents[AgentId("agent-1")]
             with pytest.raises(
-                InvalidResourceArgument, match="no plugin offers slot 'rocm.device'"
+                InvalidResourceArgument, match=r"no plugin offers slot 'rocm\.device'"
             ):
                 view.allocate({"cuda.device": Decimal(1), "rocm.device": Decimal(1)})
-            with pytest.raises(InvalidResourceArgument, match="unknown slot 'cuda.shares'"):
+            with pytest.raises(InvalidResourceArgument, match=r"unknown slot 'cuda\.shares'"):
                 view.allocate({"cpu": Decimal(1), "cuda.shares": Decimal(1)})
             assert allocated(host) == {}
 

@@ -6,7 +6,6 @@ import asyncio
 import json
 
 import accelkit_mock
-
 from accelkit.config import AgentConfig, AgentResources, AllocationMode, HostConfig, ResourceConfig
 from accelkit.discovery import PluginLoader
 from accelkit.host import PartitionHost

@@ -246,15 +246,16 @@ class WorkloadLocation:
         raise ValueError(msg)
 
 
-def _children_by_scan(proc: Path) -> dict[int, list[int]]:
+def _children_by_scan(proc: str) -> dict[int, list[int]]:
     """Every process's children, from the parent pid in each ``/proc/<pid>/stat``."""
     children: dict[int, list[int]] = {}
     for entry in os.scandir(proc):
         if not entry.name.isdigit():
             continue
         try:
-            stat = Path(entry.path, "stat").read_bytes()
-        except (FileNotFoundError, ProcessLookupError):
+            with open(f"{entry.path}/stat", "rb") as file:
+                stat = file.read()
+        except (FileNotFoundError, NotADirectoryError, ProcessLookupError):
             continue
         fields = stat[stat.rfind(b")") + 2 :].split()
         if len(fields) > 1 and fields[1].isdigit():
@@ -262,21 +263,25 @@ def _children_by_scan(proc: Path) -> dict[int, list[int]]:
     return children
 
 
-def _direct_children(proc: Path, pid: int) -> list[int] | None:
-    """Children from ``task/<tid>/children``; ``None`` when the kernel lacks those files."""
+def _direct_children(proc: str, pid: int) -> list[int] | None:
+    """Children from ``task/<tid>/children``; ``None`` when the kernel lacks those files.
+
+    String paths rather than :class:`~pathlib.Path`: this runs once per process per gather.
+    """
+    task = f"{proc}/{pid}/task"
     try:
-        tids = os.listdir(proc / str(pid) / "task")
+        tids = os.listdir(task)
     except (FileNotFoundError, NotADirectoryError, ProcessLookupError):
         return []
     found: list[int] = []
     for tid in tids:
         try:
-            text = (proc / str(pid) / "task" / tid / "children").read_bytes()
+            with open(f"{task}/{tid}/children", "rb") as file:
+                found.extend(int(c) for c in file.read().split())
         except FileNotFoundError:
-            if (proc / str(pid) / "task" / tid).is_dir():
+            if os.path.isdir(f"{task}/{tid}"):
                 return None
-            continue  # the thread ended meanwhile
-        found.extend(int(c) for c in text.split())
+            # the thread ended meanwhile
     return found
 
 
@@ -286,9 +291,7 @@ def process_tree(pid: int, *, root: Path | str = "/") -> tuple[int, ...]:
     Reads ``/proc/<pid>/task/<tid>/children``, which costs the size of the tree rather than of the
     whole process table; falls back to scanning every process's parent when that file is absent.
     """
-    proc = Path(root) / "proc"
-    if not (proc / str(pid)).is_dir():
-        return ()
+    proc = os.path.join(os.fspath(root), "proc")
     tree = [pid]
     seen = {pid}
     scanned: dict[int, list[int]] | None = None
@@ -300,6 +303,8 @@ def process_tree(pid: int, *, root: Path | str = "/") -> tuple[int, ...]:
         if kids is None:
             scanned = scanned if scanned is not None else _children_by_scan(proc)
             kids = scanned.get(current, [])
+        if not kids and current == pid and not os.path.isdir(f"{proc}/{pid}"):
+            return ()  # the leader is gone (checked only when it shows no children)
         for kid in kids:
             if kid not in seen:
                 seen.add(kid)

@@ -19,21 +19,20 @@ from accelkit import hookimpl
 
 if TYPE_CHECKING:
     from accelkit.plugin import AbstractComputePlugin
-
     from accelkit_cpu.plugin import CPUPlugin
 
 
 @hookimpl
 def accelkit_compute_plugins(config: Mapping[str, Any]) -> Sequence[AbstractComputePlugin]:
     """The ``cpu`` plugin, configured from ``[plugins.config.cpu]``."""
-    from accelkit_cpu.plugin import CPUPlugin  # noqa: PLC0415 - keeps `import accelkit_cpu` cheap
+    from accelkit_cpu.plugin import CPUPlugin
 
     return [CPUPlugin(config)]
 
 
 def __getattr__(name: str) -> type[CPUPlugin]:
     if name == "CPUPlugin":
-        from accelkit_cpu.plugin import CPUPlugin  # noqa: PLC0415 - keeps `import accelkit_cpu` cheap
+        from accelkit_cpu.plugin import CPUPlugin
 
         return CPUPlugin
     msg = f"module {__name__!r} has no attribute {name!r}"

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
+
 from accelkit.errors import ConfigError
 
 log = logging.getLogger(__name__)

@@ -45,9 +45,8 @@ class CPULifecycleHook(AbstractLifecycleHook):
             }
         )
         threads = str(len(cores))
-        # the attrs stubs cannot type ``converters.optional(tuple)``, hence the ignores
         return WorkloadConfig(
-            cpuset_cpus=cores,  # type: ignore[arg-type]
-            cpuset_mems=tuple(nodes) or None,  # type: ignore[arg-type]
+            cpuset_cpus=cores,
+            cpuset_mems=tuple(nodes) or None,
             env_vars=dict.fromkeys(THREAD_COUNT_VARS, threads),
         )

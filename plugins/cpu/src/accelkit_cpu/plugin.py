@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import psutil
+
 from accelkit.cgroup import CgroupFS, WorkloadLocation
 from accelkit.metrics import MetricContext, NodeMetric, ProcessMetric, WorkloadMetric
 from accelkit.partition import Partition
@@ -26,7 +27,6 @@ from accelkit.types import (
     SlotType,
     Workload,
 )
-
 from accelkit_cpu import metrics
 from accelkit_cpu.config import CPUConfig
 from accelkit_cpu.cpulist import format_cpu_list

@@ -19,21 +19,20 @@ from accelkit import hookimpl
 
 if TYPE_CHECKING:
     from accelkit.plugin import AbstractComputePlugin
-
     from accelkit_mem.plugin import MemPlugin
 
 
 @hookimpl
 def accelkit_compute_plugins(config: Mapping[str, Any]) -> Sequence[AbstractComputePlugin]:
     """The ``mem`` plugin, configured from ``[plugins.config.mem]``."""
-    from accelkit_mem.plugin import MemPlugin  # noqa: PLC0415 - keeps `import accelkit_mem` cheap
+    from accelkit_mem.plugin import MemPlugin
 
     return [MemPlugin(config)]
 
 
 def __getattr__(name: str) -> type[MemPlugin]:
     if name == "MemPlugin":
-        from accelkit_mem.plugin import MemPlugin  # noqa: PLC0415 - loaded on first use
+        from accelkit_mem.plugin import MemPlugin
 
         return MemPlugin
     msg = f"module {__name__!r} has no attribute {name!r}"

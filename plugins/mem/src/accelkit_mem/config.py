@@ -8,6 +8,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import attrs
+
 from accelkit.errors import ConfigError
 
 log = logging.getLogger(__name__)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import attrs
 import psutil
+
 from accelkit.cgroup import CgroupDir, CgroupFS
 from accelkit.errors import PluginUnavailable
 

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 import psutil
+
 from accelkit.cgroup import CgroupDir, CgroupFS, WorkloadLocation, process_tree
 from accelkit.metrics import Measurement, MetricType, NodeMetric, ProcessMetric, WorkloadMetric
 
@@ -37,8 +38,9 @@ def cgroup_working_set(cgroup: CgroupDir) -> int | None:
 
 def process_rss(pid: int, *, root: Path) -> int | None:
     """The resident set of one process in bytes, from ``/proc/<pid>/statm``."""
-    try:
-        statm = (root / "proc" / str(pid) / "statm").read_bytes()
+    try:  # a string path: this runs once per process per gather, and pathlib costs more
+        with open(f"{os.fspath(root)}/proc/{pid}/statm", "rb") as file:
+            statm = file.read()
     except (FileNotFoundError, ProcessLookupError):
         return None
     fields = statm.split()

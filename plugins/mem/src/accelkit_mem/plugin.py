@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import psutil
+
 from accelkit.cgroup import CgroupFS, WorkloadLocation
 from accelkit.metrics import MetricContext, NodeMetric, ProcessMetric, WorkloadMetric
 from accelkit.partition import Partition
@@ -25,7 +26,6 @@ from accelkit.types import (
     SlotType,
     Workload,
 )
-
 from accelkit_mem import metrics
 from accelkit_mem.config import MemConfig
 from accelkit_mem.hook import SLOT, MemLifecycleHook
@@ -107,7 +107,7 @@ class MemPlugin(AbstractComputePlugin):
         }
 
     def allocation_strategy(self) -> AllocationStrategy:
-        from accelkit.allocmap import AllocationStrategy  # noqa: PLC0415 - as in the base class
+        from accelkit.allocmap import AllocationStrategy
 
         return AllocationStrategy.FILL
 

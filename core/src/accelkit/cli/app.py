@@ -35,12 +35,14 @@ def cli(ctx: click.Context, verbose: bool) -> None:
 
 
 def _register_commands() -> None:
+    from accelkit.cli.cdi_cmd import cdi
     from accelkit.cli.check_cmd import check
     from accelkit.cli.devices_cmd import devices
     from accelkit.cli.plan_cmd import plan
     from accelkit.cli.plugins_cmd import plugins
+    from accelkit.cli.run_cmd import run
 
-    for command in (plugins, devices, plan, check):
+    for command in (plugins, devices, plan, check, run, cdi):
         cli.add_command(command)
 
 

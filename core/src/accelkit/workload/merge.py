@@ -13,6 +13,8 @@ import posixpath
 from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
+import attrs
+
 from accelkit.errors import HookConflict
 from accelkit.types import Mount, WorkloadConfig
 
@@ -54,7 +56,8 @@ def merge_configs(parts: Sequence[tuple[str, WorkloadConfig]]) -> WorkloadConfig
         for name, value in config.resource_data.items():
             data.put(plugin, name, value)
         for mount in config.mounts:
-            mounts.put(plugin, posixpath.normpath(mount.target), mount)
+            target = posixpath.normpath(mount.target)
+            mounts.put(plugin, target, attrs.evolve(mount, target=target))
         if config.memory_limit is not None:
             limit.put(plugin, "memory_limit", config.memory_limit)
     configs = [config for _plugin, config in parts]

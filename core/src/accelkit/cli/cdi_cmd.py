@@ -1,0 +1,76 @@
+"""``accelkit cdi``: the CDI spec of an agent's devices, printed or written to a directory."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+from accelkit.cli.options import config_option, read_config
+from accelkit.host import PartitionHost
+from accelkit.types import AgentId
+from accelkit.workload.cdi_spec import agent_cdi_spec, default_cdi_kind
+from accelkit.workload.validate import CDI_KIND
+
+
+async def _spec(config_path: Path | None, agent: str, kind: str | None) -> dict[str, Any]:
+    config = read_config(config_path)
+    async with PartitionHost.open(config) as host:
+        view = host.agents.get(AgentId(agent))
+        if view is None:
+            known = ", ".join(sorted(host.agents)) or "none"
+            msg = f"unknown agent {agent!r} (agents: {known})"
+            raise click.ClickException(msg)
+        return await agent_cdi_spec(view.agent_id, view.contexts, kind or default_cdi_kind(agent))
+
+
+def _write(directory: Path, spec: dict[str, Any]) -> Path:
+    """Write ``<vendor>-<class>.json`` atomically (temp file, fsync, rename)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    vendor, _, klass = spec["kind"].partition("/")
+    path = directory / f"{vendor}-{klass}.json"
+    temp = directory / f".{path.name}.tmp-{os.getpid()}"
+    with temp.open("w", encoding="utf-8") as stream:
+        json.dump(spec, stream, indent=2)
+        stream.write("\n")
+        stream.flush()
+        os.fsync(stream.fileno())
+    os.replace(temp, path)
+    return path
+
+
+def _check_kind(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and CDI_KIND.fullmatch(value) is None:
+        msg = f"{value!r} is not a CDI kind (vendor.com/class)"
+        raise click.BadParameter(msg)
+    return value
+
+
+@click.command()
+@config_option
+@click.option("--agent", "agent", required=True, help="The agent whose devices to describe.")
+@click.option(
+    "--output",
+    "output",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Write <vendor>-<class>.json into this directory (e.g. /etc/cdi) instead of printing.",
+)
+@click.option(
+    "--kind",
+    "kind",
+    default=None,
+    callback=_check_kind,
+    help="CDI kind, vendor.com/class (default: accelkit.io/<agent>).",
+)
+def cdi(config_path: Path | None, agent: str, output: Path | None, kind: str | None) -> None:
+    """Print (or write) the CDI spec, version 1.1.0, of an agent's devices."""
+    spec = asyncio.run(_spec(config_path, agent, kind))
+    if output is None:
+        click.echo(json.dumps(spec, indent=2))
+        return
+    click.echo(str(_write(output, spec)))

@@ -1,0 +1,127 @@
+"""``accelkit run``: a command as a process-tree workload, through the whole lifecycle.
+
+``ACCELKIT_TEST_PAUSE_AT=<step>`` makes the command stop at one step of the lifecycle (see
+:mod:`accelkit.workload.runner` for the names) and wait there until it is killed: the crash tests
+use it to kill the run at each step and check what reconciliation does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+
+import click
+
+from accelkit.cli.options import config_option, read_config
+from accelkit.errors import InsufficientResource
+from accelkit.host import PartitionHost
+from accelkit.sizes import parse_binary_size
+from accelkit.types import AgentId, SlotName
+from accelkit.workload.bookkeeper import Bookkeeper
+from accelkit.workload.ledger import Ledger
+from accelkit.workload.process_tree import become_subreaper
+from accelkit.workload.runner import run_workload
+
+PAUSE_ENV = "ACCELKIT_TEST_PAUSE_AT"
+
+
+def parse_slots(text: str) -> dict[SlotName, Decimal]:
+    """``cpu=2,mem=1G,cuda.shares=0.5`` → amounts; sizes take binary suffixes (``1G``)."""
+    slots: dict[SlotName, Decimal] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or not name or not value:
+            msg = f"expected SLOT=AMOUNT, got {item!r}"
+            raise click.BadParameter(msg, param_hint="--slots")
+        if name in slots:
+            msg = f"slot {name!r} given twice"
+            raise click.BadParameter(msg, param_hint="--slots")
+        try:
+            amount = Decimal(parse_binary_size(value)) if value[-1].isalpha() else Decimal(value)
+        except (ValueError, InvalidOperation):
+            msg = f"slot {name!r}: {value!r} is not an amount"
+            raise click.BadParameter(msg, param_hint="--slots") from None
+        if not amount.is_finite() or amount < 0:
+            msg = f"slot {name!r}: amount must be a non-negative number, got {value!r}"
+            raise click.BadParameter(msg, param_hint="--slots")
+        slots[SlotName(name)] = amount
+    if not slots:
+        msg = "no slot requested"
+        raise click.BadParameter(msg, param_hint="--slots")
+    return slots
+
+
+def _checkpoint(name: str) -> None:
+    if os.environ.get(PAUSE_ENV) == name:
+        click.echo(f"accelkit: paused at {name}", err=True)
+        sys.stderr.flush()
+        while True:  # until killed: the crash tests kill -9 here
+            time.sleep(3600)
+
+
+def _echo(line: str) -> None:
+    click.echo(line if line.startswith(("error:", "warning:")) else f"accelkit: {line}", err=True)
+
+
+async def _run(
+    config_path: Path | None,
+    agent: str,
+    slots: dict[SlotName, Decimal],
+    argv: list[str],
+    grace: float,
+) -> int:
+    config = read_config(config_path)
+    become_subreaper()
+    async with PartitionHost.open(config) as host:
+        keeper = Bookkeeper(
+            Ledger(config.resource.state_dir), host, notify=host.loader.notify_workload_event
+        )
+        try:
+            return await run_workload(
+                keeper,
+                AgentId(agent),
+                slots,
+                argv,
+                grace=grace,
+                checkpoint=_checkpoint,
+                echo=_echo,
+            )
+        except InsufficientResource as exc:
+            msg = f"cannot allocate on agent {agent!r}: {exc}"
+            raise click.ClickException(msg) from exc
+
+
+@click.command(context_settings={"ignore_unknown_options": True})
+@config_option
+@click.option("--agent", "agent", required=True, help="The agent whose devices to use.")
+@click.option(
+    "--slots",
+    "slots_text",
+    required=True,
+    metavar="SLOT=AMOUNT,...",
+    help="What to allocate, e.g. cpu=2,mem=1G,cuda.device=1.",
+)
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    help="Seconds between SIGTERM and SIGKILL when ending the process tree.",
+)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run(
+    config_path: Path | None, agent: str, slots_text: str, grace: float, command: tuple[str, ...]
+) -> int:
+    """Run COMMAND as a process-tree workload with the requested slots.
+
+    Exits with COMMAND's status (128 + N when it died of signal N, 127 when it cannot start).
+    """
+    slots = parse_slots(slots_text)
+    return asyncio.run(_run(config_path, agent, slots, list(command), grace))

@@ -1,0 +1,217 @@
+"""Renderers of a merged config: process tree, Docker create body, CDI spec, resource.txt."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import jsonschema
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from accelkit.errors import WorkloadError
+from accelkit.types import Mount, MountType, WorkloadConfig
+from accelkit.workload.render import (
+    CDI_VERSION,
+    ProcessPlan,
+    format_cpu_list,
+    parse_resource_txt,
+    render_cdi_spec,
+    render_docker_create,
+    render_process,
+    render_resource_txt,
+)
+from accelkit.workload.render.cdi import cdi_device_name
+
+SCHEMA = json.loads((Path(__file__).parents[1] / "fixtures" / "cdi-schema.json").read_text())
+
+FULL = WorkloadConfig(
+    mounts=[
+        Mount("/opt/lib", "/usr/local/lib/vendor", MountType.BIND, read_only=True),
+        Mount("/data", "/data"),
+        Mount.device("/dev/nvidia0"),
+    ],
+    env_vars={"CUDA_VISIBLE_DEVICES": "0,1", "OMP_NUM_THREADS": "4"},
+    resource_data={"CUDA_GLOBAL_DEVICE_IDS": "0,1"},
+    networks=["rdma0"],
+    extra_gids=[44, 109],
+    extra_syscalls=["perf_event_open"],
+    cdi_devices=["nvidia.com/gpu=GPU-1234"],
+    cpuset_cpus=[0, 1, 2, 3, 8],
+    cpuset_mems=[0],
+    memory_limit=8 * 1024**3,
+)
+
+
+def test_cpu_list_notation():
+    assert format_cpu_list([8, 0, 1, 2, 3, 3]) == "0-3,8"
+    assert format_cpu_list([5]) == "5"
+    assert format_cpu_list([1, 3, 5]) == "1,3,5"
+    assert format_cpu_list([]) == ""
+
+
+def test_process_plan_overlays_env_and_carries_affinity_and_limit():
+    plan = render_process(FULL, {"PATH": "/bin", "OMP_NUM_THREADS": "64"})
+    assert plan.env == {"PATH": "/bin", "OMP_NUM_THREADS": "4", "CUDA_VISIBLE_DEVICES": "0,1"}
+    assert plan.cpu_affinity == (0, 1, 2, 3, 8)
+    assert plan.memory_limit == 8 * 1024**3
+    notes = "\n".join(plan.notes)
+    # a bind mount onto another path cannot be honoured; same-path binds and device nodes can
+    assert "/opt/lib -> /usr/local/lib/vendor" in notes
+    assert "/data ->" not in notes
+    assert "gids" in notes
+    assert "networks" in notes
+    assert "syscalls" in notes
+    assert "CDI" in notes
+    assert ProcessPlan.from_json(json.loads(json.dumps(plan.to_json()))) == plan
+
+
+def test_process_plan_of_an_empty_config_changes_nothing():
+    plan = render_process(WorkloadConfig(), {"A": "1"})
+    assert plan == ProcessPlan(env={"A": "1"})
+
+
+def test_docker_create_fragment():
+    body = render_docker_create(FULL)
+    assert body["Env"] == ["CUDA_VISIBLE_DEVICES=0,1", "OMP_NUM_THREADS=4"]
+    host = body["HostConfig"]
+    assert host["Mounts"] == [
+        {"Type": "bind", "Source": "/opt/lib", "Target": "/usr/local/lib/vendor", "ReadOnly": True},
+        {"Type": "bind", "Source": "/data", "Target": "/data", "ReadOnly": False},
+    ]
+    assert host["Devices"] == [
+        {
+            "PathOnHost": "/dev/nvidia0",
+            "PathInContainer": "/dev/nvidia0",
+            "CgroupPermissions": "rwm",
+        }
+    ]
+    assert host["GroupAdd"] == ["44", "109"]
+    assert host["CpusetCpus"] == "0-3,8"
+    assert host["CpusetMems"] == "0"
+    assert host["Memory"] == host["MemorySwap"] == 8 * 1024**3
+    assert host["DeviceRequests"] == [{"Driver": "cdi", "DeviceIDs": ["nvidia.com/gpu=GPU-1234"]}]
+    assert body["NetworkingConfig"] == {"EndpointsConfig": {"rdma0": {}}}
+
+
+def test_docker_fragment_of_an_empty_config_is_empty():
+    assert render_docker_create(WorkloadConfig()) == {}
+
+
+def test_cdi_spec_is_valid_against_the_schema():
+    spec = render_cdi_spec(
+        "accelkit.io/agent-1",
+        [("cuda-cuda0", FULL), ("empty", WorkloadConfig())],
+        common=WorkloadConfig(env_vars={"ACCELKIT": "1"}),
+    )
+    jsonschema.validate(spec, SCHEMA)
+    assert spec["cdiVersion"] == CDI_VERSION == "1.1.0"
+    edits = spec["devices"][0]["containerEdits"]
+    assert edits["env"] == ["CUDA_VISIBLE_DEVICES=0,1", "OMP_NUM_THREADS=4"]
+    assert edits["deviceNodes"] == [
+        {"path": "/dev/nvidia0", "hostPath": "/dev/nvidia0", "permissions": "rwm"}
+    ]
+    assert edits["mounts"][0] == {
+        "hostPath": "/opt/lib",
+        "containerPath": "/usr/local/lib/vendor",
+        "type": "bind",
+        "options": ["ro", "nosuid", "nodev", "bind"],
+    }
+    assert edits["additionalGids"] == [44, 109]
+    assert spec["devices"][1]["containerEdits"] == {}
+    assert spec["containerEdits"] == {"env": ["ACCELKIT=1"]}
+
+
+def test_the_schema_fixture_rejects_what_the_spec_forbids():
+    good = render_cdi_spec("vendor.com/gpu", [("gpu0", FULL)])
+    for broken in (
+        {**good, "cdiVersion": "0.5.0"},
+        {**good, "kind": "no-slash"},
+        {**good, "devices": [{"name": "-bad-", "containerEdits": {}}]},
+        {**good, "devices": [{"name": "x", "containerEdits": {"env": ["NOEQUALS"]}}]},
+        {**good, "devices": [{"name": "x", "containerEdits": {"additionalGids": [-1]}}]},
+        {**good, "surplus": 1},
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(broken, SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("kind", "devices"),
+    [
+        ("not a kind", [("a", WorkloadConfig())]),
+        ("vendor.com/gpu", [("bad name!", WorkloadConfig())]),
+        ("vendor.com/gpu", [("a", WorkloadConfig()), ("a", WorkloadConfig())]),
+    ],
+)
+def test_cdi_spec_refuses_invalid_names(kind, devices):
+    with pytest.raises(ValueError, match="CDI"):
+        render_cdi_spec(kind, devices)
+
+
+def test_cdi_device_names_are_made_valid():
+    assert cdi_device_name("cuda", "GPU 0/1") == "cuda-GPU-0-1"
+    assert cdi_device_name("mem", "root") == "mem-root"
+    with pytest.raises(ValueError, match="CDI device name"):
+        cdi_device_name("", "///")
+
+
+def test_resource_txt_lines_are_exact():
+    allocation = {
+        "cuda": {"cuda.shares": {"cuda0": Decimal("0.25"), "cuda1": Decimal("0.50")}},
+        "mem": {"mem": {"root": Decimal(2**40 + 1)}},
+    }
+    lines = render_resource_txt(allocation, {"CUDA_GLOBAL_DEVICE_IDS": "0,1"})
+    assert lines == [
+        "cuda.shares=0.75",
+        "mem=1099511627777",
+        "cuda.shares@cuda0=0.25",
+        "cuda.shares@cuda1=0.5",
+        "mem@root=1099511627777",
+        "CUDA_GLOBAL_DEVICE_IDS=0,1",
+    ]
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["cuda0", "cuda1", "cuda10"]),
+        st.decimals(min_value=0, max_value=10**12, allow_nan=False, allow_infinity=False, places=6),
+        min_size=1,
+    )
+)
+def test_resource_txt_round_trips_amounts_without_loss(per_device):
+    lines = render_resource_txt({"cuda": {"cuda.shares": per_device}}, {})
+    parsed = parse_resource_txt(lines)
+    for device_id, amount in per_device.items():
+        assert Decimal(parsed[f"cuda.shares@{device_id}"]) == amount
+    assert Decimal(parsed["cuda.shares"]) == sum(per_device.values(), Decimal(0))
+    assert all("E" not in line and "e+" not in line for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        ({"cuda.device": "x"}, "clashes"),
+        ({"cuda.device@cuda0": "x"}, "clashes"),
+        ({"A=B": "x"}, "cannot be written"),
+        ({"": "x"}, "cannot be written"),
+        ({"OK": "two\nlines"}, "NUL or newline"),
+    ],
+)
+def test_resource_txt_refuses_ambiguous_lines(data, match):
+    allocation = {"cuda": {"cuda.device": {"cuda0": Decimal(1)}}}
+    with pytest.raises(WorkloadError, match=match):
+        render_resource_txt(allocation, data)
+
+
+def test_resource_txt_refuses_device_ids_that_break_lines():
+    with pytest.raises(WorkloadError, match="cannot be written"):
+        render_resource_txt({"x": {"x.device": {"a\nb": Decimal(1)}}}, {})
+
+
+def test_parse_resource_txt_skips_comments_and_refuses_garbage():
+    assert parse_resource_txt(["# c", "", "A=1=2\n"]) == {"A": "1=2"}
+    with pytest.raises(WorkloadError, match="line 1"):
+        parse_resource_txt(["no equals sign"])

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 from accelkit.errors import ConfigError
-
-log = logging.getLogger(__name__)
 
 OVERCOMMIT_KEY = "overcommit-factor"
 MAX_OVERCOMMIT = 10
@@ -40,7 +37,8 @@ class CPUConfig:
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> CPUConfig:
-        """Validate the section; unknown keys are logged and ignored."""
-        for key in sorted(set(config) - {OVERCOMMIT_KEY}):
-            log.warning("cpu plugin: ignoring unknown config key %r", key)
+        """Validate the section; an unknown key is an error, so a typo never passes silently."""
+        if unknown := sorted(set(config) - {OVERCOMMIT_KEY}):
+            msg = f"unknown key (allowed: {OVERCOMMIT_KEY!r})"
+            raise ConfigError(msg, key=f"plugins.config.cpu.{unknown[0]}")
         return cls(_overcommit_factor(config.get(OVERCOMMIT_KEY, 1)))

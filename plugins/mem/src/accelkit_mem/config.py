@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -10,8 +9,6 @@ from typing import Any
 import attrs
 
 from accelkit.errors import ConfigError
-
-log = logging.getLogger(__name__)
 
 OVERCOMMIT_KEY = "overcommit-factor"
 MAX_OVERCOMMIT = Decimal(10)
@@ -45,7 +42,8 @@ class MemConfig:
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> MemConfig:
-        """Validate the section; unknown keys are logged and ignored."""
-        for key in sorted(set(config) - {OVERCOMMIT_KEY}):
-            log.warning("mem plugin: ignoring unknown config key %r", key)
+        """Validate the section; an unknown key is an error, so a typo never passes silently."""
+        if unknown := sorted(set(config) - {OVERCOMMIT_KEY}):
+            msg = f"unknown key (allowed: {OVERCOMMIT_KEY!r})"
+            raise ConfigError(msg, key=f"plugins.config.mem.{unknown[0]}")
         return cls(_overcommit_factor(config.get(OVERCOMMIT_KEY, 1)))

@@ -10,11 +10,26 @@ that returns a fresh, not yet initialised instance of its plugin::
         def plugin(self):
             return MyPlugin({})
 
-Installing accelkit registers this module with pytest (entry point ``pytest11``).
+Every failure is one sentence naming the broken rule. Installing accelkit registers this module
+with pytest (entry point ``pytest11``), so the suite needs no further set-up.
 """
 
 from __future__ import annotations
 
+from accelkit.testing.agent_setup import AgentSetup
+from accelkit.testing.config_rules import config_problems
+from accelkit.testing.metric_rules import (
+    node_metric_problems,
+    process_metric_problems,
+    workload_metric_problems,
+)
 from accelkit.testing.suite import PluginConformance
 
-__all__ = ["PluginConformance"]
+__all__ = [
+    "AgentSetup",
+    "PluginConformance",
+    "config_problems",
+    "node_metric_problems",
+    "process_metric_problems",
+    "workload_metric_problems",
+]

@@ -1,0 +1,100 @@
+"""Checks of the plugin object itself: its key, slots, devices and cleanup."""
+
+from __future__ import annotations
+
+import asyncio
+
+from accelkit.plugin import AbstractComputePlugin
+from accelkit.registry import slot_is_prefixed
+from accelkit.testing.expectations import expect, expect_none
+from accelkit.types import DeviceSlotInfo, NodeInfo, SlotSpec
+
+
+class ContractChecks:
+    """The key, the slot names, the devices, node info and cleanup."""
+
+    def test_key_is_a_plain_name(self, plugin: AbstractComputePlugin) -> None:
+        key = getattr(plugin, "key", None)
+        expect(
+            isinstance(key, str) and bool(key),
+            f"{type(plugin).__name__} must set the class attribute `key` to its device name, "
+            f"for example key = 'npu' (got {key!r})",
+        )
+        expect("." not in str(key), f"the key {key!r} must not contain a dot")
+
+    def test_configurable_slots_are_prefixed_by_the_key(
+        self, plugin: AbstractComputePlugin
+    ) -> None:
+        specs = list(plugin.configurable_slots())
+        expect(bool(specs), "configurable_slots() must list at least one slot")
+        problems = []
+        names = [getattr(spec, "name", None) for spec in specs]
+        for spec in specs:
+            if not isinstance(spec, SlotSpec):
+                problems.append(f"{spec!r} is a {type(spec).__name__}, not a SlotSpec")
+            elif not slot_is_prefixed(plugin.key, spec.name):
+                problems.append(
+                    f"slot {spec.name!r} must be named '{plugin.key}.<slot>' (only the cpu "
+                    "and mem plugins use the bare names 'cpu' and 'mem')"
+                )
+        if duplicates := sorted({str(n) for n in names if names.count(n) > 1}):
+            problems.append(f"slot(s) {duplicates} are listed more than once")
+        expect_none(problems, "configurable_slots() breaks the naming rules")
+
+    def test_devices_are_named_for_the_plugin(self, started: AbstractComputePlugin) -> None:
+        ids = [d.device_id for d in started.devices]
+        repeated = sorted({i for i in ids if ids.count(i) > 1})
+        expect(not repeated, f"device ids must be unique, but {repeated} appear more than once")
+        for device in started.devices:
+            expect(
+                device.device_name == started.key,
+                f"device {device.device_id!r} has device_name {device.device_name!r}; "
+                f"it must be the plugin key {started.key!r}",
+            )
+
+    def test_every_device_slot_is_a_configurable_slot(self, started: AbstractComputePlugin) -> None:
+        declared = {spec.name for spec in started.configurable_slots()}
+        slots = started.device_slots(started.devices)
+        missing = sorted({d.device_id for d in started.devices} - set(slots))
+        expect(not missing, f"device_slots() gives no slot for device(s) {missing}")
+        problems = []
+        for device_id, info in slots.items():
+            if not isinstance(info, DeviceSlotInfo):
+                problems.append(f"device {device_id!r}: {info!r} is not a DeviceSlotInfo")
+            elif info.slot_name not in declared:
+                problems.append(
+                    f"device {device_id!r} reports slot {info.slot_name!r}, which "
+                    f"configurable_slots() does not list ({sorted(declared)})"
+                )
+        expect_none(problems, "device_slots() reports slots the plugin does not declare")
+
+    def test_device_slots_cover_only_the_devices_asked_for(
+        self, started: AbstractComputePlugin
+    ) -> None:
+        first = started.devices[:1]
+        asked = {d.device_id for d in first}
+        given = set(started.device_slots(first))
+        expect(
+            given == asked,
+            f"device_slots() was given {sorted(asked)} and answered for {sorted(given)}; "
+            "it must describe exactly the devices it is given",
+        )
+
+    def test_node_info_is_a_node_info(
+        self, started: AbstractComputePlugin, runner: asyncio.Runner
+    ) -> None:
+        info = runner.run(started.get_node_info())
+        expect(
+            isinstance(info, NodeInfo),
+            f"get_node_info() must return a NodeInfo, not {type(info).__name__}",
+        )
+
+    def test_cleanup_is_idempotent(
+        self, started: AbstractComputePlugin, runner: asyncio.Runner
+    ) -> None:
+        for attempt in ("first", "second"):
+            try:
+                runner.run(started.cleanup())
+            except Exception as exc:
+                msg = f"cleanup() must be safe to call twice; the {attempt} call raised {exc!r}"
+                expect(False, msg)

@@ -20,10 +20,14 @@ import posixpath
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 
 from accelkit.errors import PluginError
+
+if TYPE_CHECKING:
+    from accelkit.metrics import MetricContext
 
 _OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
 
@@ -310,3 +314,12 @@ def process_tree(pid: int, *, root: Path | str = "/") -> tuple[int, ...]:
                 seen.add(kid)
                 tree.append(kid)
     return tuple(tree)
+
+
+def round_process_tree(ctx: MetricContext, pid: int, *, root: Path | str = "/") -> tuple[int, ...]:
+    """:func:`process_tree`, read once per gather round and shared by every plugin of it."""
+    key = ("process_tree", os.fspath(root), pid)
+    tree: tuple[int, ...] | None = ctx.round_cache.get(key)
+    if tree is None:
+        tree = ctx.round_cache[key] = process_tree(pid, root=root)
+    return tree

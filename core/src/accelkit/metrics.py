@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -84,16 +84,20 @@ class ProcessMetric:
 
 @attrs.define
 class MetricContext:
-    """What a gather call may use: when it runs, and state kept between calls for rates.
+    """One gather round: when it runs, state kept between rounds, and state shared within it.
 
     ``previous`` lets a plugin compute a rate from two readings; each plugin keeps its own keys.
+    ``round_cache`` holds what every plugin of the same round may share (a workload's process
+    tree, say), so it is read once per round however many plugins need it; it is not carried
+    into the next round.
     """
 
     timestamp: float = attrs.field(factory=time.monotonic)
     previous: dict[str, tuple[float, Decimal]] = attrs.field(factory=dict)
+    round_cache: dict[Hashable, Any] = attrs.field(factory=dict)
 
     def advance(self) -> MetricContext:
-        """The context for the next gather: a new timestamp, the same remembered readings."""
+        """The context for the next round: a new timestamp, the same remembered readings."""
         return MetricContext(time.monotonic(), self.previous)
 
     def rate(self, key: str, value: Decimal) -> Decimal | None:

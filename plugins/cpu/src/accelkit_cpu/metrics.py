@@ -16,7 +16,7 @@ from typing import Any
 
 import psutil
 
-from accelkit.cgroup import CgroupFS, WorkloadLocation, process_tree
+from accelkit.cgroup import CgroupFS, WorkloadLocation, process_tree, round_process_tree
 from accelkit.metrics import (
     Measurement,
     MetricContext,
@@ -122,9 +122,13 @@ def cgroup_cpu_msec(cgroups: CgroupFS, cgroup_path: str) -> Decimal | None:
     return None if usec is None else Decimal(usec) / 1000
 
 
-def tree_cpu_msec(pid: int, *, root: Path) -> Decimal | None:
-    """CPU time used by process ``pid``, its descendants and their reaped children, in msec."""
-    ticks = [process_cpu_ticks(p, root=root) for p in process_tree(pid, root=root)]
+def tree_cpu_msec(pid: int, *, root: Path, ctx: MetricContext | None = None) -> Decimal | None:
+    """CPU time used by process ``pid``, its descendants and their reaped children, in msec.
+
+    With ``ctx``, the process tree is read once per gather round for every plugin.
+    """
+    tree = process_tree(pid, root=root) if ctx is None else round_process_tree(ctx, pid, root=root)
+    ticks = [process_cpu_ticks(p, root=root) for p in tree]
     found = [t for t in ticks if t is not None]
     if not found:
         return None
@@ -132,13 +136,13 @@ def tree_cpu_msec(pid: int, *, root: Path) -> Decimal | None:
 
 
 def workload_cpu_msec(
-    location: WorkloadLocation, *, cgroups: CgroupFS, root: Path
+    location: WorkloadLocation, *, cgroups: CgroupFS, root: Path, ctx: MetricContext | None = None
 ) -> Decimal | None:
     """CPU time used by a workload in milliseconds, or ``None`` when it cannot be found."""
     if location.cgroup_path is not None:
         return cgroup_cpu_msec(cgroups, location.cgroup_path)
     if location.pid is not None:
-        return tree_cpu_msec(location.pid, root=root)
+        return tree_cpu_msec(location.pid, root=root, ctx=ctx)
     return None
 
 

@@ -156,7 +156,7 @@ class CPUAgentContext(MaskedAgentContext):
             log.debug("cpu plugin: no metrics for workload %r: %s", workload.id, exc)
             return ()
         used = metrics.workload_cpu_msec(
-            location, cgroups=self.plugin.cgroups, root=self.plugin.root
+            location, cgroups=self.plugin.cgroups, root=self.plugin.root, ctx=ctx
         )
         if used is None:
             return ()

@@ -13,8 +13,21 @@ from pathlib import Path
 
 import psutil
 
-from accelkit.cgroup import CgroupDir, CgroupFS, WorkloadLocation, process_tree
-from accelkit.metrics import Measurement, MetricType, NodeMetric, ProcessMetric, WorkloadMetric
+from accelkit.cgroup import (
+    CgroupDir,
+    CgroupFS,
+    WorkloadLocation,
+    process_tree,
+    round_process_tree,
+)
+from accelkit.metrics import (
+    Measurement,
+    MetricContext,
+    MetricType,
+    NodeMetric,
+    ProcessMetric,
+    WorkloadMetric,
+)
 
 KEY = "mem"
 _BYTES = "bytes"
@@ -49,14 +62,25 @@ def process_rss(pid: int, *, root: Path) -> int | None:
     return int(fields[1]) * _PAGE_SIZE
 
 
-def workload_bytes(location: WorkloadLocation, *, cgroups: CgroupFS, root: Path) -> int | None:
-    """Memory used by a workload, or ``None`` when it cannot be found."""
+def workload_bytes(
+    location: WorkloadLocation, *, cgroups: CgroupFS, root: Path, ctx: MetricContext | None = None
+) -> int | None:
+    """Memory used by a workload, or ``None`` when it cannot be found.
+
+    With ``ctx``, the process tree is read once per gather round for every plugin.
+    """
     if location.cgroup_path is not None:
         cgroup = cgroups.directory("memory", location.cgroup_path)
         return None if cgroup is None else cgroup_working_set(cgroup)
     if location.pid is None:
         return None
-    sizes = [process_rss(pid, root=root) for pid in process_tree(location.pid, root=root)]
+    leader = location.pid
+    tree = (
+        process_tree(leader, root=root)
+        if ctx is None
+        else round_process_tree(ctx, leader, root=root)
+    )
+    sizes = [process_rss(pid, root=root) for pid in tree]
     found = [s for s in sizes if s is not None]
     return sum(found) if found else None
 

@@ -162,7 +162,9 @@ class MemAgentContext(MaskedAgentContext):
         except ValueError as exc:
             log.debug("mem plugin: no metrics for workload %r: %s", workload.id, exc)
             return ()
-        used = metrics.workload_bytes(location, cgroups=self.plugin.cgroups, root=self.plugin.root)
+        used = metrics.workload_bytes(
+            location, cgroups=self.plugin.cgroups, root=self.plugin.root, ctx=ctx
+        )
         return () if used is None else metrics.workload_metrics(workload.id, used)
 
     async def gather_process_metrics(self, ctx: MetricContext, pid: int) -> Sequence[ProcessMetric]:

@@ -314,5 +314,5 @@ def test_every_problem_is_reported_at_once(tmp_path):
 
 
 def test_parse_without_a_file_names_a_placeholder():
-    with pytest.raises(ConfigError, match="^<config>: key 'colour'"):
+    with pytest.raises(ConfigError, match=r"^<config>: key 'colour'"):
         parse_host_config({"colour": 1})

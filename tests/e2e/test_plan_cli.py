@@ -1,4 +1,4 @@
-"""``accelkit plan`` and ``accelkit check`` end to end, on mock devices playing cpu, mem and cuda."""
+"""``accelkit plan`` and ``accelkit check`` end to end, on mock cpu, mem and cuda devices."""
 
 from __future__ import annotations
 

@@ -38,11 +38,13 @@ def _register_commands() -> None:
     from accelkit.cli.cdi_cmd import cdi
     from accelkit.cli.check_cmd import check
     from accelkit.cli.devices_cmd import devices
+    from accelkit.cli.metrics_cmd import metrics
     from accelkit.cli.plan_cmd import plan
     from accelkit.cli.plugins_cmd import plugins
     from accelkit.cli.run_cmd import run
+    from accelkit.cli.serve_metrics_cmd import serve_metrics
 
-    for command in (plugins, devices, plan, check, run, cdi):
+    for command in (plugins, devices, plan, check, metrics, serve_metrics, run, cdi):
         cli.add_command(command)
 
 

@@ -1,0 +1,63 @@
+"""An agent's figure of a node metric (DESIGN §6 scaling factors, §10 metrics).
+
+When a plugin hands out whole devices (cpu cores, accelerators) and reports per-device readings,
+an agent's figure comes from its own devices' readings. When the plugin splits its capacity by
+amount (memory), or reports no reading for the agent's devices, the node figure is multiplied by
+the agent's scaling factor. A utilisation is a share already and is never scaled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from decimal import Decimal
+
+from accelkit.metrics import Measurement, MetricType, NodeMetric
+from accelkit.partition import natural_sort_key
+from accelkit.types import DeviceId, DeviceName, SlotName
+
+BASIS_DEVICES = "devices"
+BASIS_SCALED = "scaled"
+
+
+def plugin_factor(key: DeviceName, scaling: Mapping[SlotName, Decimal]) -> Decimal | None:
+    """The agent's scaling factor for plugin ``key``: that of its first slot in natural order."""
+    name = str(key)
+    slots = sorted(
+        (s for s in scaling if s == name or s.startswith(f"{name}.")), key=natural_sort_key
+    )
+    return scaling[slots[0]] if slots else None
+
+
+def agent_measurement(
+    metric: NodeMetric,
+    device_ids: Collection[DeviceId],
+    factor: Decimal | None,
+    *,
+    shared_by_amount: bool,
+) -> tuple[Measurement, str] | None:
+    """The agent's reading of ``metric`` and how it was found, or ``None`` when it has none."""
+    readings = [metric.per_device[d] for d in device_ids if d in metric.per_device]
+    if readings and not shared_by_amount:
+        return combine(metric.type, readings), BASIS_DEVICES
+    if factor is None:
+        return None
+    return scale(metric.type, metric.node, factor), BASIS_SCALED
+
+
+def combine(kind: MetricType, readings: Sequence[Measurement]) -> Measurement:
+    """Several devices' readings as one: utilisations average, everything else adds up."""
+    values = sum((r.value for r in readings), Decimal(0))
+    capacities = [r.capacity for r in readings]
+    capacity = None if None in capacities else sum((c for c in capacities if c), Decimal(0))
+    if kind is MetricType.UTILIZATION:
+        count = len(readings)
+        return Measurement(values / count, None if capacity is None else capacity / count)
+    return Measurement(values, capacity)
+
+
+def scale(kind: MetricType, reading: Measurement, factor: Decimal) -> Measurement:
+    """The agent's share of a node reading; utilisations are shares already and stay as they are."""
+    if kind is MetricType.UTILIZATION:
+        return reading
+    capacity = None if reading.capacity is None else reading.capacity * factor
+    return Measurement(reading.value * factor, capacity)

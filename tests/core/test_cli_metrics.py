@@ -1,0 +1,98 @@
+"""``accelkit metrics``: table, JSON, Prometheus text and the live table."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from rich.console import Console
+
+from accelkit.cli import metrics_cmd
+from accelkit.cli.app import main
+from accelkit.config import load_host_config
+
+from .metrics_support import write_node_config
+
+
+@pytest.fixture
+def config(tmp_path):
+    return str(write_node_config(tmp_path))
+
+
+def test_the_table_shows_node_device_and_agent_rows(config, capsys):
+    assert main(["metrics", "--config", config]) == 0
+    out = capsys.readouterr().out
+    assert "Metrics" in out
+    assert "device cuda3" in out
+    assert "agent agent-2" in out
+
+
+def test_json_has_node_agent_and_workload_sections(config, capsys):
+    assert main(["metrics", "--config", config, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert set(data) == {"node", "agents", "workloads", "errors"}
+    assert set(data["agents"]) == {"agent-1", "agent-2"}
+    memory = {m["key"]: m for m in data["agents"]["agent-1"]["mem"]}["memory_used"]
+    assert memory["basis"] == "scaled"
+    assert isinstance(memory["value"], str)
+
+
+def test_prometheus_text_parses_and_every_name_is_prefixed(config, capsys):
+    assert main(["metrics", "--config", config, "--prometheus"]) == 0
+    found = list(text_string_to_metric_families(capsys.readouterr().out))
+    assert found
+    assert all(f.name.startswith("accelkit_") for f in found)
+    agents = {s.labels["agent_id"] for f in found if "_agent_" in f.name for s in f.samples}
+    assert agents == {"agent-1", "agent-2"}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--json", "--prometheus"], "choose one of --json and --prometheus"),
+        (["--watch", "1", "--json"], "--watch refreshes the table"),
+        (["--watch", "1", "--prometheus"], "--watch refreshes the table"),
+        (["--watch", "0"], "Invalid value for '--watch'"),
+    ],
+)
+def test_conflicting_options_are_usage_errors(config, capsys, args, message):
+    assert main(["metrics", "--config", config, *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_config_error_is_reported_without_a_traceback(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[resource]\nallocation-mode = 'sideways'\n")
+    assert main(["metrics", "--config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ")
+    assert "allocation-mode" in err
+    assert "Traceback" not in err
+
+
+def test_watch_refreshes_the_table(config, monkeypatch):
+    pauses = []
+
+    async def no_wait(seconds):
+        pauses.append(seconds)
+
+    monkeypatch.setattr(metrics_cmd, "pause", no_wait)
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=120)
+    asyncio.run(metrics_cmd.watch_table(load_host_config(config), 0.5, console, refreshes=3))
+    assert pauses == [0.5, 0.5]
+    assert "agent agent-1" in screen.getvalue()
+
+
+def test_watch_ends_quietly_on_ctrl_c(config, monkeypatch, capsys):
+    async def interrupted(seconds):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(metrics_cmd, "pause", interrupted)
+    assert main(["metrics", "--config", config, "--watch", "2"]) == 0
+    captured = capsys.readouterr()
+    assert "Metrics" in captured.out
+    assert "error" not in captured.err

@@ -1,0 +1,400 @@
+"""Snapshots, agent figures, and the Prometheus exposition of accelkit metrics."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from accelkit import hookimpl
+from accelkit.config import HostConfig, load_host_config
+from accelkit.discovery import PluginLoader
+from accelkit.host import PartitionHost
+from accelkit.metrics import Measurement, MetricType, NodeMetric, WorkloadMetric
+from accelkit.metrics_export import (
+    AgentMetric,
+    MetricsGatherer,
+    MetricsSnapshot,
+    SnapshotCollector,
+    WorkloadSample,
+    agent_measurement,
+    families,
+    family_name,
+    plugin_factor,
+)
+from accelkit.metrics_export.agent_share import combine, scale
+from accelkit.plugin import AbstractComputePlugin, AbstractLifecycleHook, MaskedAgentContext
+from accelkit.types import (
+    AgentId,
+    ComputeDevice,
+    DeviceId,
+    DeviceName,
+    DeviceSlotInfo,
+    SlotName,
+    SlotSpec,
+    SlotType,
+    Workload,
+    WorkloadConfig,
+)
+
+from .metrics_support import write_node_config
+
+D = Decimal
+
+
+def reading(value: str, capacity: str | None = None) -> Measurement:
+    return Measurement(D(value), None if capacity is None else D(capacity))
+
+
+# -- agent figures ------------------------------------------------------------------------------
+
+
+def test_agent_figures_of_whole_devices_add_up_their_readings():
+    used = NodeMetric(
+        "memory_used",
+        MetricType.GAUGE,
+        "bytes",
+        reading("60", "300"),
+        {"g0": reading("10", "100"), "g1": reading("20", "100"), "g2": reading("30", "100")},
+    )
+    share = agent_measurement(
+        used, {DeviceId("g0"), DeviceId("g2")}, D("0.5"), shared_by_amount=False
+    )
+    assert share == (reading("40", "200"), "devices")
+
+
+def test_agent_utilisation_of_whole_devices_is_their_average():
+    util = NodeMetric(
+        "util",
+        MetricType.UTILIZATION,
+        "percent",
+        reading("20"),
+        {"a": reading("10"), "b": reading("40")},
+    )
+    assert agent_measurement(util, {"a", "b"}, None, shared_by_amount=False) == (
+        reading("25"),
+        "devices",
+    )
+    assert combine(MetricType.UTILIZATION, [reading("10", "100"), reading("20", "100")]) == reading(
+        "15", "100"
+    )
+
+
+def test_memory_shared_by_amount_is_the_node_figure_times_the_scaling_factor():
+    used = NodeMetric(
+        "memory_used",
+        MetricType.GAUGE,
+        "bytes",
+        reading("100", "1000"),
+        {"root": reading("100", "1000")},
+    )
+    share = agent_measurement(used, {"root"}, D("0.25"), shared_by_amount=True)
+    assert share == (reading("25.00", "250.00"), "scaled")
+
+
+def test_a_utilisation_is_never_scaled_and_missing_capacity_stays_missing():
+    assert scale(MetricType.UTILIZATION, reading("40", "100"), D("0.5")) == reading("40", "100")
+    assert scale(MetricType.ACCUMULATION, reading("40"), D("0.5")) == reading("20")
+    assert combine(MetricType.GAUGE, [reading("1", "2"), reading("3")]) == reading("4")
+
+
+def test_no_agent_figure_without_device_readings_or_a_factor():
+    total = NodeMetric("total", MetricType.GAUGE, "", reading("7"))
+    assert agent_measurement(total, {"a"}, None, shared_by_amount=False) is None
+    assert agent_measurement(total, {"a"}, D("0.5"), shared_by_amount=False) == (
+        reading("3.5"),
+        "scaled",
+    )
+
+
+def test_the_plugin_factor_is_that_of_its_first_slot():
+    scaling = {
+        SlotName("cuda.device"): D("0.4"),
+        SlotName("cuda.mig-1g"): D("1"),
+        SlotName("cpu"): D("0.5"),
+    }
+    assert plugin_factor(DeviceName("cuda"), scaling) == D("0.4")
+    assert plugin_factor(DeviceName("cpu"), scaling) == D("0.5")
+    assert plugin_factor(DeviceName("npu"), scaling) is None
+
+
+# -- names and exposition -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "name"),
+    [
+        (("cuda", "memory_used", "bytes"), "accelkit_cuda_memory_used_bytes"),
+        (("cuda", "memory_used", "bytes", "device"), "accelkit_cuda_device_memory_used_bytes"),
+        (("mem", "used_bytes", "bytes"), "accelkit_mem_used_bytes"),
+        (("acme-npu", "util", "%/s"), "accelkit_acme_npu_util_percent_per_s"),
+        (("cpu", "cpu_used", ""), "accelkit_cpu_cpu_used"),
+    ],
+)
+def test_family_names_carry_prefix_plugin_level_key_and_unit(args, name):
+    assert family_name(*args) == name
+
+
+SNAPSHOT = MetricsSnapshot(
+    node={
+        "cpu": [
+            NodeMetric(
+                "cpu_used",
+                MetricType.ACCUMULATION,
+                "msec",
+                reading("1500.5"),
+                {"0": reading("1000"), "1": reading("500.5")},
+            )
+        ],
+        "mem": [NodeMetric("mem_used", MetricType.GAUGE, "bytes", reading("10", "100"))],
+    },
+    agents=[
+        AgentMetric(
+            AgentId("a1"),
+            DeviceName("cpu"),
+            "cpu_used",
+            MetricType.ACCUMULATION,
+            "msec",
+            reading("1000"),
+            "devices",
+        ),
+        AgentMetric(
+            AgentId("a1"),
+            DeviceName("mem"),
+            "mem_used",
+            MetricType.GAUGE,
+            "bytes",
+            reading("5", "50"),
+            "scaled",
+        ),
+    ],
+    workloads=[
+        WorkloadSample(
+            AgentId("a1"),
+            DeviceName("mem"),
+            WorkloadMetric("mem_used", "gauge", "bytes", "w1", reading("3")),
+        )
+    ],
+    errors={"cuda": "RuntimeError: NVML went away"},
+)
+
+
+def exposition(snapshot: MetricsSnapshot) -> dict[str, Any]:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SnapshotCollector(lambda: snapshot))
+    text = generate_latest(registry).decode()
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def test_the_exposition_parses_with_one_family_per_level():
+    found = exposition(SNAPSHOT)
+    assert set(found) == {
+        "accelkit_cpu_cpu_used_msec",
+        "accelkit_cpu_device_cpu_used_msec",
+        "accelkit_mem_mem_used_bytes",
+        "accelkit_mem_mem_used_bytes_capacity",
+        "accelkit_cpu_agent_cpu_used_msec",
+        "accelkit_mem_agent_mem_used_bytes",
+        "accelkit_mem_agent_mem_used_bytes_capacity",
+        "accelkit_mem_workload_mem_used_bytes",
+    }
+    counter = found["accelkit_cpu_device_cpu_used_msec"]
+    assert counter.type == "counter"
+    assert [(s.name, s.labels, s.value) for s in counter.samples] == [
+        (
+            "accelkit_cpu_device_cpu_used_msec_total",
+            {"device_name": "cpu", "device_id": "0"},
+            1000.0,
+        ),
+        (
+            "accelkit_cpu_device_cpu_used_msec_total",
+            {"device_name": "cpu", "device_id": "1"},
+            500.5,
+        ),
+    ]
+    assert found["accelkit_mem_mem_used_bytes"].type == "gauge"
+    (agent,) = found["accelkit_mem_agent_mem_used_bytes_capacity"].samples
+    assert agent.labels == {"device_name": "mem", "agent_id": "a1"}
+    assert agent.value == 50.0
+    (workload,) = found["accelkit_mem_workload_mem_used_bytes"].samples
+    assert workload.labels == {"device_name": "mem", "agent_id": "a1", "workload_id": "w1"}
+
+
+def test_families_of_an_empty_snapshot_are_none():
+    assert families(MetricsSnapshot()) == []
+
+
+def test_snapshot_json_uses_decimal_strings():
+    data = SNAPSHOT.as_json()
+    assert data["node"]["cpu"][0] == {
+        "key": "cpu_used",
+        "type": "accumulation",
+        "unit": "msec",
+        "value": "1500.5",
+        "capacity": None,
+        "per_device": {
+            "0": {"value": "1000", "capacity": None},
+            "1": {"value": "500.5", "capacity": None},
+        },
+    }
+    assert data["agents"]["a1"]["mem"] == [
+        {
+            "key": "mem_used",
+            "type": "gauge",
+            "unit": "bytes",
+            "value": "5",
+            "capacity": "50",
+            "basis": "scaled",
+        }
+    ]
+    assert data["workloads"] == {
+        "a1": {
+            "w1": {
+                "mem": [
+                    {
+                        "key": "mem_used",
+                        "type": "gauge",
+                        "unit": "bytes",
+                        "value": "3",
+                        "capacity": None,
+                    }
+                ]
+            }
+        }
+    }
+    assert data["errors"] == {"cuda": "RuntimeError: NVML went away"}
+
+
+# -- gathering from a real partition host ------------------------------------------------------
+
+
+def gather(
+    config: HostConfig, loader: PluginLoader | None = None, **kwargs: Any
+) -> MetricsSnapshot:
+    async def once() -> MetricsSnapshot:
+        async with PartitionHost.open(config, loader=loader) as host:
+            gatherer = MetricsGatherer(host, **kwargs)
+            await gatherer.gather()
+            return await gatherer.gather()
+
+    return asyncio.run(once())
+
+
+def test_agents_get_their_devices_readings_and_their_share_of_memory(tmp_path):
+    snapshot = gather(load_host_config(write_node_config(tmp_path)))
+    assert set(snapshot.node) == {"cpu", "mem", "cuda"}
+    cuda = {m.key: m for m in snapshot.node["cuda"]}["memory_used"]
+    mem = {m.key: m for m in snapshot.node["mem"]}["memory_used"]
+    agents = {(a.agent_id, a.device_name, a.key): a for a in snapshot.agents}
+    first = agents["agent-1", "cuda", "memory_used"]
+    assert first.basis == "devices"
+    assert first.value.value == cuda.per_device["cuda0"].value + cuda.per_device["cuda1"].value
+    second = agents["agent-2", "mem", "memory_used"]
+    assert second.basis == "scaled"
+    assert second.value == Measurement(mem.node.value * D("0.5"), mem.node.capacity * D("0.5"))
+    assert snapshot.errors == {}
+
+
+class Hook(AbstractLifecycleHook):
+    async def pre_create(self) -> WorkloadConfig:
+        return WorkloadConfig()
+
+
+class Context(MaskedAgentContext):
+    async def gather_workload_metrics(
+        self, ctx: Any, workload: Workload
+    ) -> Sequence[WorkloadMetric]:
+        if workload.id == "broken":
+            msg = "cgroup vanished"
+            raise OSError(msg)
+        return [WorkloadMetric("used", "gauge", "", workload.id, Measurement(1))]
+
+
+class NPU(AbstractComputePlugin):
+    key = DeviceName("npu")
+    broken = False
+
+    async def list_devices(self) -> Sequence[ComputeDevice]:
+        return [ComputeDevice("npu", "npu0", "pci", 0, 0, 1)]
+
+    def configurable_slots(self) -> Sequence[SlotSpec]:
+        return [SlotSpec("npu.device", SlotType.COUNT)]
+
+    def device_slots(self, devices: Iterable[ComputeDevice]) -> Mapping[DeviceId, DeviceSlotInfo]:
+        return {d.device_id: DeviceSlotInfo("count", "npu.device", 1) for d in devices}
+
+    def create_lifecycle_hook(self, workload: Any, device_alloc: Any, devices: Any) -> Hook:
+        return Hook(workload, device_alloc, devices=devices)
+
+    def create_agent_context(self, agent_id: Any, partition: Any) -> Context:
+        return Context(self, agent_id, partition)
+
+    async def gather_node_metrics(self, ctx: Any) -> Sequence[NodeMetric]:
+        if self.broken:
+            msg = "driver reset"
+            raise RuntimeError(msg)
+        return [
+            NodeMetric("util", "utilization", "percent", Measurement(5), {"npu0": Measurement(5)})
+        ]
+
+
+class Distribution:
+    def __init__(self, *plugins: AbstractComputePlugin) -> None:
+        self.plugins = plugins
+
+    @hookimpl
+    def accelkit_compute_plugins(self) -> Sequence[AbstractComputePlugin]:
+        return self.plugins
+
+
+def loader_of(*plugins: AbstractComputePlugin) -> PluginLoader:
+    loader = PluginLoader()
+    for i, plugin in enumerate(plugins):
+        loader.register(Distribution(plugin), f"dist{i}")
+    loader.build()
+    return loader
+
+
+def test_a_plugin_whose_gather_raises_is_named_and_the_others_still_report():
+    class Broken(NPU):
+        key = DeviceName("tpu")
+        broken = True
+
+        def configurable_slots(self) -> Sequence[SlotSpec]:
+            return [SlotSpec("tpu.device", SlotType.COUNT)]
+
+        def device_slots(
+            self, devices: Iterable[ComputeDevice]
+        ) -> Mapping[DeviceId, DeviceSlotInfo]:
+            return {d.device_id: DeviceSlotInfo("count", "tpu.device", 1) for d in devices}
+
+        async def list_devices(self) -> Sequence[ComputeDevice]:
+            return [ComputeDevice("tpu", "tpu0", "pci", 0, 0, 1)]
+
+    snapshot = gather(HostConfig(), loader_of(NPU({}), Broken({})))
+    assert set(snapshot.node) == {"npu"}
+    assert snapshot.errors == {"tpu": "RuntimeError: driver reset"}
+    (agent,) = snapshot.agents
+    assert (agent.agent_id, agent.key, agent.value, agent.basis) == (
+        "agent-1",
+        "util",
+        Measurement(5),
+        "devices",
+    )
+
+
+def test_workload_metrics_are_gathered_per_agent_and_failures_are_named():
+    workloads = {
+        AgentId("agent-1"): [Workload.process_tree("w1"), Workload.process_tree("broken")],
+        AgentId("agent-9"): [Workload.process_tree("w2")],
+    }
+    snapshot = gather(HostConfig(), loader_of(NPU({})), workloads=workloads)
+    assert [(w.agent_id, w.device_name, w.metric.workload_id) for w in snapshot.workloads] == [
+        ("agent-1", "npu", "w1")
+    ]
+    assert snapshot.errors == {"npu": "OSError: cgroup vanished"}

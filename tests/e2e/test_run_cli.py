@@ -1,0 +1,244 @@
+"""`accelkit run` as a real process: environment, exit status, refusals, signals, the tree."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
+
+DEVICES = """
+[[kinds]]
+key = "cpu"
+[[kinds.devices]]
+id = "0"
+numa-node = 0
+[[kinds.devices]]
+id = "1"
+numa-node = 0
+
+[[kinds]]
+key = "mem"
+[[kinds.devices]]
+id = "root"
+memory = "4G"
+
+[[kinds]]
+key = "cuda"
+[[kinds.devices]]
+id = "cuda0"
+numa-node = 0
+"""
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Path:
+    (tmp_path / "devices.toml").write_text(DEVICES)
+    config = tmp_path / "host.toml"
+    config.write_text(
+        '[resource]\nreserved-cpu = 0\nreserved-mem = "0"\n'
+        f'state-dir = "{tmp_path / "state"}"\n'
+        '[plugins]\nallowed = ["mock"]\n[plugins.config.mock]\nconfig-file = "devices.toml"\n'
+    )
+    return config
+
+
+def env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+
+
+def accelkit(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*ACCELKIT, *args[:1], "--config", str(config), *args[1:]],
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=120,
+        check=False,
+    )
+
+
+def records(config: Path) -> list[str]:
+    ledger = config.parent / "state" / "ledger"
+    return sorted(p.name for p in ledger.glob("*.json")) if ledger.exists() else []
+
+
+def test_runs_the_command_with_the_hooks_env_and_its_exit_status(node):
+    script = (
+        "import os, sys; "
+        "print(os.environ['MOCK_CUDA_DEVICES'], os.environ['MOCK_CPU_DEVICES']); sys.exit(3)"
+    )
+    result = accelkit(
+        node,
+        "run",
+        "--agent",
+        "agent-1",
+        "--slots",
+        "cuda.device=1,cpu=2,mem=1G",
+        "--",
+        sys.executable,
+        "-c",
+        script,
+    )
+    assert result.returncode == 3, result.stderr
+    assert result.stdout.split() == ["cuda0", "0,1"]
+    assert records(node) == []
+
+
+def test_a_refused_allocation_exits_2_naming_the_slot_and_amounts(node):
+    result = accelkit(node, "run", "--agent", "agent-1", "--slots", "cuda.device=2", "--", "true")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: cannot allocate on agent 'agent-1'")
+    assert "'cuda.device'" in result.stderr
+    assert "requested 2" in result.stderr
+    assert "only 1 allocatable" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert records(node) == []
+
+
+@pytest.mark.parametrize(
+    ("slots", "message"),
+    [
+        ("cuda.device", "expected SLOT=AMOUNT"),
+        ("cpu=1,cpu=1", "given twice"),
+        ("cpu=lots", "not an amount"),
+        ("cpu=-1", "non-negative"),
+        ("cpu=NaN", "not an amount"),
+        (",", "no slot requested"),
+    ],
+)
+def test_malformed_slots_are_usage_errors(node, slots, message):
+    result = accelkit(node, "run", "--agent", "agent-1", "--slots", slots, "--", "true")
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_unknown_agent_and_unknown_slot_exit_2(node):
+    result = accelkit(node, "run", "--agent", "agent-9", "--slots", "cpu=1", "--", "true")
+    assert result.returncode == 2
+    assert "unknown agent 'agent-9'" in result.stderr
+    result = accelkit(node, "run", "--agent", "agent-1", "--slots", "rocm.device=1", "--", "true")
+    assert result.returncode == 2
+    assert "rocm.device" in result.stderr
+    assert records(node) == []
+
+
+def test_a_command_that_cannot_start_exits_127_and_frees_everything(node):
+    result = accelkit(
+        node, "run", "--agent", "agent-1", "--slots", "cuda.device=1", "--", "/nonexistent/command"
+    )
+    assert result.returncode == 127
+    assert "cannot run '/nonexistent/command'" in result.stderr
+    assert records(node) == []
+
+
+def test_death_by_signal_is_128_plus_the_signal(node):
+    result = accelkit(
+        node,
+        "run",
+        "--agent",
+        "agent-1",
+        "--slots",
+        "cpu=1",
+        "--",
+        sys.executable,
+        "-c",
+        "import os; os.kill(os.getpid(), 9)",
+    )
+    assert result.returncode == 128 + 9
+
+
+def _wait_for(path: Path, process: subprocess.Popen[str]) -> None:
+    while not path.exists():
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.02)
+
+
+TRAP = """
+import signal, sys, time, pathlib
+out = pathlib.Path(sys.argv[1])
+def stop(signum, frame):
+    out.with_suffix(".got").write_text(str(signum))
+    sys.exit(7)
+signal.signal(signal.SIGTERM, stop)
+signal.signal(signal.SIGINT, stop)
+out.write_text("ready")
+while True:
+    time.sleep(1)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signals_are_forwarded_to_the_workload(node, tmp_path, signum):
+    ready = tmp_path / "ready.txt"
+    process = subprocess.Popen(
+        [
+            *ACCELKIT,
+            "run",
+            "--config",
+            str(node),
+            "--agent",
+            "agent-1",
+            "--slots",
+            "cpu=1",
+            "--",
+            sys.executable,
+            "-c",
+            TRAP,
+            str(ready),
+        ],
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _wait_for(ready, process)
+    process.send_signal(signum)
+    _out, err = process.communicate(timeout=60)
+    assert process.returncode == 7, err
+    assert ready.with_suffix(".got").read_text() == str(int(signum))
+    assert records(node) == []
+
+
+def test_the_whole_tree_ends_with_the_command(node, tmp_path):
+    pidfile = tmp_path / "bg.pid"
+    script = f"sleep 300 & echo $! > {pidfile}; exit 0"
+    result = accelkit(
+        node,
+        "run",
+        "--agent",
+        "agent-1",
+        "--slots",
+        "cpu=1",
+        "--grace",
+        "1",
+        "--",
+        "sh",
+        "-c",
+        script,
+    )
+    assert result.returncode == 0, result.stderr
+    background = int(pidfile.read_text())
+    assert not psutil.pid_exists(background) or (
+        psutil.Process(background).status() == psutil.STATUS_ZOMBIE
+    )
+
+
+def test_run_is_listed_in_help():
+    result = subprocess.run(
+        [*ACCELKIT, "run", "--help"],
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0
+    assert "--slots" in result.stdout

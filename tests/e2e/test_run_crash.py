@@ -1,0 +1,272 @@
+"""Crash tests: `accelkit run` killed with SIGKILL at each lifecycle step, then reconciled.
+
+``ACCELKIT_TEST_PAUSE_AT=<step>`` makes the run stop at a step; the test kills it there, starts a
+host on the same ledger, and checks that reconciliation keeps exactly the live workloads and
+finishes the dead ones, and that a later run can use the freed devices.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from accelkit.config import load_host_config
+from accelkit.host import PartitionHost
+from accelkit.types import AgentId
+from accelkit.workload import Ledger, ProcessStamp
+from accelkit.workload.bookkeeper import Bookkeeper
+
+ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
+SLOTS = "cuda.device=1,cpu=1,mem=1G"
+ORDER = ("cuda", "cpu", "mem")
+
+DEVICES = """
+[[kinds]]
+key = "cpu"
+[[kinds.devices]]
+id = "0"
+numa-node = 0
+
+[[kinds]]
+key = "mem"
+[[kinds.devices]]
+id = "root"
+memory = "1G"
+
+[[kinds]]
+key = "cuda"
+[[kinds.devices]]
+id = "cuda0"
+numa-node = 0
+"""
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Path:
+    (tmp_path / "devices.toml").write_text(DEVICES)
+    config = tmp_path / "host.toml"
+    config.write_text(
+        '[resource]\nreserved-cpu = 0\nreserved-mem = "0"\n'
+        f'state-dir = "{tmp_path / "state"}"\n'
+        '[plugins]\nallowed = ["mock"]\n[plugins.config.mock]\nconfig-file = "devices.toml"\n'
+    )
+    return config
+
+
+def env(**extra: str) -> dict[str, str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    return {**base, **extra}
+
+
+def start(config: Path, command: list[str], pause: str | None = None) -> subprocess.Popen[str]:
+    extra = {"ACCELKIT_TEST_PAUSE_AT": pause} if pause else {}
+    return subprocess.Popen(
+        [
+            *ACCELKIT,
+            "run",
+            "--config",
+            str(config),
+            "--agent",
+            "agent-1",
+            "--slots",
+            SLOTS,
+            "--",
+            *command,
+        ],
+        env=env(**extra),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for_pause(process: subprocess.Popen[str], step: str) -> None:
+    assert process.stderr is not None
+    for line in process.stderr:
+        if line.strip() == f"accelkit: paused at {step}":
+            return
+    pytest.fail(f"the run ended without pausing at {step}: {process.wait()}")
+
+
+def the_record(config: Path) -> dict:
+    [path] = (config.parent / "state" / "ledger").glob("*.json")
+    return json.loads(path.read_text())
+
+
+def wait_gone(stamp: ProcessStamp) -> None:
+    deadline = time.monotonic() + 60  # a guard against hanging, not an assertion on time
+    while stamp.is_running() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def reconcile(config: Path):
+    host_config = load_host_config(config)
+
+    async def main():
+        async with PartitionHost.open(host_config) as host:
+            keeper = Bookkeeper(Ledger(host_config.resource.state_dir), host)
+            report = await keeper.reconcile()
+            maps = {
+                key: {
+                    d: a for per in ctx.alloc_map.allocations.values() for d, a in per.items() if a
+                }
+                for key, ctx in host.agents[AgentId("agent-1")].contexts.items()
+            }
+            return report, maps
+
+    return asyncio.run(main())
+
+
+def later_run_works(config: Path) -> None:
+    result = subprocess.run(
+        [
+            *ACCELKIT,
+            "run",
+            "--config",
+            str(config),
+            "--agent",
+            "agent-1",
+            "--slots",
+            SLOTS,
+            "--",
+            sys.executable,
+            "-c",
+            "import os; print(os.environ['MOCK_CUDA_DEVICES'])",
+        ],
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "cuda0"
+
+
+# step -> the hooks whose post_terminate reconciliation must still run
+DEAD_STEPS = {
+    "booked": (),
+    "pre_create:cuda": ("cuda",),
+    "pre_create:cpu": ("cpu", "cuda"),
+    "prepared": ("mem", "cpu", "cuda"),
+    "exited": ("mem", "cpu", "cuda"),
+    "pre_terminate:cpu": ("mem", "cpu", "cuda"),
+    "post_terminate:cpu": ("cuda",),
+}
+
+
+@pytest.mark.parametrize("step", list(DEAD_STEPS))
+def test_killed_before_the_command_runs_or_after_it_ended(node, step):
+    # to get past the command, it must end: `true`; before it runs, it does not matter
+    command = ["true"] if step == "exited" or "terminate" in step else ["sleep", "300"]
+    process = start(node, command, pause=step)
+    wait_for_pause(process, step)
+    record = the_record(node)
+    process.kill()
+    process.wait()
+    leader = ProcessStamp(record["leader"]["pid"], record["leader"]["start_time"])
+    wait_gone(leader)  # the launcher sees its plan pipe close and exits; `true` has ended
+
+    report, maps = reconcile(node)
+    assert report.kept == ()
+    [torn] = report.torn_down
+    assert torn.workload_id == record["workload"]["id"]
+    assert torn.post_terminated == DEAD_STEPS[step]
+    assert all(not amounts for amounts in maps.values())
+    assert list((node.parent / "state" / "ledger").glob("*.json")) == []
+    later_run_works(node)
+
+
+@pytest.mark.parametrize("step", ["spawned", "post_create:cpu", "running"])
+def test_killed_while_the_command_runs_keeps_it_until_it_ends(node, step):
+    process = start(node, ["sleep", "300"], pause=step)
+    wait_for_pause(process, step)
+    record = the_record(node)
+    process.kill()
+    process.wait()
+    leader = ProcessStamp(record["leader"]["pid"], record["leader"]["start_time"])
+    assert leader.is_running()
+
+    report, maps = reconcile(node)
+    assert [k[1] for k in report.kept] == [record["workload"]["id"]]
+    assert maps == {"cuda": {"cuda0": 1}, "cpu": {"0": 1}, "mem": {"root": 1024**3}}
+    refused = subprocess.run(
+        [
+            *ACCELKIT,
+            "run",
+            "--config",
+            str(node),
+            "--agent",
+            "agent-1",
+            "--slots",
+            "cuda.device=1",
+            "--",
+            "true",
+        ],
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=120,
+        check=False,
+    )
+    assert refused.returncode == 2
+    assert "cuda.device" in refused.stderr
+
+    os.kill(leader.pid, signal.SIGKILL)
+    wait_gone(leader)
+    report, maps = reconcile(node)
+    assert report.torn_down[0].post_terminated == ("mem", "cpu", "cuda")
+    assert all(not amounts for amounts in maps.values())
+    later_run_works(node)
+
+
+def test_two_runs_compete_for_the_last_gpu_and_exactly_one_gets_it(node, tmp_path):
+    release = tmp_path / "release"
+    wait = (
+        f"import pathlib, time\nwhile not pathlib.Path({str(release)!r}).exists(): time.sleep(0.02)"
+    )
+    runs = [
+        subprocess.Popen(
+            [
+                *ACCELKIT,
+                "run",
+                "--config",
+                str(node),
+                "--agent",
+                "agent-1",
+                "--slots",
+                "cuda.device=1",
+                "--",
+                sys.executable,
+                "-c",
+                wait,
+            ],
+            env=env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    loser = None
+    while loser is None:
+        for run in runs:
+            if run.poll() is not None:
+                loser = run
+        time.sleep(0.02)
+    _out, err = loser.communicate()
+    assert loser.returncode == 2, err
+    assert "cuda.device" in err
+    release.write_text("go")
+    [winner] = [r for r in runs if r is not loser]
+    _out, err = winner.communicate(timeout=120)
+    assert winner.returncode == 0, err
+    assert list((node.parent / "state" / "ledger").glob("*.json")) == []

@@ -65,14 +65,19 @@ class ResourcePartitioner:
         self.resource = resource or ResourceConfig()
         self.source = source
         self.reservation, self._reserve_errors = reserve(self.device_map, self.resource, source)
+        self._free: dict[DeviceName, tuple[DeviceId, ...]] = {}
 
     # -- what is there to split ---------------------------------------------------------------
 
     def free_devices(self, name: DeviceName) -> tuple[DeviceId, ...]:
         """Device ids of one plugin left after the reservation, in natural order."""
+        if (cached := self._free.get(name)) is not None:
+            return cached
         info = self.device_map[name]
         reserved = set(self.reservation.cpu) if name == CPU else set()
-        return tuple(d for d in sorted(info.device_ids, key=natural_sort_key) if d not in reserved)
+        ordered = sorted(info.device_ids, key=natural_sort_key)
+        self._free[name] = free = tuple(d for d in ordered if d not in reserved)
+        return free
 
     def free_amounts(self, name: DeviceName) -> dict[SlotName, Decimal]:
         """Per slot, what a plugin split by amount has left after the reservation."""

@@ -285,3 +285,16 @@ def test_generate_manual_assignments_returns_the_partitions():
     p = ResourcePartitioner(node(), resource())
     got = p.generate_manual_assignments(manual(a={"cpu": ("4",), "mem": G}))
     assert got[AgentId("a")]["cpu"] == DevicePartition.of("4")
+
+
+def test_a_lone_manual_agent_without_resources_is_simply_shared():
+    p = ResourcePartitioner(node(), resource(allocation_mode=AllocationMode.MANUAL))
+    result = p.partition(agents(1))
+    assert result.mode is AllocationMode.SHARED
+    assert len(result.assignments[AgentId("agent-1")]["cuda"].device_ids) == 5
+
+
+def test_a_lone_manual_agent_is_still_checked():
+    p = ResourcePartitioner(node(), resource(allocation_mode=AllocationMode.MANUAL))
+    with pytest.raises(ConfigError, match="unknown device id 'cuda9'"):
+        p.partition(manual(solo={"cpu": ("1",), "devices": {"cuda": ("cuda9",)}}))

@@ -103,7 +103,10 @@ class ResourcePartitioner:
     # -- the three modes ------------------------------------------------------------------------
 
     def generate_shared_assignments(self, agent_ids: Sequence[AgentId]) -> ResourceAssignments:
-        """Every agent sees every device left after the reservation."""
+        """Every agent sees every device left after the reservation.
+
+        Memory is not rounded to ``memory-align-size`` here: the agents share one map of it.
+        """
         self._problems().raise_any()
         parts: dict[DeviceName, Partition] = {}
         for name, info in self.device_map.items():
@@ -145,13 +148,22 @@ class ResourcePartitioner:
     def partition(
         self, agents: Sequence[AgentConfig], mode: AllocationMode | None = None
     ) -> PartitionResult:
-        """Assign the devices to ``agents`` in ``mode`` (default: the configured mode)."""
+        """Assign the devices to ``agents`` in ``mode`` (default: the configured mode).
+
+        One agent is always SHARED, whatever the mode: it gets every device and all the
+        memory except the reserved cores and ``reserved-mem`` (the reserve still comes off),
+        and scales by 1. In MANUAL mode its ``[agents.resource]`` is still checked against
+        the devices, so ``accelkit check`` reports its mistakes, but it is not applied; a
+        warning says so. MANUAL problems are raised together as
+        :class:`~accelkit.errors.ConfigErrors`.
+        """
         configured = mode or self.resource.allocation_mode
         applied = AllocationMode.SHARED if len(agents) == 1 else configured
         agent_ids = [a.id for a in agents]
         warnings: list[str] = []
         unassigned: dict[DeviceName, tuple[DeviceId, ...]]
-        if configured is AllocationMode.MANUAL:
+        # A lone agent without [agents.resource] has nothing to check: it is simply SHARED.
+        if configured is AllocationMode.MANUAL and (len(agents) > 1 or agents[0].resource):
             problems = self._problems()
             assigner = ManualAssigner(self.device_map, self.reservation, problems)
             manual = assigner.assign(agents)

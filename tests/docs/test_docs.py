@@ -1,0 +1,99 @@
+"""The documentation keeps up with the code: commands, hookspecs, the tutorial's code, the nav."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+from accelkit import hookspecs
+from accelkit.cli.app import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+PAGES = sorted(p for p in DOCS.glob("*.md"))
+TITLED_BLOCK = re.compile(r'^```\w+ title="([^"]+)"\n(.*?)^```$', re.MULTILINE | re.DOTALL)
+
+
+def load_generator():
+    spec = importlib.util.spec_from_file_location("gen_cli", DOCS / "gen_cli.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def docs_text() -> str:
+    return "\n".join(p.read_text() for p in PAGES)
+
+
+def test_the_command_reference_is_generated_from_the_command_itself():
+    generated = load_generator().render()
+    assert (DOCS / "cli.md").read_text() == generated, (
+        "docs/cli.md is out of date: run `python docs/gen_cli.py`"
+    )
+
+
+def test_the_generator_check_mode_reports_drift(tmp_path, monkeypatch, capsys):
+    generator = load_generator()
+    stale = tmp_path / "cli.md"
+    stale.write_text("# old\n")
+    monkeypatch.setattr(generator, "CLI_MD", stale)
+    assert generator.main(["--check"]) == 1
+    assert "out of date" in capsys.readouterr().err
+    assert generator.main([]) == 0
+    assert generator.main(["--check"]) == 0
+    assert stale.read_text() == generator.render()
+
+
+@pytest.mark.parametrize("name", sorted(cli.commands))
+def test_every_command_is_documented(name):
+    text = (DOCS / "cli.md").read_text()
+    assert f"## `accelkit {name}`" in text, f"`accelkit {name}` is missing from docs/cli.md"
+    for param in cli.commands[name].params:
+        for opt in getattr(param, "opts", []):
+            if opt.startswith("-"):
+                assert opt in text, f"option {opt} of `accelkit {name}` is not documented"
+
+
+HOOKSPECS = sorted(
+    name
+    for name, value in inspect.getmembers(hookspecs, inspect.isfunction)
+    if name.startswith("accelkit_")
+)
+
+
+def test_there_are_hookspecs_to_check():
+    assert "accelkit_compute_plugins" in HOOKSPECS
+
+
+@pytest.mark.parametrize("name", HOOKSPECS)
+def test_every_hookspec_is_documented_with_its_signature(name):
+    params = ", ".join(inspect.signature(getattr(hookspecs, name)).parameters)
+    assert f"`{name}({params})`" in docs_text(), (
+        f"hookspec {name} is not documented in docs/ as `{name}({params})`"
+    )
+
+
+def test_the_tutorial_code_is_the_example_package():
+    blocks: dict[str, list[str]] = {}
+    for title, code in TITLED_BLOCK.findall((DOCS / "writing-a-plugin.md").read_text()):
+        blocks.setdefault(title, []).append(code)
+    assert {
+        "docs/examples/acme-npu/pyproject.toml",
+        "docs/examples/acme-npu/src/acme_npu/__init__.py",
+        "docs/examples/acme-npu/src/acme_npu/plugin.py",
+        "docs/examples/acme-npu/tests/test_conformance.py",
+    } <= set(blocks)
+    for title, pieces in blocks.items():
+        shown = [line for line in "".join(pieces).splitlines() if line.strip()]
+        source = [line for line in (ROOT / title).read_text().splitlines() if line.strip()]
+        assert shown == source, f"the tutorial's {title} differs from the file (blank lines aside)"
+
+
+def test_every_page_is_in_the_nav():
+    nav = (ROOT / "mkdocs.yml").read_text()
+    missing = [p.name for p in PAGES if f": {p.name}" not in nav]
+    assert not missing, f"pages missing from mkdocs.yml nav: {missing}"

@@ -6,21 +6,61 @@ only with ``--verbose``.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import click
 
-from accelkit import __version__
 from accelkit.errors import AccelkitError
 
 EXIT_ERROR = 2
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="accelkit")
+#: command name -> "module:attribute"; a command's module is imported only when it runs
+COMMANDS = {
+    "plugins": "accelkit.cli.plugins_cmd:plugins",
+    "devices": "accelkit.cli.devices_cmd:devices",
+    "plan": "accelkit.cli.plan_cmd:plan",
+    "check": "accelkit.cli.check_cmd:check",
+    "metrics": "accelkit.cli.metrics_cmd:metrics",
+    "serve-metrics": "accelkit.cli.serve_metrics_cmd:serve_metrics",
+    "run": "accelkit.cli.run_cmd:run",
+    "cdi": "accelkit.cli.cdi_cmd:cdi",
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported on first use, so start-up stays fast."""
+
+    def __init__(self, *args: Any, lazy_commands: Mapping[str, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_commands = dict(lazy_commands)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy_commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands or cmd_name not in self.lazy_commands:
+            return super().get_command(ctx, cmd_name)
+        module_name, attribute = self.lazy_commands[cmd_name].split(":")
+        command = getattr(importlib.import_module(module_name), attribute)
+        if not isinstance(command, click.Command):
+            msg = f"{self.lazy_commands[cmd_name]} is not a click command"
+            raise TypeError(msg)
+        self.add_command(command, cmd_name)
+        return command
+
+
+@click.group(
+    cls=LazyGroup,
+    lazy_commands=COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+@click.version_option(package_name="accelkit", prog_name="accelkit")
 @click.option("-v", "--verbose", is_flag=True, help="Log plugin loading and show tracebacks.")
 @click.pass_context
 def cli(ctx: click.Context, verbose: bool) -> None:
@@ -32,23 +72,6 @@ def cli(ctx: click.Context, verbose: bool) -> None:
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-
-
-def _register_commands() -> None:
-    from accelkit.cli.cdi_cmd import cdi
-    from accelkit.cli.check_cmd import check
-    from accelkit.cli.devices_cmd import devices
-    from accelkit.cli.metrics_cmd import metrics
-    from accelkit.cli.plan_cmd import plan
-    from accelkit.cli.plugins_cmd import plugins
-    from accelkit.cli.run_cmd import run
-    from accelkit.cli.serve_metrics_cmd import serve_metrics
-
-    for command in (plugins, devices, plan, check, metrics, serve_metrics, run, cdi):
-        cli.add_command(command)
-
-
-_register_commands()
 
 
 def main(argv: Sequence[str] | None = None) -> int:  # noqa: PLR0911 - a status per failure kind

@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 
 def print_json(data: Any) -> None:
@@ -18,6 +16,10 @@ def print_json(data: Any) -> None:
 
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     """Print a table for people; ``None`` cells show as ``-``."""
+    # rich is imported here, not at the top: JSON output never pays for it
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(title=title, title_justify="left", header_style="bold")
     for column in columns:
         table.add_column(column)

@@ -72,8 +72,9 @@ def render() -> str:
     root = click.Context(cli, info_name="accelkit")
     lines = [HEADER, "## `accelkit`", "", "Options for every command:", ""]
     lines += _options(cli, root)
-    for name, command in cli.commands.items():
-        if not command.hidden:
+    for name in cli.list_commands(root):  # also the commands a lazy group has not imported yet
+        command = cli.get_command(root, name)
+        if command is not None and not command.hidden:
             lines += _section(name, command, root)
     return "\n".join(lines).rstrip() + "\n"
 

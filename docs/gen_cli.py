@@ -69,7 +69,8 @@ def _section(name: str, command: click.Command, parent: click.Context) -> list[s
 
 def render() -> str:
     """The whole of docs/cli.md for the commands registered right now."""
-    root = click.Context(cli, info_name="accelkit")
+    # the group's context_settings (help option names) apply to every command, as when run
+    root = click.Context(cli, info_name="accelkit", **cli.context_settings)
     lines = [HEADER, "## `accelkit`", "", "Options for every command:", ""]
     lines += _options(cli, root)
     for name in cli.list_commands(root):  # also the commands a lazy group has not imported yet

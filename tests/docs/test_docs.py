@@ -49,7 +49,7 @@ def test_the_generator_check_mode_reports_drift(tmp_path, monkeypatch, capsys):
     assert stale.read_text() == generator.render()
 
 
-ROOT_CONTEXT = click.Context(cli, info_name="accelkit")
+ROOT_CONTEXT = click.Context(cli, info_name="accelkit", **cli.context_settings)
 COMMANDS = cli.list_commands(ROOT_CONTEXT)
 
 

@@ -1,13 +1,15 @@
 """A small registry of named benchmarks and the runner that times them.
 
 A benchmark is a function doing one complete run on fresh state and returning a :class:`Trial`
-(its own timing of the measured part, plus outcome counts). Register it under a dotted name;
-the runner does the warm-up, the repeats and the medians::
+(its own timing of the measured part, plus outcome counts). It takes one argument, ``check``:
+true for the warm-up runs, which should also verify the results (outside the timed part);
+false for the timed repeats. Register it under a dotted name; the runner does the warm-up, the
+repeats and the medians::
 
     from harness import Trial, register
 
     @register("W9.partition.autosplit", reference_ops_per_s=1_000)
-    def _bench() -> Trial:
+    def _bench(check: bool) -> Trial:
         ...
         return Trial(ops=n, seconds=elapsed)
 
@@ -42,7 +44,7 @@ class Benchmark:
     """A registered benchmark."""
 
     name: str
-    run: Callable[[], Trial]
+    run: Callable[[bool], Trial]
     reference_ops_per_s: float | None = None
 
 
@@ -77,7 +79,9 @@ class Row:
 _REGISTRY: dict[str, Benchmark] = {}
 
 
-def add(name: str, run: Callable[[], Trial], *, reference_ops_per_s: float | None = None) -> None:
+def add(
+    name: str, run: Callable[[bool], Trial], *, reference_ops_per_s: float | None = None
+) -> None:
     """Register ``run`` under ``name``; a name may be registered once."""
     if name in _REGISTRY:
         msg = f"benchmark {name!r} is registered twice"
@@ -87,10 +91,10 @@ def add(name: str, run: Callable[[], Trial], *, reference_ops_per_s: float | Non
 
 def register(
     name: str, *, reference_ops_per_s: float | None = None
-) -> Callable[[Callable[[], Trial]], Callable[[], Trial]]:
+) -> Callable[[Callable[[bool], Trial]], Callable[[bool], Trial]]:
     """Decorator form of :func:`add`."""
 
-    def deco(run: Callable[[], Trial]) -> Callable[[], Trial]:
+    def deco(run: Callable[[bool], Trial]) -> Callable[[bool], Trial]:
         add(name, run, reference_ops_per_s=reference_ops_per_s)
         return run
 
@@ -117,8 +121,8 @@ def select(patterns: Iterable[str]) -> list[Benchmark]:
 def measure(bench: Benchmark, *, repeats: int = 5, warmup: int = 1) -> Row:
     """Run ``warmup`` untimed and ``repeats`` timed trials; summarise by the median time."""
     for _ in range(warmup):
-        first = bench.run()
-    trials = [bench.run() for _ in range(max(1, repeats))]
+        first = bench.run(True)
+    trials = [bench.run(False) for _ in range(max(1, repeats))]
     if warmup < 1:
         first = trials[0]
     times = [t.seconds for t in trials]

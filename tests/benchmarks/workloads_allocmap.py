@@ -2,7 +2,7 @@
 
 Each trial replays the seeded, outcome-dependent allocate/free trace against a fresh map and
 times the 20,000-operation loop only (building the map and draining it afterwards are not
-timed). The first (warm-up) trial also checks every grant: it must add up exactly to the
+timed). Warm-up trials also check every grant: it must add up exactly to the
 request and, for fraction maps, be a multiple of the quantum. Every trial checks that the map
 drains back to exactly zero.
 """
@@ -101,8 +101,8 @@ def replay(
     check: bool = False,
 ) -> Trial:
     """Replay the W1-W4 trace on ``m``; time the loop, then drain and verify the map."""
-    req_rng = random.Random(seed)  # noqa: S311 - a seeded workload, not cryptography
-    free_rng = random.Random(seed + 1)  # noqa: S311
+    req_rng = random.Random(seed)
+    free_rng = random.Random(seed + 1)
     live: list[Any] = []
     must_free = False
     ok = failed = 0
@@ -175,12 +175,7 @@ def _register(
     max_live: int,
     hint: AffinityHint | None = None,
 ) -> None:
-    checked = False
-
-    def run() -> Trial:
-        # The first trial (the runner's warm-up) checks every grant; the timed ones do not.
-        nonlocal checked
-        check, checked = not checked, True
+    def run(check: bool) -> Trial:
         return replay(
             make(), SlotName(slot), draw, seed=seed, max_live=max_live, hint=hint, check=check
         )

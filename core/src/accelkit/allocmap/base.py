@@ -93,6 +93,7 @@ class AbstractAllocMap(ABC):
         caches: dict[str, tuple[dict[Decimal, int], dict[int, Decimal]]] = {}
         for pool in self._pools.values():
             pool.units_of, pool.amount_of = caches.setdefault(self._conversion_kind(pool), ({}, {}))
+        self._has_simple = any(p.simple for p in self._pools.values())
         self._exclusive: dict[SlotName, frozenset[str]] = {}
         for name in self._pools:
             if matched := frozenset(p for p in self._patterns if fnmatchcase(name, p)):
@@ -259,7 +260,7 @@ class AbstractAllocMap(ABC):
         """
         self._acquire()
         try:
-            if len(alloc) == 1 and self._free_simple(alloc):
+            if self._has_simple and len(alloc) == 1 and self._free_simple(alloc):
                 return
             for pool, grants in self._resolve(alloc, freeing=True):
                 pool.give(grants)

@@ -66,4 +66,6 @@ class DiscretePropertyAllocMap(AbstractAllocMap):
             check_unique(pool, units, requested)
         if not pool.bucketed:
             return [(0, units)]
+        if hint is None:
+            return self._place_in(pool, pool.all_mask, units)
         return place(pool, units, hint, self._place_in, single_fit=False)

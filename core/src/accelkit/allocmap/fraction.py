@@ -134,19 +134,19 @@ class FractionAllocMap(AbstractAllocMap):
             return place(pool, units, hint, fill, single_fit=False)
         if not pool.bucketed:
             return [(0, units)]
-        grants = place(pool, units, hint, self._place_in, single_fit=True)
-        if self._allow_fragmentation:
-            return grants
-        limit = -(-units // pool.max_cap)
-        if len(grants) <= limit:
-            return grants
-        # Affinity is a preference, the fragmentation guard a rule: try once more over all
-        # devices before refusing.
-        retry = self._split(pool, pool.all_mask, units, limit)
-        if retry is None:
+        limit = None if self._allow_fragmentation else -(-units // pool.max_cap)
+        if hint is None:
+            grants = self._split(pool, pool.all_mask, units, limit)
+        else:
+            grants = place(pool, units, hint, self._place_in, single_fit=True)
+            if limit is not None and len(grants) > limit:
+                # Affinity is a preference, the fragmentation guard a rule: try once more
+                # over all devices before refusing.
+                grants = self._split(pool, pool.all_mask, units, limit)
+        if grants is None:
             msg = (
                 f"slot {pool.name!r}: {format_amount(requested)} cannot be placed on "
                 f"{limit} device(s) without fragmenting it"
             )
             raise FractionalResourceFragmented(msg)
-        return retry
+        return grants

@@ -123,10 +123,14 @@ def fraction_evenly(pool: SlotPool, mask: int, amount: int, limit: int | None) -
     free devices that can each take an even share (shares differ by at most one quantum);
     when no ``k`` allows even shares it is water-filled over the fewest devices holding it.
     """
+    best = 0
+    for v, bits in pool.buckets.items():
+        if amount <= v and (not best or v < best) and bits & mask:
+            best = v
+    if best:
+        bits = pool.buckets[best] & mask
+        return [((bits & -bits).bit_length() - 1, amount)]
     groups = pool.groups(mask)
-    for v, bits in groups:
-        if v >= amount:
-            return [((bits & -bits).bit_length() - 1, amount)]
     frees: list[int] = []
     idxs: list[int] = []
     total = 0
@@ -175,7 +179,14 @@ def place(
         return on(pool.nodes, amount)
     wanted = hint.numa_nodes
     first = [n for n in pool.nodes if n in wanted]
-    have = pool.free_in(_mask_of(pool, first))
+    first_mask = _mask_of(pool, first)
+    if single_fit:
+        # Staying on one device outranks the node preference: a device on the hinted nodes
+        # if one can hold the request, else any device that can.
+        for mask in (first_mask, pool.all_mask):
+            if pool.most_free(mask) >= amount:
+                return place_in(pool, mask, amount)
+    have = pool.free_in(first_mask)
     if have >= amount:
         return on(first, amount)
     # The hinted nodes give all they have; the rest spills over to the other nodes.

@@ -1,0 +1,123 @@
+"""Many threads sharing one map (SHARED mode) never double-allocate and leave it consistent."""
+
+from __future__ import annotations
+
+import random
+import sys
+import threading
+from collections.abc import Iterator, Mapping
+from decimal import Decimal
+
+import pytest
+
+from accelkit.allocmap import (
+    AbstractAllocMap,
+    AffinityHint,
+    AffinityPolicy,
+    AllocationStrategy,
+    DiscretePropertyAllocMap,
+    FractionAllocMap,
+)
+from accelkit.errors import InsufficientResource, InvalidResourceArgument
+from accelkit.types import DeviceId, DeviceSlotInfo, SlotName, SlotType
+
+D = Decimal
+THREADS = 8
+OPS = 10_000
+SLOT = SlotName("x.shares")
+UNIQUE = SlotName("x.mig")
+Alloc = Mapping[SlotName, Mapping[DeviceId, Decimal]]
+
+
+@pytest.fixture(autouse=True)
+def _switch_often() -> Iterator[None]:
+    # Switch threads far more often than the default 5 ms so races have a chance to show.
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    yield
+    sys.setswitchinterval(old)
+
+
+def devices() -> dict[DeviceId, DeviceSlotInfo]:
+    out = {DeviceId(f"d{i}"): DeviceSlotInfo(SlotType.COUNT, SLOT, D(4), i // 8) for i in range(16)}
+    for i in range(4):
+        out[DeviceId(f"u{i}")] = DeviceSlotInfo(SlotType.UNIQUE, UNIQUE, D(1), i // 2)
+    return out
+
+
+def worker(m: AbstractAllocMap, seed: int, held: list[Alloc], errors: list[str]) -> None:
+    rng = random.Random(seed)
+    q = m.quantum_size if isinstance(m, FractionAllocMap) else D(1)
+    hints = [
+        None,
+        AffinityHint(AffinityPolicy.INTERLEAVED),
+        AffinityHint(AffinityPolicy.PREFER_SINGLE_NODE, frozenset({1})),
+    ]
+    for _ in range(OPS):
+        op = rng.random()
+        try:
+            if op < 0.45 or not held:
+                if rng.random() < 0.1:
+                    request = {UNIQUE: D(1)}
+                else:
+                    request = {SLOT: rng.randint(1, 40) * q, UNIQUE: D(rng.random() < 0.05)}
+                alloc = m.allocate(request, affinity_hint=rng.choice(hints))
+                for slot, per in alloc.items():
+                    if sum(per.values()) != request[slot]:
+                        errors.append(f"inexact grant {per} for {request[slot]}")
+                held.append(alloc)
+            elif op < 0.9:
+                m.free(held.pop(rng.randrange(len(held))))
+            elif op < 0.95:
+                dev = DeviceId(f"d{rng.randrange(16)}")
+                alloc = {SLOT: {dev: q}}
+                m.apply_allocation(alloc)
+                held.append(alloc)
+            else:
+                snapshot = m.allocations
+                for per in snapshot.values():
+                    for dev, amount in per.items():
+                        cap = 1 if dev.startswith("u") else 4
+                        if not 0 <= amount <= cap:
+                            errors.append(f"{dev} shows {amount}")
+        except (InsufficientResource, InvalidResourceArgument):
+            pass
+        except Exception as exc:
+            errors.append(repr(exc))
+            return
+
+
+@pytest.mark.parametrize("kind", ["discrete", "fraction"])
+def test_threads_share_one_map_safely(kind: str) -> None:
+    m: AbstractAllocMap
+    if kind == "discrete":
+        m = DiscretePropertyAllocMap(devices(), strategy=AllocationStrategy.EVENLY)
+    else:
+        m = FractionAllocMap(devices(), strategy=AllocationStrategy.FILL, quantum_size=D("0.25"))
+    held: list[list[Alloc]] = [[] for _ in range(THREADS)]
+    errors: list[str] = []
+    threads = [
+        threading.Thread(target=worker, args=(m, seed, held[seed], errors))
+        for seed in range(THREADS)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    # What the threads hold, added up, is exactly what the map shows: no grant was lost or
+    # given twice, and no device is over capacity.
+    expected: dict[DeviceId, Decimal] = {d: D(0) for d in devices()}
+    for mine in held:
+        for alloc in mine:
+            for per in alloc.values():
+                for dev, amount in per.items():
+                    expected[dev] += amount
+    shown = {d: a for per in m.allocations.values() for d, a in per.items()}
+    assert shown == expected
+    assert all(expected[DeviceId(f"u{i}")] <= 1 for i in range(4))
+    assert all(expected[DeviceId(f"d{i}")] <= 4 for i in range(16))
+    for mine in held:
+        for alloc in mine:
+            m.free(alloc)
+    assert m.allocatable() == m.capacity()

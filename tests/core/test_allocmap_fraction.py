@@ -1,0 +1,254 @@
+"""Fraction alloc maps: exact grants, quantum checks, placement and the fragmentation guard."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from accelkit.allocmap import AllocationStrategy, FractionAllocMap
+from accelkit.errors import (
+    FractionalResourceFragmented,
+    InsufficientResource,
+    InvalidResourceArgument,
+    NotMultipleOfQuantum,
+)
+from accelkit.types import DeviceId, DeviceSlotInfo, SlotName, SlotType
+
+D = Decimal
+FILL, EVENLY = AllocationStrategy.FILL, AllocationStrategy.EVENLY
+S = SlotName("cuda.shares")
+
+
+def gpus(caps: list[str | int], slot: str = "cuda.shares") -> dict[DeviceId, DeviceSlotInfo]:
+    return {
+        DeviceId(f"cuda{i}"): DeviceSlotInfo(SlotType.COUNT, SlotName(slot), D(c))
+        for i, c in enumerate(caps)
+    }
+
+
+def grant(m: FractionAllocMap, amount: str) -> dict[str, Decimal]:
+    return {str(d): a for d, a in m.allocate({S: D(amount)})[S].items()}
+
+
+def test_defaults() -> None:
+    m = FractionAllocMap(gpus(["1.0"]))
+    assert m.quantum_size == D("0.01")
+    assert m.allow_fragmentation is True
+    assert m.strategy is EVENLY
+
+
+def test_grants_exactly_what_is_asked_never_rounding_down() -> None:
+    # The reference rounds 1.75 at quantum 0.25 down to 1.5; the grants here sum exactly.
+    m = FractionAllocMap(gpus(["1.0", "1.0"]), quantum_size=D("0.25"))
+    g = grant(m, "1.75")
+    assert sum(g.values()) == D("1.75")
+    assert all(v % D("0.25") == 0 for v in g.values())
+
+
+@pytest.mark.parametrize(
+    ("quantum", "amount"), [("0.25", "0.3"), ("0.01", "0.005"), ("0.1", "1.05")]
+)
+def test_request_not_a_multiple_of_the_quantum_is_refused(quantum: str, amount: str) -> None:
+    m = FractionAllocMap(gpus(["1.0", "1.0"]), quantum_size=D(quantum))
+    with pytest.raises(NotMultipleOfQuantum, match="quantum"):
+        m.allocate({S: D(amount)})
+    assert m.allocatable() == {S: D(2)}
+
+
+def test_not_multiple_of_quantum_is_an_invalid_argument() -> None:
+    assert issubclass(NotMultipleOfQuantum, InvalidResourceArgument)
+
+
+def test_request_that_fits_on_one_device_goes_to_one_device() -> None:
+    for strategy in (EVENLY, FILL):
+        m = FractionAllocMap(gpus(["1.0", "1.0", "1.0"]), strategy=strategy)
+        grant(m, "0.6")
+        assert len(grant(m, "0.4")) == 1
+        assert len(grant(m, "1")) == 1
+
+
+def test_evenly_packs_small_requests_onto_the_best_fitting_device() -> None:
+    m = FractionAllocMap(gpus(["1.0", "1.0"]))
+    assert grant(m, "0.3") == {"cuda0": D("0.3")}
+    assert grant(m, "0.5") == {"cuda0": D("0.5")}
+    assert grant(m, "0.3") == {"cuda1": D("0.3")}
+    assert grant(m, "0.2") == {"cuda0": D("0.2")}
+
+
+def test_fill_puts_a_small_request_on_the_most_free_device() -> None:
+    m = FractionAllocMap(gpus(["1.0", "1.0"]), strategy=FILL)
+    assert grant(m, "0.3") == {"cuda0": D("0.3")}
+    assert grant(m, "0.5") == {"cuda1": D("0.5")}
+    assert grant(m, "0.6") == {"cuda0": D("0.6")}
+
+
+def test_evenly_splits_evenly_over_as_few_devices_as_possible() -> None:
+    m = FractionAllocMap(gpus(["1.0", "1.0"]))
+    assert grant(m, "1.5") == {"cuda0": D("0.75"), "cuda1": D("0.75")}
+
+
+def test_evenly_uses_whole_devices_when_that_is_even() -> None:
+    m = FractionAllocMap(gpus(["1.0"] * 8))
+    g = grant(m, "6")
+    assert len(g) == 6
+    assert set(g.values()) == {D(1)}
+
+
+def test_evenly_odd_quanta_differ_by_one_quantum() -> None:
+    m = FractionAllocMap(gpus(["1.0"] * 8))
+    g = grant(m, "3.3")
+    assert sorted(g.values()) == [D("0.82"), D("0.82"), D("0.83"), D("0.83")]
+
+
+def test_evenly_falls_back_to_water_filling_when_no_split_is_even() -> None:
+    m = FractionAllocMap(gpus(["1.0", "1.0"]))
+    m.apply_allocation({S: {DeviceId("cuda1"): D("0.9")}})
+    g = grant(m, "1.05")
+    assert g == {"cuda0": D("0.95"), "cuda1": D("0.1")}
+
+
+def test_fill_splits_from_the_most_free_device() -> None:
+    m = FractionAllocMap(gpus(["1.0", "1.0", "1.0"]), strategy=FILL)
+    m.apply_allocation({S: {DeviceId("cuda0"): D("0.5")}})
+    assert grant(m, "1.5") == {"cuda1": D("1.00"), "cuda2": D("0.50")}
+
+
+def test_grants_are_in_plain_fixed_point_form() -> None:
+    m = FractionAllocMap(gpus(["1.0", "1.0"]))
+    g = grant(m, "1.5")
+    assert [str(v) for v in g.values()] == ["0.75", "0.75"]
+
+
+def test_quantum_in_exponent_form_still_gives_plain_amounts() -> None:
+    m = FractionAllocMap(gpus([1000, 1000]), quantum_size=D("1E+2"))
+    g = grant(m, "1500")
+    assert [str(v) for v in g.values()] == ["800", "700"]
+    assert m.quantum_size == 100
+
+
+def test_capacity_is_rounded_down_to_the_quantum() -> None:
+    m = FractionAllocMap(gpus(["1.0", "0.55"]), quantum_size=D("0.25"))
+    assert m.capacity() == {S: D("1.5")}
+    with pytest.raises(InsufficientResource) as info:
+        m.allocate({S: D("1.75")})
+    assert info.value.allocatable == D("1.5")
+
+
+@pytest.mark.parametrize("quantum", [D(0), D(-1), 0.5, "x"])
+def test_bad_quantum_is_refused(quantum: object) -> None:
+    with pytest.raises(InvalidResourceArgument):
+        FractionAllocMap(gpus(["1"]), quantum_size=quantum)  # type: ignore[arg-type]
+
+
+def test_insufficient_resource() -> None:
+    m = FractionAllocMap(gpus(["1.0", "1.0"]))
+    grant(m, "1.5")
+    with pytest.raises(InsufficientResource) as info:
+        m.allocate({S: D("0.6")})
+    assert (info.value.slot, info.value.requested, info.value.allocatable) == (
+        "cuda.shares",
+        D("0.6"),
+        D("0.5"),
+    )
+
+
+# -- fragmentation guard ------------------------------------------------------------------
+
+
+def test_fragmented_request_is_refused_when_fragmentation_is_not_allowed() -> None:
+    m = FractionAllocMap(gpus(["1.0", "1.0", "1.0"]), allow_fragmentation=False)
+    m.apply_allocation({S: {DeviceId("cuda0"): D("0.5"), DeviceId("cuda1"): D("0.5")}})
+    # 1.6 fits in the 2.0 free, but only on three devices, and ceil(1.6 / 1.0) = 2.
+    with pytest.raises(FractionalResourceFragmented):
+        m.allocate({S: D("1.6")})
+    assert m.allocatable() == {S: D(2)}
+    # 1.5 needs ceil(1.5) = 2 devices: cuda2 whole plus half of another is fine.
+    assert sum(grant(m, "1.5").values()) == D("1.5")
+
+
+def test_fragmentation_guard_uses_ceil_of_request_over_capacity() -> None:
+    m = FractionAllocMap(gpus(["1.0", "1.0"]), allow_fragmentation=False)
+    m.apply_allocation({S: {DeviceId("cuda0"): D("0.5"), DeviceId("cuda1"): D("0.2")}})
+    with pytest.raises(FractionalResourceFragmented):
+        m.allocate({S: D("0.9")})
+    assert grant(m, "0.8") == {"cuda1": D("0.8")}
+
+
+def test_fragmentation_allowed_splits_small_requests_when_it_must() -> None:
+    m = FractionAllocMap(gpus(["1.0", "1.0"]))
+    m.apply_allocation({S: {DeviceId("cuda0"): D("0.5"), DeviceId("cuda1"): D("0.5")}})
+    assert grant(m, "0.8") == {"cuda0": D("0.40"), "cuda1": D("0.40")}
+
+
+def test_evenly_prefers_an_uneven_split_within_the_device_limit() -> None:
+    m = FractionAllocMap(gpus(["1.0", "1.0", "1.0"]), allow_fragmentation=False)
+    m.apply_allocation({S: {DeviceId("cuda0"): D("0.9"), DeviceId("cuda2"): D("0.95")}})
+    # 1.05 = ceil → 2 devices; no even 2-way split exists (cuda0 has 0.1 free), so the
+    # grant is water-filled over the two most free devices.
+    assert grant(m, "1.05") == {"cuda1": D("0.95"), "cuda0": D("0.10")}
+
+
+def test_fill_fragmentation_guard() -> None:
+    m = FractionAllocMap(gpus(["1.0", "1.0", "1.0"]), strategy=FILL, allow_fragmentation=False)
+    m.apply_allocation({S: {DeviceId(f"cuda{i}"): D("0.6") for i in range(3)}})
+    with pytest.raises(FractionalResourceFragmented):
+        m.allocate({S: D("0.8")})
+    assert grant(m, "0.4") == {"cuda0": D("0.4")}
+
+
+# -- UNIQUE and single-device pools -----------------------------------------------------------
+
+
+def test_unique_slot_in_a_fraction_map() -> None:
+    devices = {
+        **gpus(["1.0", "1.0"]),
+        DeviceId("mig0"): DeviceSlotInfo(SlotType.UNIQUE, SlotName("cuda.mig-1g.10gb"), D(1)),
+    }
+    m = FractionAllocMap(devices, quantum_size=D("0.25"))
+    mig = SlotName("cuda.mig-1g.10gb")
+    a = m.allocate({mig: D(1), S: D("0.5")})
+    assert a == {mig: {"mig0": D(1)}, S: {"cuda0": D("0.5")}}
+    with pytest.raises(InvalidResourceArgument):
+        m.allocate({mig: D("0.5")})
+    with pytest.raises(InsufficientResource):
+        m.allocate({mig: D(1)})
+    m.free(a)
+    assert m.allocatable() == {mig: D(1), S: D(2)}
+
+
+def test_single_device_bytes_pool() -> None:
+    devices = {DeviceId("root"): DeviceSlotInfo(SlotType.BYTES, SlotName("mem"), D(2**30))}
+    m = FractionAllocMap(devices, strategy=FILL)
+    a = m.allocate({SlotName("mem"): D(2**29)})
+    assert a == {"mem": {"root": D(2**29)}}
+    with pytest.raises(InsufficientResource):
+        m.allocate({SlotName("mem"): D(2**29 + 1)})
+    m.free(a)
+    with pytest.raises(InvalidResourceArgument):
+        m.free(a)
+    assert m.allocatable() == {"mem": D(2**30)}
+
+
+# -- apply and free ---------------------------------------------------------------------------
+
+
+def test_free_and_apply_check_the_quantum() -> None:
+    m = FractionAllocMap(gpus(["1.0"]), quantum_size=D("0.25"))
+    with pytest.raises(NotMultipleOfQuantum):
+        m.apply_allocation({S: {DeviceId("cuda0"): D("0.3")}})
+    m.apply_allocation({S: {DeviceId("cuda0"): D("0.75")}})
+    with pytest.raises(NotMultipleOfQuantum):
+        m.free({S: {DeviceId("cuda0"): D("0.3")}})
+    with pytest.raises(InvalidResourceArgument, match=r"only 0\.25 free"):
+        m.apply_allocation({S: {DeviceId("cuda0"): D("0.5")}})
+    m.free({S: {DeviceId("cuda0"): D("0.5")}})
+    assert m.allocations == {S: {"cuda0": D("0.25")}}
+
+
+def test_grants_round_trip_through_free() -> None:
+    m = FractionAllocMap(gpus(["1.0"] * 4), quantum_size=D("0.05"))
+    held = [m.allocate({S: D(x)}) for x in ("0.35", "1.5", "0.05", "1.1")]
+    for a in held:
+        m.free(a)
+    assert all(v == 0 for v in m.allocations[S].values())

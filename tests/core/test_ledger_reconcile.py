@@ -324,3 +324,34 @@ def test_a_creation_failure_after_prepare_frees_everything(config):
         assert used(host) == {}
 
     with_host(config, body)
+
+
+def test_the_host_reconciles_the_ledger_as_it_starts(config):
+    ledger = Ledger(config.resource.state_dir)
+    ledger.write(foreign("live", leader=ALIVE, device="cuda0", core="0"))
+    ledger.write(foreign("dead", device="cuda1", hooks=("cuda",)))
+
+    async def main():
+        async with PartitionHost.open(config) as host:
+            report = host.bookkeeper.last_report
+            return report, used(host)
+
+    report, in_use = asyncio.run(main())
+    assert [k[1] for k in report.kept] == ["live"]
+    assert [t.workload_id for t in report.torn_down] == ["dead"]
+    assert in_use == {("cuda", "cuda0"): 1, ("cpu", "0"): 1}
+    assert sorted(k[1] for k in ledger.scan().records) == ["live"]
+
+
+def test_a_host_opened_without_reconciling_leaves_the_ledger_alone(config):
+    ledger = Ledger(config.resource.state_dir)
+    ledger.write(foreign("dead", device="cuda1", hooks=("cuda",)))
+
+    async def main():
+        async with PartitionHost.open(config, reconcile=False) as host:
+            with pytest.raises(RuntimeError, match="reconcile=False"):
+                _ = host.bookkeeper
+            return used(host)
+
+    assert asyncio.run(main()) == {}
+    assert sorted(k[1] for k in ledger.scan().records) == ["dead"]

@@ -13,8 +13,6 @@ import pytest
 from accelkit.config import load_host_config
 from accelkit.host import PartitionHost
 from accelkit.types import AgentId, SlotName, WorkloadConfig
-from accelkit.workload import Ledger
-from accelkit.workload.bookkeeper import Bookkeeper
 from accelkit.workload.memlimit import LimitMethod, MemoryLimit, choose_memory_limit
 from accelkit.workload.runner import run_workload
 from accelkit_mock.plugin import MockLifecycleHook
@@ -69,7 +67,7 @@ def test_affinity_and_memory_limit_reach_the_command(config, monkeypatch, tmp_pa
 
     async def main():
         async with PartitionHost.open(config) as host:
-            keeper = Bookkeeper(Ledger(config.resource.state_dir), host)
+            keeper = host.bookkeeper
             slots = {SlotName("cpu"): Decimal(1), SlotName("mem"): Decimal(2 * 1024**3)}
             return await run_workload(
                 keeper,

@@ -19,7 +19,7 @@ from accelkit.workload.validate import CDI_KIND
 
 async def _spec(config_path: Path | None, agent: str, kind: str | None) -> dict[str, Any]:
     config = read_config(config_path)
-    async with PartitionHost.open(config) as host:
+    async with PartitionHost.open(config, reconcile=False) as host:
         view = host.agents.get(AgentId(agent))
         if view is None:
             known = ", ".join(sorted(host.agents)) or "none"

@@ -28,7 +28,7 @@ async def check_config(config: HostConfig) -> tuple[str, list[str]]:
     summary = ""
     warnings: list[str] = []
     try:
-        async with PartitionHost.open(config, loader=loader) as host:
+        async with PartitionHost.open(config, loader=loader, reconcile=False) as host:
             result = host.result
             devices = sum(len(info.devices) for info in host.device_map.values())
             summary = (

@@ -21,8 +21,6 @@ from accelkit.errors import InsufficientResource
 from accelkit.host import PartitionHost
 from accelkit.sizes import parse_binary_size
 from accelkit.types import AgentId, SlotName
-from accelkit.workload.bookkeeper import Bookkeeper
-from accelkit.workload.ledger import Ledger
 from accelkit.workload.process_tree import become_subreaper
 from accelkit.workload.runner import run_workload
 
@@ -80,12 +78,11 @@ async def _run(
     config = read_config(config_path)
     become_subreaper()
     async with PartitionHost.open(config) as host:
-        keeper = Bookkeeper(
-            Ledger(config.resource.state_dir), host, notify=host.loader.notify_workload_event
-        )
+        for line in host.bookkeeper.last_report.messages():
+            _echo(f"warning: {line}")
         try:
             return await run_workload(
-                keeper,
+                host.bookkeeper,
                 AgentId(agent),
                 slots,
                 argv,

@@ -177,8 +177,8 @@ def device_info(plugin: AbstractComputePlugin) -> GlobalDeviceInfo:
     devices = plugin.devices
     return GlobalDeviceInfo(
         plugin.key,
-        devices,  # type: ignore[arg-type]  # attrs' tuple converter confuses mypy
-        plugin.device_slots(devices),  # type: ignore[arg-type]  # likewise its dict converter
+        devices,
+        plugin.device_slots(devices),
         shared_by_amount=plugin.shared_by_amount,
     )
 

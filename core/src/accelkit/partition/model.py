@@ -61,13 +61,23 @@ Partition = DevicePartition | SlotPartition
 ResourceAssignments = Mapping[AgentId, Mapping[DeviceName, Partition]]
 
 
+def _devices(value: Iterable[ComputeDevice]) -> tuple[ComputeDevice, ...]:
+    return tuple(value)
+
+
+def _device_slots(
+    value: Mapping[DeviceId, DeviceSlotInfo],
+) -> Mapping[DeviceId, DeviceSlotInfo]:
+    return dict(value)
+
+
 @attrs.frozen
 class GlobalDeviceInfo:
     """Everything partitioning needs to know of one plugin's devices on the node."""
 
     device_name: DeviceName
-    devices: tuple[ComputeDevice, ...] = attrs.field(converter=tuple)
-    device_slots: Mapping[DeviceId, DeviceSlotInfo] = attrs.field(converter=dict)
+    devices: tuple[ComputeDevice, ...] = attrs.field(converter=_devices)
+    device_slots: Mapping[DeviceId, DeviceSlotInfo] = attrs.field(converter=_device_slots)
     shared_by_amount: bool = False  # True for memory: split by amount, not by device
 
     @property

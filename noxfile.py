@@ -66,8 +66,28 @@ def demo(session: nox.Session) -> None:
     """Run accelkit on the embedded demo node (docs/examples/demo.toml)."""
     install_workspace(session)
     config = "docs/examples/demo.toml"
-    session.run("accelkit", "plugins")
-    session.run("accelkit", "devices", "--config", config)
+    env = {"ACCELKIT_STATE_DIR": session.create_tmp()}  # the demo's ledger stays in .nox/
+    session.run("accelkit", "plugins", env=env)
+    session.run("accelkit", "check", "--config", config, env=env)
+    session.run("accelkit", "devices", "--config", config, env=env)
+    session.run("accelkit", "plan", "--config", config, env=env)
+    session.run(
+        "accelkit",
+        "run",
+        "--config",
+        config,
+        "--agent",
+        "agent-2",
+        "--slots",
+        "cpu=2,mem=1G,cuda.device=1",
+        "--",
+        "sh",
+        "-c",
+        'echo "workload sees cuda=$MOCK_CUDA_DEVICES cpu=$MOCK_CPU_DEVICES"',
+        env=env,
+    )
+    session.run("accelkit", "cdi", "--config", config, "--agent", "agent-1", env=env)
+    session.run("accelkit", "metrics", "--config", config, env=env)
 
 
 @nox.session(python="3.11", default=False)

@@ -95,6 +95,9 @@ def test_metrics_are_deterministic():
     assert deterministic_percent("cuda0", 100.0) == deterministic_percent("cuda0", 101.0)
     assert 0 <= deterministic_percent("cuda1", 12345.0) <= 100
     assert first[0].per_device.keys() == second[0].per_device.keys()
+    # kinds that declare no memory report no memory metric
+    cpu_metrics = asyncio.run(started()["cpu"].gather_node_metrics(MetricContext()))
+    assert [m.key for m in cpu_metrics] == ["utilization"]
 
 
 @pytest.mark.parametrize("key", ["cpu", "mem", "cuda", "npu"])

@@ -164,17 +164,19 @@ class MockPlugin(AbstractComputePlugin):
         total = sum((m.value for m in per_device.values()), Decimal(0))
         count = len(per_device)
         node = Measurement(total / count if count else 0, 100)
-        memory = {
-            DeviceId(d.id): Measurement(
-                d.memory * deterministic_percent(d.id, now) // 100, d.memory
+        metrics = [NodeMetric("utilization", MetricType.UTILIZATION, "percent", node, per_device)]
+        if any(d.memory for d in self.kind.devices):  # only kinds that declare memory
+            memory = {
+                DeviceId(d.id): Measurement(
+                    d.memory * deterministic_percent(d.id, now) // 100, d.memory
+                )
+                for d in self.kind.devices
+            }
+            memory_node = Measurement(
+                sum((m.value for m in memory.values()), Decimal(0)),
+                sum(d.memory for d in self.kind.devices),
             )
-            for d in self.kind.devices
-        }
-        memory_node = Measurement(
-            sum((m.value for m in memory.values()), Decimal(0)),
-            sum(d.memory for d in self.kind.devices),
-        )
-        return [
-            NodeMetric("utilization", MetricType.UTILIZATION, "percent", node, per_device),
-            NodeMetric("memory_used", MetricType.GAUGE, "bytes", memory_node, memory),
-        ]
+            metrics.append(
+                NodeMetric("memory_used", MetricType.GAUGE, "bytes", memory_node, memory)
+            )
+        return metrics

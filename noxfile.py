@@ -9,9 +9,18 @@ nox.options.sessions = ["tests", "lint", "typecheck"]
 nox.options.reuse_existing_virtualenvs = True
 
 PACKAGES = ["core", "plugins/cpu", "plugins/mem", "plugins/cuda", "plugins/mock"]
+#: the tutorial's example plugin, installed and tested like a vendor's
+EXAMPLE = "docs/examples/acme-npu"
 # pip and hatchling: the end-to-end tests really install fixture plugin distributions
 TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "jsonschema>=4", "hatchling>=1.24", "pip"]
-SOURCES = ["core/src", "plugins/cpu/src", "plugins/mem/src", "plugins/cuda/src", "plugins/mock/src"]
+SOURCES = [
+    "core/src",
+    "plugins/cpu/src",
+    "plugins/mem/src",
+    "plugins/cuda/src",
+    "plugins/mock/src",
+    "docs/examples/acme-npu/src",
+]
 
 
 def install_workspace(session: nox.Session) -> None:
@@ -23,10 +32,10 @@ def install_workspace(session: nox.Session) -> None:
 
 @nox.session(python="3.11")
 def tests(session: nox.Session) -> None:
-    """Run the test suite of every distribution and the end-to-end tests."""
+    """Run the test suite of every distribution, the example plugin's and the end-to-end tests."""
     install_workspace(session)
-    session.install(*TEST_DEPS)
-    session.run("pytest", *(session.posargs or ["tests"]))
+    session.install("-e", EXAMPLE, *TEST_DEPS)
+    session.run("pytest", *(session.posargs or ["tests", f"{EXAMPLE}/tests"]))
 
 
 @nox.session(python="3.11")
@@ -41,6 +50,7 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     """Type-check every distribution's sources with mypy --strict."""
     install_workspace(session)
+    session.install("-e", EXAMPLE)
     session.install("mypy>=1.10", "types-psutil", "pytest>=8")  # accelkit.testing uses pytest
     session.run("mypy", "--strict", *SOURCES)
 

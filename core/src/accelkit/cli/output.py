@@ -22,7 +22,7 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
 
     table = Table(title=title, title_justify="left", header_style="bold")
     for column in columns:
-        table.add_column(column)
+        table.add_column(column, overflow="fold")  # never cut a number short
     for row in rows:
         table.add_row(*("-" if cell is None else str(cell) for cell in row))
     Console(soft_wrap=True).print(table)

@@ -260,32 +260,23 @@ class AbstractAllocMap(ABC):
         """
         self._acquire()
         try:
-            if self._has_simple and len(alloc) == 1 and self._free_simple(alloc):
-                return
+            if self._has_simple and len(alloc) == 1:
+                # Fast path, inlined: one valid amount on a single-device pool (a mem root).
+                # Anything unusual falls through to the full validation below.
+                for slot, per_device in alloc.items():
+                    pool = self._pools.get(slot)
+                    if pool is not None and pool.simple and len(per_device) == 1:
+                        for dev, raw in per_device.items():
+                            if type(raw) is Decimal and raw.is_finite() and dev == pool.ids[0]:
+                                units = pool.units_of.get(raw)
+                                if units is not None and units <= pool.total_cap - pool.total_free:
+                                    pool.free[0] += units
+                                    pool.total_free += units
+                                    return
             for pool, grants in self._resolve(alloc, freeing=True):
-                pool.give(grants)
+                pool.shift(grants, -1)
         finally:
             self._release()
-
-    def _free_simple(self, alloc: DeviceAllocation) -> bool:
-        """Free a valid one-device allocation of a single-device pool; False for anything else
-        (which the full validation then handles)."""
-        for slot, per_device in alloc.items():
-            pool = self._pools.get(slot)
-            if pool is None or not pool.simple or len(per_device) != 1:
-                return False
-            for dev, raw in per_device.items():
-                if dev != pool.ids[0] or type(raw) is not Decimal:
-                    return False
-                try:
-                    units = pool.units_of[raw]
-                except (KeyError, TypeError):
-                    return False
-                if units > pool.cap[0] - pool.free[0]:
-                    return False
-                pool.free[0] += units
-                pool.total_free += units
-        return True
 
     # -- the steps of allocate ----------------------------------------------------------------
 
@@ -317,7 +308,7 @@ class AbstractAllocMap(ABC):
     def _commit(
         self, pool: SlotPool, grants: Grants, requested: Decimal, units: int
     ) -> dict[DeviceId, Decimal]:
-        pool.take(grants)
+        pool.shift(grants, 1)
         ids = pool.ids
         if len(grants) == 1:
             # A whole request on one device keeps the caller's own Decimal.
@@ -354,9 +345,14 @@ class AbstractAllocMap(ABC):
         self, pool: SlotPool, requested: Decimal, context_tag: str | None
     ) -> InsufficientResource:
         free = self._amount(pool, pool.total_free)
+        # Failed allocations are part of normal operation (agents probe for room), so the
+        # message is built with str() rather than format_amount() where that is safe.
+        want, have = str(requested), str(free)
+        if "E" in want or "E" in have:
+            want, have = format_amount(requested), format_amount(free)
         msg = (
-            f"{_tag(context_tag)}slot {pool.name!r}: requested {_plain(requested)}, "
-            f"only {_plain(free)} allocatable"
+            f"{f'[{context_tag}] ' if context_tag else ''}slot {pool.name!r}: requested "
+            f"{want}, only {have} allocatable"
         )
         return InsufficientResource(msg, slot=pool.name, requested=requested, allocatable=free)
 
@@ -454,13 +450,6 @@ class AbstractAllocMap(ABC):
                     "mutually exclusive slot types and cannot be requested together"
                 )
                 raise InvalidResourceCombination(msg)
-
-
-def _plain(amount: Decimal) -> str:
-    # str() is several times cheaper than format_amount and already plain unless the
-    # amount carries a positive exponent (5E+9).
-    text = str(amount)
-    return format_amount(amount) if "E" in text else text
 
 
 def _tag(context_tag: str | None) -> str:

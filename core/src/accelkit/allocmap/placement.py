@@ -111,6 +111,10 @@ def fraction_fill(pool: SlotPool, mask: int, amount: int, limit: int | None) -> 
     Taking from the most free devices first uses the fewest devices, so when this needs more
     than ``limit`` no other placement fits in ``limit`` either.
     """
+    most = pool.most_free(mask)
+    if most >= amount:
+        bits = pool.buckets[most] & mask
+        return [((bits & -bits).bit_length() - 1, amount)]
     out = fill(pool, mask, amount)
     return None if limit is not None and len(out) > limit else out
 
@@ -123,13 +127,9 @@ def fraction_evenly(pool: SlotPool, mask: int, amount: int, limit: int | None) -
     free devices that can each take an even share (shares differ by at most one quantum);
     when no ``k`` allows even shares it is water-filled over the fewest devices holding it.
     """
-    best = 0
-    for v, bits in pool.buckets.items():
-        if amount <= v and (not best or v < best) and bits & mask:
-            best = v
-    if best:
-        bits = pool.buckets[best] & mask
-        return [((bits & -bits).bit_length() - 1, amount)]
+    fit = _best_fit(pool, mask, amount)
+    if fit >= 0:
+        return [(fit, amount)]
     groups = pool.groups(mask)
     frees: list[int] = []
     idxs: list[int] = []
@@ -157,6 +157,25 @@ def fraction_evenly(pool: SlotPool, mask: int, amount: int, limit: int | None) -
         return None
     shares = spread(frees[:fallback], amount)
     return list(zip(idxs[:fallback], shares, strict=True))
+
+
+def _best_fit(pool: SlotPool, mask: int, amount: int) -> int:
+    """The first device in ``mask`` with the least free room that still holds ``amount``;
+    -1 when none does."""
+    best = 0
+    if mask == pool.all_mask:
+        # Every bucket holds at least one device: no need to intersect with the mask.
+        for v in pool.buckets:
+            if amount <= v and (not best or v < best):
+                best = v
+    else:
+        for v, bits in pool.buckets.items():
+            if amount <= v and (not best or v < best) and bits & mask:
+                best = v
+    if not best:
+        return -1
+    bits = pool.buckets[best] & mask
+    return (bits & -bits).bit_length() - 1
 
 
 def place(

@@ -42,6 +42,7 @@ class SlotPool:
     """
 
     __slots__ = (
+        "all_mask",
         "amount_of",
         "bits",
         "bucketed",
@@ -83,6 +84,7 @@ class SlotPool:
         self.total_cap = sum(self.cap)
         self.total_free = self.total_cap
         self.max_cap = max(self.cap, default=0)
+        self.all_mask = (1 << len(self.ids)) - 1
         self.bucketed = len(self.ids) > 1
         # One device and whole-amount requests: allocate and free need no placement at all.
         self.simple = len(self.ids) == 1 and not self.unique
@@ -97,11 +99,6 @@ class SlotPool:
         self.units_of: dict[Decimal, int] = {}
         self.amount_of: dict[int, Decimal] = {}
 
-    @property
-    def all_mask(self) -> int:
-        """Bitmask of every device of the pool."""
-        return (1 << len(self.ids)) - 1
-
     def groups(self, mask: int) -> list[tuple[int, int]]:
         """``(free, bitmask)`` of the devices in ``mask`` with free capacity, least free first."""
         found = []
@@ -113,6 +110,8 @@ class SlotPool:
 
     def most_free(self, mask: int) -> int:
         """The largest free amount of a device in ``mask`` (0 when none has any)."""
+        if mask == self.all_mask:
+            return max(self.buckets, default=0)
         best = 0
         for v, bits in self.buckets.items():
             if v > best and bits & mask:
@@ -125,13 +124,10 @@ class SlotPool:
 
     def take(self, grants: list[tuple[int, int]]) -> None:
         """Move each ``(device, units)`` of ``grants`` from free to allocated."""
-        self._shift(grants, 1)
+        self.shift(grants, 1)
 
-    def give(self, grants: list[tuple[int, int]]) -> None:
-        """Move each ``(device, units)`` of ``grants`` from allocated back to free."""
-        self._shift(grants, -1)
-
-    def _shift(self, grants: list[tuple[int, int]], sign: int) -> None:
+    def shift(self, grants: list[tuple[int, int]], sign: int) -> None:
+        """Allocate (``sign`` 1) or free (``sign`` -1) each ``(device, units)`` of ``grants``."""
         free = self.free
         total = 0
         if not self.bucketed:

@@ -25,8 +25,14 @@ class AffinityHint:
 
     With ``numa_nodes`` set, devices on those nodes are used first and only the rest of the
     request spills over to other nodes. Otherwise ``policy`` decides: ``PREFER_SINGLE_NODE``
-    keeps the request on one node when one node can hold it, ``INTERLEAVED`` spreads it over
-    the nodes as evenly as their free amounts allow.
+    keeps the request on one node when one node can hold it (the one with the least room that
+    does, keeping roomier nodes for larger requests; else the fewest nodes, most free first),
+    ``INTERLEAVED`` spreads it over the nodes as evenly as their free amounts allow. The policy
+    also applies among the hinted nodes when ``numa_nodes`` names several. Within the chosen
+    nodes the map's :class:`~accelkit.allocmap.AllocationStrategy` picks the devices. On
+    fraction maps a request that fits on one device stays on one device whatever the hint (a
+    device on the hinted nodes when one can hold it); the hint shapes only requests that must
+    be split.
     """
 
     policy: AffinityPolicy = attrs.field(converter=AffinityPolicy)

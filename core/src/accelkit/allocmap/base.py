@@ -45,10 +45,19 @@ def _as_strings(value: Iterable[str] | str, what: str) -> tuple[str, ...]:
 class AbstractAllocMap(ABC):
     """Tracks what is allocated on a set of devices, one slot per device.
 
-    ``device_slots`` gives every device's slot and capacity; ``device_mask`` (default: every
-    device) restricts the map to the devices it may allocate, apply or free; requesting slots
-    matched by different ``exclusive_slot_types`` patterns in one call is refused. All methods
-    are thread-safe (one lock per map) and atomic: a call that raises changed nothing.
+    ``device_slots`` gives every device's slot and capacity. ``device_mask`` (default: every
+    device; unknown devices raise :class:`~accelkit.errors.InvalidResourceArgument`) restricts
+    the map to the devices it may allocate, apply or free; devices outside it appear in no
+    view. ``exclusive_slot_types`` are :func:`fnmatch.fnmatchcase` patterns; in one
+    ``allocate`` call, every requested (non-zero) slot that matches any pattern must match one
+    pattern common to all of them, else
+    :class:`~accelkit.errors.InvalidResourceCombination` is raised. So with
+    ``["cuda.device", "cuda.mig-*"]``, two MIG profiles combine, ``cpu`` combines with
+    anything, and ``cuda.device`` never combines with a MIG profile.
+
+    Ties between equally suitable devices go to the device listed first in ``device_slots``.
+    Every method is thread-safe (one lock per map, so a map shared by several agents hands out
+    each unit once, first come first served) and atomic: a call that raises changed nothing.
     """
 
     def __init__(
@@ -93,7 +102,6 @@ class AbstractAllocMap(ABC):
         caches: dict[str, tuple[dict[Decimal, int], dict[int, Decimal]]] = {}
         for pool in self._pools.values():
             pool.units_of, pool.amount_of = caches.setdefault(self._conversion_kind(pool), ({}, {}))
-        self._has_simple = any(p.simple for p in self._pools.values())
         self._exclusive: dict[SlotName, frozenset[str]] = {}
         for name in self._pools:
             if matched := frozenset(p for p in self._patterns if fnmatchcase(name, p)):
@@ -260,19 +268,25 @@ class AbstractAllocMap(ABC):
         """
         self._acquire()
         try:
-            if self._has_simple and len(alloc) == 1:
-                # Fast path, inlined: one valid amount on a single-device pool (a mem root).
+            if len(alloc) == 1:
+                # Fast path, inlined: one valid amount on one device, the common case.
                 # Anything unusual falls through to the full validation below.
                 for slot, per_device in alloc.items():
                     pool = self._pools.get(slot)
-                    if pool is not None and pool.simple and len(per_device) == 1:
+                    if pool is not None and len(per_device) == 1:
                         for dev, raw in per_device.items():
-                            if type(raw) is Decimal and raw.is_finite() and dev == pool.ids[0]:
-                                units = pool.units_of.get(raw)
-                                if units is not None and units <= pool.total_cap - pool.total_free:
-                                    pool.free[0] += units
-                                    pool.total_free += units
-                                    return
+                            i = pool.index.get(dev)
+                            if i is None or type(raw) is not Decimal or not raw.is_finite():
+                                break
+                            units = pool.units_of.get(raw)
+                            if units is None or units > pool.cap[i] - pool.free[i]:
+                                break
+                            if pool.bucketed:
+                                pool.shift([(i, units)], -1)
+                            else:
+                                pool.free[i] += units
+                                pool.total_free += units
+                            return
             for pool, grants in self._resolve(alloc, freeing=True):
                 pool.shift(grants, -1)
         finally:

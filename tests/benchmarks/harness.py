@@ -1,10 +1,10 @@
 """A small registry of named benchmarks and the runner that times them.
 
 A benchmark is a function doing one complete run on fresh state and returning a :class:`Trial`
-(its own timing of the measured part, plus outcome counts). It takes one argument, ``check``:
-true for the warm-up runs, which should also verify the results (outside the timed part);
-false for the timed repeats. Register it under a dotted name; the runner does the warm-up, the
-repeats and the medians::
+(its own timing of the measured part, plus outcome counts). It takes no argument, or one named
+``check``: true for the warm-up runs, which should then also verify the results (outside the
+timed part), false for the timed repeats. Register it under a dotted name; the runner does the
+warm-up, the repeats and the medians::
 
     from harness import Trial, register
 
@@ -20,11 +20,14 @@ picked up by dropping it into this folder.
 from __future__ import annotations
 
 import fnmatch
+import inspect
 import statistics
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
+
+BenchFn = Callable[[], "Trial"] | Callable[[bool], "Trial"]
 
 
 @attrs.frozen
@@ -44,8 +47,15 @@ class Benchmark:
     """A registered benchmark."""
 
     name: str
-    run: Callable[[bool], Trial]
+    fn: BenchFn
     reference_ops_per_s: float | None = None
+    takes_check: bool = False
+
+    def run(self, check: bool) -> Trial:
+        """One run; ``check`` asks for verification when the function supports it."""
+        if self.takes_check:
+            return self.fn(check)  # type: ignore[call-arg]
+        return self.fn()  # type: ignore[call-arg]
 
 
 @attrs.frozen
@@ -79,22 +89,21 @@ class Row:
 _REGISTRY: dict[str, Benchmark] = {}
 
 
-def add(
-    name: str, run: Callable[[bool], Trial], *, reference_ops_per_s: float | None = None
-) -> None:
+def add(name: str, run: BenchFn, *, reference_ops_per_s: float | None = None) -> None:
     """Register ``run`` under ``name``; a name may be registered once."""
     if name in _REGISTRY:
         msg = f"benchmark {name!r} is registered twice"
         raise ValueError(msg)
-    _REGISTRY[name] = Benchmark(name, run, reference_ops_per_s)
+    takes_check = "check" in inspect.signature(run).parameters
+    _REGISTRY[name] = Benchmark(name, run, reference_ops_per_s, takes_check)
 
 
 def register(
     name: str, *, reference_ops_per_s: float | None = None
-) -> Callable[[Callable[[bool], Trial]], Callable[[bool], Trial]]:
+) -> Callable[[BenchFn], BenchFn]:
     """Decorator form of :func:`add`."""
 
-    def deco(run: Callable[[bool], Trial]) -> Callable[[bool], Trial]:
+    def deco(run: BenchFn) -> BenchFn:
         add(name, run, reference_ops_per_s=reference_ops_per_s)
         return run
 

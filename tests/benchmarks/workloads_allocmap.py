@@ -54,7 +54,10 @@ Devices = Mapping[DeviceId, DeviceSlotInfo]
 
 
 def _devices(ids: list[str], slot: str, slot_type: SlotType, cap: Decimal, node: Any) -> Devices:
-    return {DeviceId(d): DeviceSlotInfo(slot_type, slot, cap, node(i)) for i, d in enumerate(ids)}
+    return {
+        DeviceId(d): DeviceSlotInfo(slot_type, SlotName(slot), cap, node(i))
+        for i, d in enumerate(ids)
+    }
 
 
 W1_DEVICES = _devices(

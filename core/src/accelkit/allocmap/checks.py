@@ -1,0 +1,117 @@
+"""Validation helpers and error messages shared by the alloc maps."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+from typing import Any
+
+from accelkit.allocmap.pool import SlotPool
+from accelkit.errors import (
+    InsufficientResource,
+    InvalidResourceArgument,
+    InvalidResourceCombination,
+)
+from accelkit.types import DeviceId, DeviceSlotInfo, SlotName, format_amount, to_decimal
+
+
+def as_strings(value: Iterable[str] | str, what: str) -> tuple[str, ...]:
+    """A tuple of strings; a bare string is one item, not an iterable of one-letter items."""
+    items = (value,) if isinstance(value, str) else tuple(value)
+    for item in items:
+        if not isinstance(item, str):
+            msg = f"{what} must be strings, got {item!r}"
+            raise InvalidResourceArgument(msg)
+    return items
+
+
+def tag(context_tag: str | None) -> str:
+    """The prefix naming the requester in error messages."""
+    return f"[{context_tag}] " if context_tag else ""
+
+
+def coerce(value: Any, slot: str, context_tag: str | None) -> Decimal:
+    """``value`` as a finite Decimal, or :class:`InvalidResourceArgument` (floats included)."""
+    try:
+        return to_decimal(value)
+    except (TypeError, ValueError) as exc:
+        msg = f"{tag(context_tag)}slot {slot!r}: {exc}"
+        raise InvalidResourceArgument(msg) from exc
+
+
+def is_zero(value: Any) -> bool:
+    """Whether ``value`` is a zero amount; malformed amounts are not (allocate reports them)."""
+    try:
+        return to_decimal(value) == 0
+    except (TypeError, ValueError):
+        return False
+
+
+def check_exclusive(
+    exclusive: Mapping[SlotName, frozenset[str]],
+    slots: Mapping[SlotName, Any],
+    context_tag: str | None,
+) -> None:
+    """Refuse requested slots of different exclusive slot types.
+
+    Rule: the requested (non-zero) slots that match any exclusive pattern must all match one
+    common pattern; slots matching no pattern combine with anything.
+    """
+    common: frozenset[str] | None = None
+    involved: list[str] = []
+    for slot, requested in slots.items():
+        matched = exclusive.get(slot)
+        if matched is None or is_zero(requested):
+            continue
+        involved.append(slot)
+        common = matched if common is None else common & matched
+        if not common:
+            msg = (
+                f"{tag(context_tag)}slots {', '.join(map(repr, involved))} belong to "
+                "mutually exclusive slot types and cannot be requested together"
+            )
+            raise InvalidResourceCombination(msg)
+
+
+def insufficient(
+    pool: SlotPool, requested: Decimal, free: Decimal, context_tag: str | None
+) -> InsufficientResource:
+    """The error for a request larger than the ``free`` amount of ``pool``."""
+    # Failed allocations are part of normal operation (agents probe for room), so the
+    # message is built with str() rather than format_amount() where that is safe.
+    want, have = str(requested), str(free)
+    if "E" in want or "E" in have:
+        want, have = format_amount(requested), format_amount(free)
+    msg = (
+        f"{f'[{context_tag}] ' if context_tag else ''}slot {pool.name!r}: requested "
+        f"{want}, only {have} allocatable"
+    )
+    return InsufficientResource(msg, slot=pool.name, requested=requested, allocatable=free)
+
+
+def over(
+    pool: SlotPool, dev: DeviceId, amount: Decimal, room: Decimal, freeing: bool
+) -> InvalidResourceArgument:
+    """The error for applying more than is free, or freeing more than is allocated."""
+    op, what = ("free", "allocated") if freeing else ("apply", "free")
+    msg = (
+        f"cannot {op} {format_amount(amount)} of {pool.name!r} on {dev!r}: "
+        f"only {format_amount(room)} {what}"
+    )
+    return InvalidResourceArgument(msg)
+
+
+def why_not_in(
+    all_slots: Mapping[DeviceId, DeviceSlotInfo],
+    mask: frozenset[DeviceId],
+    pool: SlotPool,
+    dev: DeviceId,
+    op: str,
+) -> str:
+    """Why ``dev`` is not a device of ``pool``: unknown, outside the mask, or another slot."""
+    info = all_slots.get(dev)
+    if info is None:
+        return f"cannot {op}: unknown device {dev!r}"
+    if dev not in mask:
+        return f"cannot {op}: device {dev!r} is outside the device mask"
+    return f"cannot {op}: device {dev!r} provides slot {info.slot_name!r}, not {pool.name!r}"

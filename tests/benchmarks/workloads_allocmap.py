@@ -186,6 +186,23 @@ def _register(
     add(name, run, reference_ops_per_s=REFERENCE.get(name))
 
 
+class _NullMap:
+    """Accepts every request and frees nothing: what the W4 loop costs without a map."""
+
+    allocations: Mapping[SlotName, Mapping[DeviceId, Decimal]] = {}
+
+    def allocate(self, slots: Any, *, affinity_hint: Any = None, context_tag: Any = None) -> Any:
+        return slots
+
+    def free(self, alloc: Any) -> None:
+        pass
+
+
+def _floor(check: bool) -> Trial:
+    m: Any = _NullMap()
+    return replay(m, SlotName("mem"), _draw_w4, seed=404, max_live=16)
+
+
 def _discrete(devices: Devices, strategy: AllocationStrategy) -> Callable[[], AbstractAllocMap]:
     return lambda: DiscretePropertyAllocMap(devices, strategy=strategy)
 
@@ -252,3 +269,8 @@ for _s in (EVENLY, FILL):
         seed=404,
         max_live=16,
     )
+
+# The loop alone (draws, dicts, list bookkeeping) on the W4 trace with a map that does nothing:
+# no alloc map can beat this, and since the machine's speed drifts, ratios to it stay
+# comparable across runs when absolute figures do not.
+add("W0.loop-floor.null-map", _floor)

@@ -85,7 +85,8 @@ class MapOperations(ABC):
         together and :class:`~accelkit.errors.InsufficientResource` when a slot lacks free
         capacity; nothing is allocated then.
         """
-        if self._exclusive:
+        # A single slot cannot clash with itself: exclusivity only matters for several.
+        if self._exclusive and len(slots) > 1:
             check_exclusive(self._exclusive, slots, context_tag)
         # acquire/release in try/finally: measurably cheaper than ``with`` on the hot path.
         self._acquire()
@@ -152,10 +153,13 @@ class MapOperations(ABC):
                     if pool is not None and len(per_device) == 1:
                         for dev, raw in per_device.items():
                             i = pool.index.get(dev)
-                            if i is None or type(raw) is not Decimal or not raw.is_finite():
+                            if i is None or type(raw) is not Decimal:
                                 break
-                            units = pool.units_of.get(raw)
-                            if units is None or units > pool.cap[i] - pool.free[i]:
+                            try:
+                                units = pool.units_of[raw]
+                            except (KeyError, TypeError):  # TypeError: a signalling NaN
+                                break
+                            if units > pool.cap[i] - pool.free[i]:
                                 break
                             if pool.bucketed:
                                 pool.shift([(i, units)], -1)
@@ -203,8 +207,9 @@ class MapOperations(ABC):
         if len(grants) == 1:
             # A whole request on one device keeps the caller's own Decimal.
             return {ids[grants[0][0]]: requested}
+        cached = pool.amount_of.get
         amount = self._amount
-        return {ids[i]: amount(pool, u) for i, u in grants}
+        return {ids[i]: cached(u) or amount(pool, u) for i, u in grants}
 
     def _check_request(
         self, slot: SlotName, raw: Any, context_tag: str | None

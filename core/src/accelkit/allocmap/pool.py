@@ -101,6 +101,9 @@ class SlotPool:
 
     def groups(self, mask: int) -> list[tuple[int, int]]:
         """``(free, bitmask)`` of the devices in ``mask`` with free capacity, least free first."""
+        if mask == self.all_mask:
+            # Buckets are never empty, so without a mask to apply they are the answer.
+            return sorted(self.buckets.items())
         found = []
         for v, bits in self.buckets.items():
             if sub := bits & mask:

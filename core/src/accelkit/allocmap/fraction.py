@@ -10,6 +10,7 @@ from accelkit.allocmap.affinity import AffinityHint
 from accelkit.allocmap.base import AbstractAllocMap
 from accelkit.allocmap.placement import (
     Grants,
+    best_fit,
     check_unique,
     fill,
     fraction_evenly,
@@ -74,9 +75,8 @@ class FractionAllocMap(AbstractAllocMap):
             exclusive_slot_types=exclusive_slot_types,
             strategy=strategy,
         )
-        self._split = (
-            fraction_fill if self._strategy is AllocationStrategy.FILL else fraction_evenly
-        )
+        self._fill = self._strategy is AllocationStrategy.FILL
+        self._split = fraction_fill if self._fill else fraction_evenly
 
     @property
     def quantum_size(self) -> Decimal:
@@ -134,6 +134,17 @@ class FractionAllocMap(AbstractAllocMap):
             return place(pool, units, hint, fill, single_fit=False)
         if not pool.bucketed:
             return [(0, units)]
+        if hint is None:
+            # The most common case, inlined: the request fits on one device.
+            if self._fill:
+                most = max(pool.buckets)
+                if most >= units:
+                    bits = pool.buckets[most]
+                    return [((bits & -bits).bit_length() - 1, units)]
+            else:
+                fit = best_fit(pool, pool.all_mask, units)
+                if fit >= 0:
+                    return [(fit, units)]
         limit = None if self._allow_fragmentation else -(-units // pool.max_cap)
         if hint is None:
             grants = self._split(pool, pool.all_mask, units, limit)

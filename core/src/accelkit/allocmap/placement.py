@@ -127,7 +127,7 @@ def fraction_evenly(pool: SlotPool, mask: int, amount: int, limit: int | None) -
     free devices that can each take an even share (shares differ by at most one quantum);
     when no ``k`` allows even shares it is water-filled over the fewest devices holding it.
     """
-    fit = _best_fit(pool, mask, amount)
+    fit = best_fit(pool, mask, amount)
     if fit >= 0:
         return [(fit, amount)]
     groups = pool.groups(mask)
@@ -159,7 +159,7 @@ def fraction_evenly(pool: SlotPool, mask: int, amount: int, limit: int | None) -
     return list(zip(idxs[:fallback], shares, strict=True))
 
 
-def _best_fit(pool: SlotPool, mask: int, amount: int) -> int:
+def best_fit(pool: SlotPool, mask: int, amount: int) -> int:
     """The first device in ``mask`` with the least free room that still holds ``amount``;
     -1 when none does."""
     best = 0

@@ -289,7 +289,7 @@ class FractionMachine(AllocMapMachine):
 
 
 SETTINGS = settings(
-    max_examples=150,
+    max_examples=200,
     stateful_step_count=50,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

@@ -87,6 +87,37 @@ def worker(m: AbstractAllocMap, seed: int, held: list[Alloc], errors: list[str])
             return
 
 
+def test_threads_share_a_single_device_map_safely() -> None:
+    # The specialised path of one-device maps (the mem root) must be just as safe.
+    root = {DeviceId("root"): DeviceSlotInfo(SlotType.BYTES, SlotName("mem"), D(10**6))}
+    m = DiscretePropertyAllocMap(root, strategy=AllocationStrategy.FILL)
+    held: list[list[Alloc]] = [[] for _ in range(THREADS)]
+
+    def work(seed: int) -> None:
+        rng = random.Random(seed)
+        for _ in range(OPS):
+            try:
+                if rng.random() < 0.5 or not held[seed]:
+                    held[seed].append(m.allocate({SlotName("mem"): D(rng.randint(1, 200_000))}))
+                else:
+                    m.free(held[seed].pop(rng.randrange(len(held[seed]))))
+            except InsufficientResource:
+                pass
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    total = sum(a[SlotName("mem")][DeviceId("root")] for mine in held for a in mine)
+    assert m.allocations == {"mem": {"root": total}}
+    assert total <= 10**6
+    for mine in held:
+        for alloc in mine:
+            m.free(alloc)
+    assert m.allocatable() == {"mem": D(10**6)}
+
+
 @pytest.mark.parametrize("kind", ["discrete", "fraction"])
 def test_threads_share_one_map_safely(kind: str) -> None:
     m: AbstractAllocMap

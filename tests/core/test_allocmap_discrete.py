@@ -453,3 +453,60 @@ def test_allocations_is_a_snapshot() -> None:
     m.allocate({SlotName("cpu"): D(1)})
     assert snap == {"cpu": {"d0": D(0)}}
     assert m.allocations == {"cpu": {"d0": D(1)}}
+
+
+# -- a map of one single-device slot (the mem root) takes a specialised path -------------------
+
+
+def mem_map(**kw: object) -> DiscretePropertyAllocMap:
+    devices = {DeviceId("root"): DeviceSlotInfo(SlotType.BYTES, SlotName("mem"), D(1000))}
+    return DiscretePropertyAllocMap(devices, **kw)  # type: ignore[arg-type]
+
+
+def test_single_device_map_round_trip() -> None:
+    m = mem_map(strategy=FILL)
+    mem = SlotName("mem")
+    a = m.allocate({mem: D(300)})
+    b = m.allocate({mem: D(300)})
+    assert a == b == {"mem": {"root": D(300)}}
+    m.free(a)
+    assert m.allocatable() == {"mem": D(700)}
+    m.free({mem: {DeviceId("root"): D("300.0")}})  # equal value, other form
+    assert m.allocatable() == {"mem": D(1000)}
+    assert m.allocate.__doc__ == DiscretePropertyAllocMap.allocate.__doc__
+
+
+def test_single_device_map_refuses_what_the_general_path_refuses() -> None:
+    m = mem_map()
+    mem = SlotName("mem")
+    held = m.allocate({mem: D(600)})
+    with pytest.raises(InsufficientResource) as info:
+        m.allocate({mem: D(600)}, context_tag="job-9")
+    assert (info.value.slot, info.value.requested, info.value.allocatable) == (
+        "mem",
+        D(600),
+        D(400),
+    )
+    assert "job-9" in str(info.value)
+    for bad in (D("sNaN"), D("NaN"), D("0.5"), D(-1), 1.0):
+        with pytest.raises(InvalidResourceArgument):
+            m.allocate({mem: bad})  # type: ignore[dict-item]
+    assert m.allocate({mem: 5}) == {"mem": {"root": D(5)}}  # type: ignore[dict-item]
+    assert m.allocate({mem: D(0)}) == {}
+    with pytest.raises(InvalidResourceArgument):
+        m.allocate({SlotName("cpu"): D(1)})
+    bad_frees = [
+        {mem: {DeviceId("other"): D(1)}},
+        {mem: {DeviceId("root"): D(606)}},
+        {mem: {DeviceId("root"): D("sNaN")}},
+        {mem: {DeviceId("root"): 1.0}},
+        {SlotName("cpu"): {DeviceId("root"): D(1)}},
+    ]
+    for alloc in bad_frees:
+        with pytest.raises(InvalidResourceArgument):
+            m.free(alloc)  # type: ignore[arg-type]
+    assert m.allocatable() == {"mem": D(395)}
+    m.free(held)
+    with pytest.raises(InvalidResourceArgument):
+        m.free(held)
+    assert m.allocatable() == {"mem": D(995)}

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from fnmatch import fnmatchcase
 
+from accelkit.allocmap import fastpath
 from accelkit.allocmap.checks import as_strings
 from accelkit.allocmap.operations import MapOperations
 from accelkit.allocmap.pool import SlotPool
@@ -80,6 +81,7 @@ class AbstractAllocMap(MapOperations):
         for name in self._pools:
             if matched := frozenset(p for p in self._patterns if fnmatchcase(name, p)):
                 self._exclusive[name] = matched
+        fastpath.install(self)
 
     # -- conversions between Decimal amounts and a pool's integer units -------------------
 

@@ -151,19 +151,21 @@ def _check_grants(
     quantum = m.quantum_size if isinstance(m, FractionAllocMap) else Decimal(1)
     caps = {d: i.amount for d, i in m.device_slots.items()}
     exact = True
-    split_small = uneven = 0
+    split_small = uneven = multi = 0
     for request, alloc in granted:
         per = alloc[slot]
         amounts = list(per.values())
         if sum(amounts) != request or any(a <= 0 or a % quantum for a in amounts):
             exact = False
         if len(amounts) > 1:
+            multi += 1
             if request <= max(caps[d] for d in per):
                 split_small += 1
             if max(amounts) - min(amounts) > quantum:
                 uneven += 1
     notes = {"split_requests_fitting_one_device": str(split_small)}
     if isinstance(m, FractionAllocMap):
+        notes["multi_device_grants"] = str(multi)
         notes["uneven_multi_device_grants"] = str(uneven)
     return exact, notes
 

@@ -17,8 +17,7 @@ from accelkit.cgroup import (
     parse_proc_cgroup,
     process_tree,
 )
-
-from .fakehost import FakeHost, finish, spawn_python
+from accelkit.testing.fakehost import FakeHost, finish, spawn_python
 
 HYBRID_MOUNTINFO = r"""25 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
 32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct

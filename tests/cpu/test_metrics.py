@@ -14,11 +14,10 @@ import pytest
 from accelkit.cgroup import CgroupFormatError, CgroupFS
 from accelkit.metrics import MetricContext, MetricType
 from accelkit.partition import DevicePartition
+from accelkit.testing.fakehost import FakeHost, finish, spawn_python
 from accelkit.types import AgentId, DeviceId, Workload
 from accelkit_cpu import metrics
 from accelkit_cpu.plugin import CPUAgentContext, CPUPlugin
-
-from .fakehost import FakeHost, finish, spawn_python
 
 Times = namedtuple("Times", "user nice system idle iowait irq softirq steal guest guest_nice")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

@@ -17,6 +17,7 @@ from accelkit.errors import InvalidResourceArgument
 from accelkit.hookspecs import PROJECT_NAME
 from accelkit.partition import DevicePartition
 from accelkit.testing import PluginConformance
+from accelkit.testing.fakehost import FakeHost
 from accelkit.types import (
     AgentId,
     ComputeDevice,
@@ -29,8 +30,6 @@ from accelkit.types import (
 )
 from accelkit_cpu.hook import THREAD_COUNT_VARS, CPULifecycleHook
 from accelkit_cpu.plugin import CPUAgentContext, CPUPlugin
-
-from .fakehost import FakeHost
 
 CPU = SlotName("cpu")
 

@@ -9,9 +9,8 @@ import pytest
 
 from accelkit.cgroup import CgroupFormatError
 from accelkit.errors import PluginLoadError, PluginUnavailable
+from accelkit.testing.fakehost import FakeHost
 from accelkit_cpu.topology import CPUTopology, model_names, numa_nodes
-
-from .fakehost import FakeHost
 
 CPUINFO = """processor\t: 0
 vendor_id\t: GenuineIntel

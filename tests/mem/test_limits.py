@@ -9,9 +9,8 @@ import pytest
 
 from accelkit.cgroup import CgroupFormatError
 from accelkit.errors import PluginUnavailable
+from accelkit.testing.fakehost import FakeHost
 from accelkit_mem.limits import UsableMemory
-
-from .fakehost import FakeHost
 
 GiB = 2**30
 RAM = 16 * GiB

@@ -13,10 +13,9 @@ import pytest
 from accelkit.cgroup import CgroupFormatError, CgroupFS
 from accelkit.metrics import MetricContext, MetricType
 from accelkit.partition import SlotPartition
+from accelkit.testing.fakehost import FakeHost, finish, spawn_python
 from accelkit.types import AgentId, DeviceId, SlotName, Workload
 from accelkit_mem.plugin import MemAgentContext, MemPlugin
-
-from .fakehost import FakeHost, finish, spawn_python
 
 MiB = 2**20
 PAGE = os.sysconf("SC_PAGE_SIZE")

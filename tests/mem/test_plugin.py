@@ -17,6 +17,7 @@ from accelkit.allocmap import AllocationStrategy
 from accelkit.errors import InvalidResourceArgument
 from accelkit.partition import SlotPartition
 from accelkit.testing import PluginConformance
+from accelkit.testing.fakehost import FakeHost
 from accelkit.types import (
     AgentId,
     DeviceId,
@@ -28,8 +29,6 @@ from accelkit.types import (
 )
 from accelkit_mem.hook import MemLifecycleHook
 from accelkit_mem.plugin import MemAgentContext, MemPlugin
-
-from .fakehost import FakeHost
 
 GiB = 2**30
 MEM = SlotName("mem")

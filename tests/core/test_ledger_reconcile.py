@@ -56,14 +56,8 @@ ALIVE = ProcessStamp.of(os.getpid())
 
 
 @pytest.fixture
-def config(tmp_path):
-    (tmp_path / "devices.toml").write_text(DEVICES)
-    (tmp_path / "host.toml").write_text(
-        '[resource]\nreserved-cpu = 0\nreserved-mem = "0"\n'
-        f'state-dir = "{tmp_path / "state"}"\n'
-        '[plugins]\nallowed = ["mock"]\n[plugins.config.mock]\nconfig-file = "devices.toml"\n'
-    )
-    return load_host_config(tmp_path / "host.toml")
+def config(mock_node):
+    return load_host_config(mock_node(DEVICES))
 
 
 def with_host(config, body):

@@ -40,14 +40,8 @@ print(json.dumps({"cpus": sorted(os.sched_getaffinity(0)),
 
 
 @pytest.fixture
-def config(tmp_path):
-    (tmp_path / "devices.toml").write_text(DEVICES)
-    (tmp_path / "host.toml").write_text(
-        '[resource]\nreserved-cpu = 0\nreserved-mem = "0"\n'
-        f'state-dir = "{tmp_path / "state"}"\n'
-        '[plugins]\nallowed = ["mock"]\n[plugins.config.mock]\nconfig-file = "devices.toml"\n'
-    )
-    return load_host_config(tmp_path / "host.toml")
+def config(mock_node):
+    return load_host_config(mock_node(DEVICES))
 
 
 def test_affinity_and_memory_limit_reach_the_command(config, monkeypatch, tmp_path, capfd):

@@ -49,15 +49,8 @@ numa-node = 0
 
 
 @pytest.fixture
-def node(tmp_path: Path) -> Path:
-    (tmp_path / "devices.toml").write_text(DEVICES)
-    config = tmp_path / "host.toml"
-    config.write_text(
-        '[resource]\nreserved-cpu = 0\nreserved-mem = "0"\n'
-        f'state-dir = "{tmp_path / "state"}"\n'
-        '[plugins]\nallowed = ["mock"]\n[plugins.config.mock]\nconfig-file = "devices.toml"\n'
-    )
-    return config
+def node(mock_node) -> Path:
+    return mock_node(DEVICES)
 
 
 def env(**extra: str) -> dict[str, str]:

@@ -77,13 +77,37 @@ class AbstractLifecycleHook(ABC):
 
 
 class AbstractComputePlugin(ABC):
-    """One kind of device on a node; one instance per node."""
+    """One kind of device on a node; one instance per node.
+
+    A plugin sets ``key`` and ``lifecycle_hook_class`` and implements ``list_devices``,
+    ``configurable_slots`` and ``device_slots``; everything else has a working default.
+    """
 
     key: ClassVar[DeviceName]
     #: fnmatch patterns of slot names that cannot be requested together
     exclusive_slot_types: ClassVar[tuple[str, ...]] = ()
     #: True when agents split this plugin's capacity by amount (memory) rather than by device
     shared_by_amount: ClassVar[bool] = False
+    #: the hook :meth:`create_lifecycle_hook` builds (or override that method)
+    lifecycle_hook_class: ClassVar[type[AbstractLifecycleHook] | None] = None
+    #: the context :meth:`create_agent_context` builds; ``None`` means :class:`MaskedAgentContext`
+    agent_context_class: ClassVar[type[MaskedAgentContext] | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        overrides_hook = (
+            cls.create_lifecycle_hook is not AbstractComputePlugin.create_lifecycle_hook
+        )
+        # ABCMeta computes __abstractmethods__ only after this hook runs: look for ourselves
+        is_concrete = not any(
+            getattr(getattr(cls, name, None), "__isabstractmethod__", False) for name in dir(cls)
+        )
+        if is_concrete and cls.lifecycle_hook_class is None and not overrides_hook:
+            msg = (
+                f"plugin class {cls.__name__} must set lifecycle_hook_class "
+                "or override create_lifecycle_hook"
+            )
+            raise TypeError(msg)
 
     def __init__(self, config: Mapping[str, Any] | None = None) -> None:
         self.config: Mapping[str, Any] = dict(config or {})
@@ -137,18 +161,43 @@ class AbstractComputePlugin(ABC):
 
         return AllocationStrategy.EVENLY
 
-    @abstractmethod
+    def fraction_alloc_map(
+        self,
+        device_slots: Mapping[DeviceId, DeviceSlotInfo],
+        device_mask: frozenset[DeviceId],
+        *,
+        quantum_size: Decimal,
+        allow_fragmentation: bool = True,
+    ) -> AbstractAllocMap:
+        """A fraction map with this plugin's exclusive slots and strategy, for shares."""
+        from accelkit.allocmap import FractionAllocMap
+
+        return FractionAllocMap(
+            device_slots,
+            device_mask=device_mask,
+            exclusive_slot_types=self.exclusive_slot_types,
+            strategy=self.allocation_strategy(),
+            quantum_size=quantum_size,
+            allow_fragmentation=allow_fragmentation,
+        )
+
     def create_lifecycle_hook(
         self,
         workload: Workload,
         device_alloc: DeviceAllocation,
         devices: Mapping[DeviceId, ComputeDevice],
     ) -> AbstractLifecycleHook:
-        """The hook for one workload; ``devices`` are the allocated devices by id."""
+        """The hook for one workload (``lifecycle_hook_class``); ``devices`` are by id."""
+        hook_class = self.lifecycle_hook_class
+        if hook_class is None:  # unreachable for classes checked by __init_subclass__
+            msg = f"{type(self).__name__} has no lifecycle_hook_class"
+            raise PluginError(msg)
+        return hook_class(workload, device_alloc, devices=devices)
 
     def create_agent_context(self, agent_id: AgentId, partition: Partition) -> AbstractAgentContext:
-        """The masked, agent-scoped view; discover devices first."""
-        return MaskedAgentContext(self, agent_id, partition)
+        """The masked, agent-scoped view (``agent_context_class``); discover devices first."""
+        context_class = self.agent_context_class or MaskedAgentContext
+        return context_class(self, agent_id, partition)
 
     async def discover(self) -> tuple[ComputeDevice, ...]:
         """List the devices once and remember them for the agent contexts."""

@@ -12,12 +12,9 @@ import psutil
 
 from accelkit.cgroup import CgroupFS, WorkloadLocation
 from accelkit.metrics import MetricContext, NodeMetric, ProcessMetric, WorkloadMetric
-from accelkit.partition import Partition
 from accelkit.plugin import AbstractComputePlugin, MaskedAgentContext
 from accelkit.types import (
-    AgentId,
     ComputeDevice,
-    DeviceAllocation,
     DeviceId,
     DeviceName,
     DeviceSlotInfo,
@@ -38,6 +35,34 @@ log = logging.getLogger(__name__)
 SLOT = SlotName("cpu")
 
 
+class CPUAgentContext(MaskedAgentContext):
+    """An agent's cores, plus the CPU time of its workloads and processes.
+
+    A workload is located by its id (see :class:`accelkit.cgroup.WorkloadLocation`); one that
+    cannot be located, or is gone, has no metrics.
+    """
+
+    plugin: CPUPlugin
+
+    async def gather_workload_metrics(
+        self, ctx: MetricContext, workload: Workload
+    ) -> Sequence[WorkloadMetric]:
+        try:
+            location = WorkloadLocation.parse(workload.id)
+        except ValueError as exc:
+            log.debug("cpu plugin: no metrics for workload %r: %s", workload.id, exc)
+            return ()
+        used = metrics.workload_cpu_msec(
+            location, cgroups=self.plugin.cgroups, root=self.plugin.root, ctx=ctx
+        )
+        if used is None:
+            return ()
+        return metrics.workload_metrics(ctx, workload.id, used)
+
+    async def gather_process_metrics(self, ctx: MetricContext, pid: int) -> Sequence[ProcessMetric]:
+        return metrics.process_metrics(ctx, pid)
+
+
 class CPUPlugin(AbstractComputePlugin):
     """CPU cores of the node, as the cgroup cpuset (else the affinity mask) allows.
 
@@ -45,6 +70,8 @@ class CPUPlugin(AbstractComputePlugin):
     """
 
     key: ClassVar[DeviceName] = DeviceName("cpu")
+    lifecycle_hook_class = CPULifecycleHook
+    agent_context_class = CPUAgentContext
 
     def __init__(
         self,
@@ -122,45 +149,3 @@ class CPUPlugin(AbstractComputePlugin):
         if self._cpu_ids is None or len(self._cpu_ids) != len(per_cpu):
             self._cpu_ids = metrics.online_cpus(self.root, len(per_cpu))
         return metrics.node_metrics(ctx, per_cpu, self._cpu_ids, self.topology.cores)
-
-    def create_lifecycle_hook(
-        self,
-        workload: Workload,
-        device_alloc: DeviceAllocation,
-        devices: Mapping[DeviceId, ComputeDevice],
-    ) -> CPULifecycleHook:
-        return CPULifecycleHook(workload, device_alloc, devices=devices)
-
-    def create_agent_context(self, agent_id: AgentId, partition: Partition) -> CPUAgentContext:
-        return CPUAgentContext(self, agent_id, partition)
-
-
-class CPUAgentContext(MaskedAgentContext):
-    """An agent's cores, plus the CPU time of its workloads and processes.
-
-    A workload is located by its id (see :class:`accelkit.cgroup.WorkloadLocation`); one that
-    cannot be located, or is gone, has no metrics.
-    """
-
-    plugin: CPUPlugin
-
-    def __init__(self, plugin: CPUPlugin, agent_id: AgentId, partition: Partition) -> None:
-        super().__init__(plugin, agent_id, partition)
-
-    async def gather_workload_metrics(
-        self, ctx: MetricContext, workload: Workload
-    ) -> Sequence[WorkloadMetric]:
-        try:
-            location = WorkloadLocation.parse(workload.id)
-        except ValueError as exc:
-            log.debug("cpu plugin: no metrics for workload %r: %s", workload.id, exc)
-            return ()
-        used = metrics.workload_cpu_msec(
-            location, cgroups=self.plugin.cgroups, root=self.plugin.root, ctx=ctx
-        )
-        if used is None:
-            return ()
-        return metrics.workload_metrics(ctx, workload.id, used)
-
-    async def gather_process_metrics(self, ctx: MetricContext, pid: int) -> Sequence[ProcessMetric]:
-        return metrics.process_metrics(ctx, pid)

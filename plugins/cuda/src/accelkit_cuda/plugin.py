@@ -11,15 +11,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from accelkit.errors import PluginError, PluginUnavailable
 from accelkit.plugin import AbstractComputePlugin
 from accelkit.types import (
-    AgentId,
     ComputeDevice,
-    DeviceAllocation,
     DeviceId,
     DeviceName,
     DeviceSlotInfo,
     NodeInfo,
     SlotSpec,
-    Workload,
 )
 from accelkit_cuda.config import AllocationMode, CUDAConfig
 from accelkit_cuda.context import CUDAAgentContext
@@ -33,7 +30,6 @@ from accelkit_cuda.slots import EXCLUSIVE_SLOT_TYPES, device_slots, mig_slot_spe
 if TYPE_CHECKING:
     from accelkit.allocmap import AbstractAllocMap
     from accelkit.metrics import MetricContext, NodeMetric
-    from accelkit.partition import Partition
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +43,8 @@ class CUDAPlugin(AbstractComputePlugin):
     """
 
     key: ClassVar[DeviceName] = DeviceName("cuda")
+    lifecycle_hook_class = CUDALifecycleHook
+    agent_context_class = CUDAAgentContext
     exclusive_slot_types: ClassVar[tuple[str, ...]] = EXCLUSIVE_SLOT_TYPES
 
     def __init__(
@@ -126,28 +124,12 @@ class CUDAPlugin(AbstractComputePlugin):
         """A discrete map, or a fraction map with the configured quantum for ``cuda.shares``."""
         if self.settings.allocation is not AllocationMode.FRACTIONAL:
             return super().create_alloc_map(device_slots, device_mask)
-        # deferred like the base class: the alloc maps load only when a map is built
-        from accelkit.allocmap import FractionAllocMap
-
-        return FractionAllocMap(
+        return self.fraction_alloc_map(
             device_slots,
-            device_mask=device_mask,
-            exclusive_slot_types=self.exclusive_slot_types,
-            strategy=self.allocation_strategy(),
+            device_mask,
             quantum_size=self.settings.quantum,
             allow_fragmentation=self.settings.allow_fragmentation,
         )
-
-    def create_lifecycle_hook(
-        self,
-        workload: Workload,
-        device_alloc: DeviceAllocation,
-        devices: Mapping[DeviceId, ComputeDevice],
-    ) -> CUDALifecycleHook:
-        return CUDALifecycleHook(workload, device_alloc, devices=devices)
-
-    def create_agent_context(self, agent_id: AgentId, partition: Partition) -> CUDAAgentContext:
-        return CUDAAgentContext(self, agent_id, partition)
 
     async def get_node_info(self) -> NodeInfo:
         """Driver, NVML and CUDA driver versions."""

@@ -11,13 +11,10 @@ import psutil
 
 from accelkit.cgroup import CgroupFS, WorkloadLocation
 from accelkit.metrics import MetricContext, NodeMetric, ProcessMetric, WorkloadMetric
-from accelkit.partition import Partition
 from accelkit.plugin import AbstractComputePlugin, MaskedAgentContext
 from accelkit.sizes import format_binary_size
 from accelkit.types import (
-    AgentId,
     ComputeDevice,
-    DeviceAllocation,
     DeviceId,
     DeviceName,
     DeviceSlotInfo,
@@ -39,6 +36,32 @@ log = logging.getLogger(__name__)
 ROOT_DEVICE = DeviceId("root")
 
 
+class MemAgentContext(MaskedAgentContext):
+    """An agent's share of memory, plus the memory used by its workloads and processes.
+
+    A workload is located by its id (see :class:`accelkit.cgroup.WorkloadLocation`); one that
+    cannot be located, or is gone, has no metrics.
+    """
+
+    plugin: MemPlugin
+
+    async def gather_workload_metrics(
+        self, ctx: MetricContext, workload: Workload
+    ) -> Sequence[WorkloadMetric]:
+        try:
+            location = WorkloadLocation.parse(workload.id)
+        except ValueError as exc:
+            log.debug("mem plugin: no metrics for workload %r: %s", workload.id, exc)
+            return ()
+        used = metrics.workload_bytes(
+            location, cgroups=self.plugin.cgroups, root=self.plugin.root, ctx=ctx
+        )
+        return () if used is None else metrics.workload_metrics(workload.id, used)
+
+    async def gather_process_metrics(self, ctx: MetricContext, pid: int) -> Sequence[ProcessMetric]:
+        return metrics.process_metrics(pid)
+
+
 class MemPlugin(AbstractComputePlugin):
     """The node's usable memory as one device: RAM, or the cgroup limit when that is lower.
 
@@ -46,6 +69,8 @@ class MemPlugin(AbstractComputePlugin):
     """
 
     key: ClassVar[DeviceName] = DeviceName("mem")
+    lifecycle_hook_class = MemLifecycleHook
+    agent_context_class = MemAgentContext
     shared_by_amount: ClassVar[bool] = True
 
     def __init__(
@@ -129,43 +154,3 @@ class MemPlugin(AbstractComputePlugin):
         if usable.cgroup is not None:
             device_used = metrics.cgroup_working_set(usable.cgroup) or 0
         return metrics.node_metrics(vm.used, vm.total, device_used, usable.size)
-
-    def create_lifecycle_hook(
-        self,
-        workload: Workload,
-        device_alloc: DeviceAllocation,
-        devices: Mapping[DeviceId, ComputeDevice],
-    ) -> MemLifecycleHook:
-        return MemLifecycleHook(workload, device_alloc, devices=devices)
-
-    def create_agent_context(self, agent_id: AgentId, partition: Partition) -> MemAgentContext:
-        return MemAgentContext(self, agent_id, partition)
-
-
-class MemAgentContext(MaskedAgentContext):
-    """An agent's share of memory, plus the memory used by its workloads and processes.
-
-    A workload is located by its id (see :class:`accelkit.cgroup.WorkloadLocation`); one that
-    cannot be located, or is gone, has no metrics.
-    """
-
-    plugin: MemPlugin
-
-    def __init__(self, plugin: MemPlugin, agent_id: AgentId, partition: Partition) -> None:
-        super().__init__(plugin, agent_id, partition)
-
-    async def gather_workload_metrics(
-        self, ctx: MetricContext, workload: Workload
-    ) -> Sequence[WorkloadMetric]:
-        try:
-            location = WorkloadLocation.parse(workload.id)
-        except ValueError as exc:
-            log.debug("mem plugin: no metrics for workload %r: %s", workload.id, exc)
-            return ()
-        used = metrics.workload_bytes(
-            location, cgroups=self.plugin.cgroups, root=self.plugin.root, ctx=ctx
-        )
-        return () if used is None else metrics.workload_metrics(workload.id, used)
-
-    async def gather_process_metrics(self, ctx: MetricContext, pid: int) -> Sequence[ProcessMetric]:
-        return metrics.process_metrics(pid)

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, ClassVar, cast
 
-from accelkit.allocmap import AbstractAllocMap, AllocationStrategy, FractionAllocMap
+from accelkit.allocmap import AbstractAllocMap, AllocationStrategy
 from accelkit.metrics import Measurement, MetricContext, MetricType, NodeMetric
 from accelkit.plugin import AbstractComputePlugin, AbstractLifecycleHook
 from accelkit.types import (
@@ -132,13 +132,7 @@ class MockPlugin(AbstractComputePlugin):
     ) -> AbstractAllocMap:
         if self.kind.allocation != "fractional":
             return super().create_alloc_map(device_slots, device_mask)
-        return FractionAllocMap(
-            device_slots,
-            device_mask=device_mask,
-            exclusive_slot_types=self.exclusive_slot_types,
-            strategy=self.allocation_strategy(),
-            quantum_size=self.kind.quantum,
-        )
+        return self.fraction_alloc_map(device_slots, device_mask, quantum_size=self.kind.quantum)
 
     def create_lifecycle_hook(
         self,

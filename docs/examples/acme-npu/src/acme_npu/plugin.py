@@ -13,7 +13,6 @@ from accelkit.partition import natural_sort_key
 from accelkit.plugin import AbstractComputePlugin, AbstractLifecycleHook
 from accelkit.types import (
     ComputeDevice,
-    DeviceAllocation,
     DeviceId,
     DeviceName,
     DeviceSlotInfo,
@@ -21,7 +20,6 @@ from accelkit.types import (
     SlotName,
     SlotSpec,
     SlotType,
-    Workload,
     WorkloadConfig,
 )
 
@@ -46,6 +44,7 @@ class AcmeNPUHook(AbstractLifecycleHook):
 
 class AcmeNPUPlugin(AbstractComputePlugin):
     key = DeviceName("npu")
+    lifecycle_hook_class = AcmeNPUHook
 
     async def list_devices(self) -> Sequence[ComputeDevice]:
         root = Path(self.config.get("sysfs-dir", "/sys/class/acme_npu"))
@@ -71,11 +70,6 @@ class AcmeNPUPlugin(AbstractComputePlugin):
 
     def device_slots(self, devices: Iterable[ComputeDevice]) -> Mapping[DeviceId, DeviceSlotInfo]:
         return {d.device_id: DeviceSlotInfo(SlotType.COUNT, SLOT, 1, d.numa_node) for d in devices}
-
-    def create_lifecycle_hook(
-        self, workload: Workload, alloc: DeviceAllocation, devices: Mapping[DeviceId, ComputeDevice]
-    ) -> AcmeNPUHook:
-        return AcmeNPUHook(workload, alloc, devices=devices)
 
     async def gather_node_metrics(self, ctx: MetricContext) -> Sequence[NodeMetric]:
         busy = {

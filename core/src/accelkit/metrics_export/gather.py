@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 
 from accelkit.host import PartitionHost
 from accelkit.metrics import MetricContext, NodeMetric
@@ -34,20 +35,37 @@ class MetricsGatherer:
         workloads: Mapping[AgentId, Sequence[Workload]] | None = None,
     ) -> None:
         self.host = host
-        self.workloads = dict(workloads or {})
-        self._contexts: dict[str, MetricContext] = {}
+        self.workloads = None if workloads is None else dict(workloads)
+        self._previous: dict[str, dict[str, tuple[float, Decimal]]] = {}
+        self._round = MetricContext()
         self._lock = asyncio.Lock()
 
     def _context(self, name: str) -> MetricContext:
-        """The metric context of one plugin (or agent workload), advanced on every gather."""
-        ctx = self._contexts.get(name)
-        ctx = MetricContext() if ctx is None else ctx.advance()
-        self._contexts[name] = ctx
-        return ctx
+        """The metric context of one plugin (or agent workload) in the current round.
+
+        Each keeps its own readings between rounds (for rates); all of a round share its
+        ``round_cache``, so a workload's process tree is read once for every plugin.
+        """
+        previous = self._previous.setdefault(name, {})
+        return MetricContext(self._round.timestamp, previous, self._round.round_cache)
+
+    def _workloads(self) -> Mapping[AgentId, Sequence[Workload]]:
+        """The workloads given, or else those the host's allocation ledger holds."""
+        if self.workloads is not None:
+            return self.workloads
+        try:
+            ledger = self.host.bookkeeper.ledger
+        except RuntimeError:  # a host opened without its ledger
+            return {}
+        found: dict[AgentId, list[Workload]] = {}
+        for (agent_id, _), record in sorted(ledger.scan().records.items()):
+            found.setdefault(agent_id, []).append(record.workload)
+        return found
 
     async def gather(self) -> MetricsSnapshot:
         """One snapshot; concurrent callers are served one after the other."""
         async with self._lock:
+            self._round = MetricContext()
             node: dict[DeviceName, tuple[NodeMetric, ...]] = {}
             errors: dict[DeviceName, str] = {}
             for key, plugin in self.host.plugins.items():
@@ -80,7 +98,7 @@ class MetricsGatherer:
 
     async def _gather_workloads(self, errors: dict[DeviceName, str]) -> list[WorkloadSample]:
         samples: list[WorkloadSample] = []
-        for agent_id, workloads in self.workloads.items():
+        for agent_id, workloads in self._workloads().items():
             view = self.host.agents.get(agent_id)
             if view is None:
                 log.warning("metrics: no agent %r for its workloads", agent_id)

@@ -12,6 +12,7 @@ from accelkit.errors import (
     InsufficientResource,
     InvalidResourceArgument,
     NotMultipleOfQuantum,
+    ResourceError,
 )
 from accelkit.types import DeviceId, DeviceSlotInfo, SlotName, SlotType
 
@@ -56,8 +57,10 @@ def test_request_not_a_multiple_of_the_quantum_is_refused(quantum: str, amount: 
     assert m.allocatable() == {S: D(2)}
 
 
-def test_not_multiple_of_quantum_is_an_invalid_argument() -> None:
-    assert issubclass(NotMultipleOfQuantum, InvalidResourceArgument)
+def test_not_multiple_of_quantum_is_a_resource_error_of_its_own() -> None:
+    # DESIGN §5 lists it beside InvalidResourceArgument, not under it
+    assert issubclass(NotMultipleOfQuantum, ResourceError)
+    assert not issubclass(NotMultipleOfQuantum, InvalidResourceArgument)
 
 
 def test_request_that_fits_on_one_device_goes_to_one_device() -> None:
@@ -235,10 +238,11 @@ def test_single_device_bytes_pool() -> None:
 
 def test_free_and_apply_check_the_quantum() -> None:
     m = FractionAllocMap(gpus(["1.0"]), quantum_size=D("0.25"))
-    with pytest.raises(NotMultipleOfQuantum):
+    # a restored or freed allocation off the quantum is malformed: InvalidResourceArgument
+    with pytest.raises(InvalidResourceArgument, match="quantum"):
         m.apply_allocation({S: {DeviceId("cuda0"): D("0.3")}})
     m.apply_allocation({S: {DeviceId("cuda0"): D("0.75")}})
-    with pytest.raises(NotMultipleOfQuantum):
+    with pytest.raises(InvalidResourceArgument, match="quantum"):
         m.free({S: {DeviceId("cuda0"): D("0.3")}})
     with pytest.raises(InvalidResourceArgument, match=r"only 0\.25 free"):
         m.apply_allocation({S: {DeviceId("cuda0"): D("0.5")}})

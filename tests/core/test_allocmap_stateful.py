@@ -37,6 +37,7 @@ from accelkit.errors import (
     FractionalResourceFragmented,
     InsufficientResource,
     InvalidResourceArgument,
+    NotMultipleOfQuantum,
     ResourceError,
 )
 from accelkit.types import DeviceId, DeviceSlotInfo, SlotName, SlotType
@@ -163,7 +164,8 @@ class AllocMapMachine(RuleBasedStateMachine):
                 assert self.FRACTION
                 assert not self.m.allow_fragmentation  # type: ignore[attr-defined]
             else:
-                assert isinstance(error, InvalidResourceArgument)
+                expected = NotMultipleOfQuantum if self.FRACTION else InvalidResourceArgument
+                assert isinstance(error, expected)
                 assert not whole
             return
         if request == 0:

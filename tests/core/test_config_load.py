@@ -246,7 +246,8 @@ def test_old_integer_cpu_format(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "devices", ['{ "cuda.mem" = 0.5 }', "{ cuda = 2 }", '{ "cuda.device" = ["cuda0"] }']
+    "devices",
+    ['{ "cuda.mem" = 0.5 }', "{ cuda = 2 }", '{ "cuda.device" = ["cuda0"] }', "{ cuda = [0, 1] }"],
 )
 def test_old_slot_based_devices_format(tmp_path, devices):
     error = one_problem(tmp_path, manual_agent(f"resource = {{ devices = {devices} }}"))

@@ -212,6 +212,13 @@ def test_autosplit_with_no_agents_is_empty():
     assert ResourcePartitioner(node(), resource()).generate_autosplit_assignments([]) == {}
 
 
+@pytest.mark.parametrize("mode", list(AllocationMode))
+def test_partitioning_for_no_agents_is_a_config_error(mode):
+    with pytest.raises(ConfigError, match="no agents") as exc:
+        ResourcePartitioner(node(), resource()).partition([], mode)
+    assert exc.value.key == "agents"
+
+
 def test_a_plugin_with_several_slots_keeps_them_apart():
     mig = info("cuda", ["cuda0", "cuda1"])
     slots = dict(mig.device_slots)

@@ -76,7 +76,7 @@ class InvalidResourceArgument(ResourceError):
     """The request or allocation is malformed (negative, unknown device, outside the mask, ...)."""
 
 
-class NotMultipleOfQuantum(InvalidResourceArgument):
+class NotMultipleOfQuantum(ResourceError):
     """A fractional request is not a whole multiple of the map's quantum."""
 
 

@@ -16,7 +16,7 @@ from accelkit.allocmap.affinity import AffinityHint
 from accelkit.allocmap.checks import check_exclusive, coerce, insufficient, over, tag, why_not_in
 from accelkit.allocmap.placement import Grants
 from accelkit.allocmap.pool import CACHE_LIMIT, SlotPool
-from accelkit.errors import InvalidResourceArgument
+from accelkit.errors import InvalidResourceArgument, NotMultipleOfQuantum
 from accelkit.types import DeviceAllocation, DeviceId, DeviceSlotInfo, SlotName, SlotType
 
 _ZERO = Decimal(0)
@@ -227,7 +227,7 @@ class MapOperations(ABC):
             raise InvalidResourceArgument(msg)
         try:
             units = self._units(pool, requested)
-        except InvalidResourceArgument as exc:
+        except (InvalidResourceArgument, NotMultipleOfQuantum) as exc:
             msg = f"{tag(context_tag)}{exc}"
             raise type(exc)(msg) from None
         if units > pool.total_free:
@@ -284,6 +284,7 @@ class MapOperations(ABC):
             raise InvalidResourceArgument(msg)
         try:
             return i, self._units(pool, amount)
-        except InvalidResourceArgument as exc:
+        except (InvalidResourceArgument, NotMultipleOfQuantum) as exc:
+            # an amount off the quantum is a malformed allocation here, not a request
             msg = f"cannot {op} on {dev!r}: {exc}"
-            raise type(exc)(msg) from None
+            raise InvalidResourceArgument(msg) from None

@@ -221,7 +221,11 @@ def _agent_resources(problems: _Problems, raw: Any, key: str, agent: str) -> Age
                 f"give {name!r} as its own key under [agents.resource], not in devices",
                 agent,
             )
-        elif "." in name or not isinstance(ids, list):
+        elif (
+            "." in name
+            or not isinstance(ids, list)
+            or any(isinstance(i, int | float) and not isinstance(i, bool) for i in ids)
+        ):
             device_name = name.split(".", 1)[0]
             problems.add(
                 where,

@@ -8,6 +8,7 @@ from decimal import Decimal
 import attrs
 
 from accelkit.config.model import AgentConfig, AllocationMode, ResourceConfig
+from accelkit.errors import ConfigError
 from accelkit.partition.manual import ManualAssigner
 from accelkit.partition.model import (
     DevicePartition,
@@ -157,6 +158,9 @@ class ResourcePartitioner:
         warning says so. MANUAL problems are raised together as
         :class:`~accelkit.errors.ConfigErrors`.
         """
+        if not agents:
+            msg = "there are no agents to give devices to"
+            raise ConfigError(msg, file=self.source, key="agents")
         configured = mode or self.resource.allocation_mode
         applied = AllocationMode.SHARED if len(agents) == 1 else configured
         agent_ids = [a.id for a in agents]

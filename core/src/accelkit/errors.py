@@ -61,15 +61,41 @@ class ResourceError(AccelkitError):
 
 
 class InsufficientResource(ResourceError):
-    """Not enough free capacity for the request."""
+    """Not enough free capacity for the request: ``slot``, ``requested``, ``allocatable``.
+
+    Failed allocations are routine (agents probe for room), so unless a ``message`` is given
+    the text is rendered only when it is read.
+    """
 
     def __init__(
-        self, message: str, *, slot: str, requested: Decimal, allocatable: Decimal
+        self,
+        message: str | None = None,
+        *,
+        slot: str,
+        requested: Decimal,
+        allocatable: Decimal,
+        context_tag: str | None = None,
     ) -> None:
+        # No super().__init__(): BaseException.__new__ has already kept the positional args.
         self.slot = slot
         self.requested = requested
         self.allocatable = allocatable
-        super().__init__(message)
+        self.context_tag = context_tag
+        self._message = message
+
+    def __str__(self) -> str:
+        if self._message is None:
+            from accelkit.types import format_amount
+
+            tag = f"[{self.context_tag}] " if self.context_tag else ""
+            self._message = (
+                f"{tag}slot {self.slot!r}: requested {format_amount(self.requested)}, "
+                f"only {format_amount(self.allocatable)} allocatable"
+            )
+        return self._message
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self)!r})"
 
 
 class InvalidResourceArgument(ResourceError):

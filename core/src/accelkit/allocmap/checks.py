@@ -77,16 +77,11 @@ def insufficient(
     pool: SlotPool, requested: Decimal, free: Decimal, context_tag: str | None
 ) -> InsufficientResource:
     """The error for a request larger than the ``free`` amount of ``pool``."""
-    # Failed allocations are part of normal operation (agents probe for room), so the
-    # message is built with str() rather than format_amount() where that is safe.
-    want, have = str(requested), str(free)
-    if "E" in want or "E" in have:
-        want, have = format_amount(requested), format_amount(free)
-    msg = (
-        f"{f'[{context_tag}] ' if context_tag else ''}slot {pool.name!r}: requested "
-        f"{want}, only {have} allocatable"
+    # Failed allocations are part of normal operation (agents probe for room): the error
+    # renders its message only when it is read.
+    return InsufficientResource(
+        slot=pool.name, requested=requested, allocatable=free, context_tag=context_tag
     )
-    return InsufficientResource(msg, slot=pool.name, requested=requested, allocatable=free)
 
 
 def over(

@@ -238,3 +238,10 @@ def test_real_process_cgroups_are_found() -> None:
     assert memory is not None
     assert memory.path.is_dir()
     assert memory.read_int("memory.limit_in_bytes" if memory.version == 1 else "memory.current")
+
+
+def test_location_of_an_unlocatable_workload_is_none() -> None:
+    assert WorkloadLocation.of("container-7f3a") is None
+    assert WorkloadLocation.of("pid:0") is None
+    assert WorkloadLocation.of("pid:42") == WorkloadLocation(pid=42)
+    assert WorkloadLocation.of("cgroup:/a/b") == WorkloadLocation(cgroup_path="/a/b")

@@ -15,6 +15,7 @@ a workload id as one of:
 
 from __future__ import annotations
 
+import logging
 import os
 import posixpath
 import re
@@ -28,6 +29,8 @@ from accelkit.errors import PluginError
 
 if TYPE_CHECKING:
     from accelkit.metrics import MetricContext
+
+log = logging.getLogger(__name__)
 
 _OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
 
@@ -248,6 +251,18 @@ class WorkloadLocation:
             f"cannot locate workload {workload_id!r}: expected 'cgroup:/<path>', 'pid:<n>' or '<n>'"
         )
         raise ValueError(msg)
+
+    @classmethod
+    def of(cls, workload_id: str) -> WorkloadLocation | None:
+        """Like :meth:`parse`, but ``None`` (logged) for an id that names no location.
+
+        Metrics use it: a workload that cannot be located simply has no metrics.
+        """
+        try:
+            return cls.parse(workload_id)
+        except ValueError as exc:
+            log.debug("no metrics for workload %r: %s", workload_id, exc)
+            return None
 
 
 def _children_by_scan(proc: str) -> dict[int, list[int]]:

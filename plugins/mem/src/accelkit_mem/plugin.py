@@ -48,10 +48,8 @@ class MemAgentContext(MaskedAgentContext):
     async def gather_workload_metrics(
         self, ctx: MetricContext, workload: Workload
     ) -> Sequence[WorkloadMetric]:
-        try:
-            location = WorkloadLocation.parse(workload.id)
-        except ValueError as exc:
-            log.debug("mem plugin: no metrics for workload %r: %s", workload.id, exc)
+        location = WorkloadLocation.of(workload.id)
+        if location is None:
             return ()
         used = metrics.workload_bytes(
             location, cgroups=self.plugin.cgroups, root=self.plugin.root, ctx=ctx

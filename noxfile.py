@@ -43,7 +43,7 @@ def lint(session: nox.Session) -> None:
     """Check style and formatting with ruff."""
     session.install("ruff>=0.6")
     session.run("ruff", "check", ".")
-    session.run("ruff", "format", "--check", *SOURCES)
+    session.run("ruff", "format", "--check", ".")
 
 
 @nox.session(python="3.11")

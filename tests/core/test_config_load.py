@@ -317,3 +317,17 @@ def test_every_problem_is_reported_at_once(tmp_path):
 def test_parse_without_a_file_names_a_placeholder():
     with pytest.raises(ConfigError, match=r"^<config>: key 'colour'"):
         parse_host_config({"colour": 1})
+
+
+@pytest.mark.parametrize("agent_id", [".tmp-gpu", "a b", "a/b", "-x", "x" * 65, "agent:1"])
+def test_agent_ids_must_be_plain_names(tmp_path, agent_id):
+    error = one_problem(tmp_path, f'[[agents]]\nagent = {{ id = "{agent_id}" }}\n')
+    assert error.key == "agents[0].agent.id"
+    assert "must start with a letter or digit" in error.message
+
+
+@pytest.mark.parametrize("agent_id", ["agent-1", "gpu_node.7", "A", "x" * 64])
+def test_plain_agent_ids_are_accepted(tmp_path, agent_id):
+    path = tmp_path / "host.toml"
+    path.write_text(f'[[agents]]\nagent = {{ id = "{agent_id}" }}\n')
+    assert load_host_config(path).agent_ids == (agent_id,)

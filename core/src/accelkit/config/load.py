@@ -7,6 +7,7 @@ agent; when there are several, :class:`ConfigErrors` carries them all.
 from __future__ import annotations
 
 import enum
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -44,6 +45,7 @@ _AGENT_RESOURCE_KEYS = frozenset({"cpu", "mem", "devices"})
 _PATH_SUFFIXES = ("-file", "-dir", "-path")
 
 _E = TypeVar("_E", bound=enum.StrEnum)
+_AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 class _Problems:
@@ -253,6 +255,14 @@ def _agents(problems: _Problems, raw: Any, mode: AllocationMode) -> tuple[AgentC
         agent_id = ident.get("id")
         if not isinstance(agent_id, str) or not agent_id:
             problems.add(f"{where}.agent.id", "every agent needs a non-empty string id")
+            continue
+        if not _AGENT_ID.fullmatch(agent_id):
+            # ids name ledger files, metric labels and CDI kinds: keep them plain
+            msg = (
+                f"agent id {agent_id!r} must start with a letter or digit and hold only "
+                "letters, digits, '.', '_' and '-' (at most 64 characters)"
+            )
+            problems.add(f"{where}.agent.id", msg, agent_id)
             continue
         if agent_id in seen:
             problems.add(f"{where}.agent.id", f"duplicate agent id {agent_id!r}", agent_id)

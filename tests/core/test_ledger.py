@@ -12,10 +12,11 @@ from decimal import Decimal
 import psutil
 import pytest
 
+from accelkit.errors import ConfigError
 from accelkit.events import WorkloadPhase
 from accelkit.types import AgentId, DeviceName, Workload
 from accelkit.workload import Ledger, LedgerFormatError, LedgerRecord, ProcessStamp
-from accelkit.workload.ledger import record_file_name
+from accelkit.workload.ledger import is_temp_file_name, record_file_name
 
 
 def record(agent="agent-1", workload="pid:42", **changes) -> LedgerRecord:
@@ -47,7 +48,64 @@ def test_round_trip_keeps_amounts_exact_as_strings(tmp_path):
 
 def test_file_names_quote_every_id():
     assert record_file_name("a/b", "x+y") == "a%2Fb+x%2By.json"
-    assert record_file_name("..", "pid:1") == "..+pid%3A1.json"
+    assert record_file_name("agent-1", "pid:42") == "agent-1+pid%3A42.json"
+    assert record_file_name("a.b", ".w") == "a.b+.w.json"
+
+
+@pytest.mark.parametrize(
+    ("agent", "name"),
+    [
+        ("..", "%2E.+pid%3A1.json"),
+        (".tmp-gpu", "%2Etmp-gpu+pid%3A1.json"),
+        (".x", "%2Ex+pid%3A1.json"),
+    ],
+)
+def test_file_names_never_start_with_a_dot(agent, name):
+    assert record_file_name(agent, "pid:1") == name
+    assert not is_temp_file_name(name)
+
+
+@pytest.mark.parametrize("agent", [".tmp-gpu", ".x", "..", "%2Ex"])
+def test_records_of_agents_named_with_a_leading_dot_survive_scans(tmp_path, agent):
+    ledger = Ledger(tmp_path)
+    rec = record(agent=agent)
+    ledger.write(rec)
+    assert ledger.scan().records == {rec.key: rec}
+    assert ledger.scan().records == {rec.key: rec}  # not deleted as a temp file, nor skipped
+    assert ledger.read(agent, "pid:42") == rec
+    assert not any(p.name.startswith(".") for p in ledger.directory.iterdir() if p.name != ".lock")
+
+
+def test_temp_files_are_told_by_the_writers_pattern_only():
+    assert is_temp_file_name(".agent-1+pid%3A42.json.tmp-999")
+    assert is_temp_file_name(".%2Etmp-gpu+w.json.tmp-12")
+    assert not is_temp_file_name(".tmp-gpu+w.json")
+    assert not is_temp_file_name(".lock")
+    assert not is_temp_file_name(".agent-1+w.json.tmp-")
+    assert not is_temp_file_name(".agent-1+w.json.tmp-12.json")
+    assert not is_temp_file_name("agent-1+w.json.tmp-12")
+    assert not is_temp_file_name("a.tmp-b+w.json")
+
+
+def test_other_dot_files_are_left_alone(tmp_path):
+    ledger = Ledger(tmp_path)
+    ledger.write(record())
+    (ledger.directory / ".notes.tmp-x").write_text("mine")
+    (ledger.directory / ".x+w.json").write_text("{")
+    assert len(ledger.scan().records) == 1
+    assert (ledger.directory / ".notes.tmp-x").read_text() == "mine"
+    assert (ledger.directory / ".x+w.json").exists()
+
+
+def test_a_record_named_the_old_way_is_read_under_its_current_name(tmp_path):
+    ledger = Ledger(tmp_path)
+    rec = record(agent=".x")
+    ledger.directory.mkdir(parents=True)
+    old = ledger.directory / ".x+pid%3A42.json"
+    old.write_text(json.dumps(rec.to_json()))
+    assert ledger.scan().records == {rec.key: rec}
+    assert not old.exists()
+    assert ledger.read(".x", "pid:42") == rec
 
 
 def test_remove(tmp_path):
@@ -151,6 +209,57 @@ def test_a_record_in_the_wrong_file_is_set_aside(tmp_path):
     scan = ledger.scan()
     assert scan.records == {}
     assert "belongs in another file" in scan.set_aside[0].reason
+
+
+@pytest.mark.parametrize(
+    "amount",
+    [
+        "123456789012345678901234567890",
+        "1E+999999",
+        "1e999999",
+        "1e-999999",
+        "0E-999999",
+        "Infinity",
+        "-Infinity",
+        "sNaN",
+        "1" * 5000,
+        "0." + "0" * 30 + "1",
+    ],
+)
+def test_absurd_amounts_are_set_aside(tmp_path, amount):
+    ledger = Ledger(tmp_path)
+    data = {**_valid_json(), "allocation": {"cpu": {"cpu": {"0": amount}}}, "order": ["cpu"]}
+    bad = ledger.path_of("agent-1", "pid:42")
+    ledger.directory.mkdir(parents=True)
+    bad.write_text(json.dumps(data))
+    scan = ledger.scan()
+    assert scan.records == {}
+    [aside] = scan.set_aside
+    assert aside.path == bad
+    assert "out of range" in aside.reason or "finite" in aside.reason
+    assert len(aside.reason) < 300
+
+
+@pytest.mark.parametrize("amount", ["1000000000000000000000000", "0.000000000000000000000001", "0"])
+def test_large_and_small_amounts_in_range_round_trip(tmp_path, amount):
+    ledger = Ledger(tmp_path)
+    rec = record(allocation={DeviceName("mem"): {"mem": {"root": Decimal(amount)}}}, order=("mem",))
+    ledger.write(rec)
+    assert ledger.scan().records == {rec.key: rec}
+
+
+def test_a_state_dir_that_cannot_hold_the_ledger_is_a_config_error(tmp_path):
+    state = tmp_path / "not-a-dir"
+    state.write_text("")
+    ledger = Ledger(state, source="host.toml")
+    with pytest.raises(ConfigError) as info:
+        ledger.scan()
+    assert info.value.key == "resource.state-dir"
+    assert info.value.file == "host.toml"
+    assert str(state) in str(info.value)
+    with pytest.raises(ConfigError, match=r"resource\.state-dir"):
+        ledger.write(record())
+    assert state.read_text() == ""  # the file is untouched
 
 
 def test_from_json_refuses_garbage():

@@ -135,7 +135,7 @@ class PartitionHost:
         from accelkit.workload.bookkeeper import Bookkeeper
         from accelkit.workload.ledger import Ledger
 
-        ledger = Ledger(self.config.resource.state_dir)
+        ledger = Ledger(self.config.resource.state_dir, source=self.config.source_name)
         self._bookkeeper = Bookkeeper(ledger, self, notify=self.loader.notify_workload_event)
         report = await self._bookkeeper.reconcile()
         for line in report.messages():

@@ -5,6 +5,11 @@ maps in step with it (applying other processes' live records, finishing dead one
 and writes the new record before releasing the lock, so two processes on one node can never
 book the same device. :meth:`Bookkeeper.release` frees and removes a record under the lock.
 
+The ledger lock keeps other processes out but not other coroutines of this one (it is held by
+the event loop's thread, which runs them all): :meth:`~Bookkeeper.book` and
+:meth:`~Bookkeeper.reconcile` also hold an :class:`asyncio.Lock`, so a sync that awaits the
+teardown of a dead workload never interleaves with another sync of the same bookkeeper.
+
 To reconcile when a host starts, an agent program calls::
 
     keeper = Bookkeeper(Ledger(config.resource.state_dir), host)
@@ -13,6 +18,7 @@ To reconcile when a host starts, an agent program calls::
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable, Mapping
 from decimal import Decimal
@@ -54,16 +60,19 @@ class Bookkeeper:
         self.host = host
         self.owner = owner if owner is not None else ProcessStamp.of(os.getpid())
         self.notify = notify
-        self.reconciler = Reconciler(ledger, host.agents)
+        self.reconciler = Reconciler(ledger, host.agents, notify=notify)
+        #: held for each whole sync (and booking): coroutines of one process take turns
+        self._syncing = asyncio.Lock()
         #: the records of the workloads this bookkeeper manages
         self.owned: dict[RecordKey, LedgerRecord] = {}
         self.last_report = ReconcileReport()
 
     async def reconcile(self) -> ReconcileReport:
         """Bring the maps in step with the ledger; see :mod:`accelkit.workload.reconcile`."""
-        with self.ledger.locked():
-            self.last_report = await self.reconciler.sync(self.ledger.scan(), self.owned)
-        return self.last_report
+        async with self._syncing:
+            with self.ledger.locked():
+                self.last_report = await self.reconciler.sync(self.ledger.scan(), self.owned)
+            return self.last_report
 
     async def book(
         self,
@@ -80,24 +89,25 @@ class Bookkeeper:
         booked, and ``InvalidResourceArgument`` for an unknown agent or a workload id in use.
         """
         agent = self._agent(agent_id)
-        with self.ledger.locked():
-            self.last_report = await self.reconciler.sync(self.ledger.scan(), self.owned)
-            key = (agent_id, workload.id)
-            if key in self.owned or self.ledger.path_of(*key).exists():
-                msg = f"agent {agent_id!r} already has a workload {workload.id!r}"
-                raise InvalidResourceArgument(msg)
-            allocation = agent.allocate(slots, affinity_policy=affinity_policy)
-            order = tuple(k for k in agent.contexts if k in allocation)
-            record = LedgerRecord(
-                agent_id, workload, allocation, order, owner=self.owner, leader=leader
-            )
-            try:
-                self.ledger.write(record)
-            except BaseException:
-                agent.free(allocation)
-                raise
-            self.owned[key] = record
-            return record
+        async with self._syncing:
+            with self.ledger.locked():
+                self.last_report = await self.reconciler.sync(self.ledger.scan(), self.owned)
+                key = (agent_id, workload.id)
+                if key in self.owned or self.ledger.path_of(*key).exists():
+                    msg = f"agent {agent_id!r} already has a workload {workload.id!r}"
+                    raise InvalidResourceArgument(msg)
+                allocation = agent.allocate(slots, affinity_policy=affinity_policy)
+                order = tuple(k for k in agent.contexts if k in allocation)
+                record = LedgerRecord(
+                    agent_id, workload, allocation, order, owner=self.owner, leader=leader
+                )
+                try:
+                    self.ledger.write(record)
+                except BaseException:
+                    agent.free(allocation)
+                    raise
+                self.owned[key] = record
+                return record
 
     def lifecycle(
         self, record: LedgerRecord, *, on_phase: PhaseListener | None = None

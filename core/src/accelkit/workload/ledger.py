@@ -3,10 +3,14 @@
 Conventions:
 
 * a record lives in ``<quote(agent)>+<quote(workload id)>.json`` (percent-quoting, so any id is a
-  safe file name and ``+`` never appears inside a part);
-* every change is written atomically: a temporary file in the same directory, ``fsync``,
-  ``os.replace`` over the record, then ``fsync`` of the directory, so a crash leaves either the
-  old record or the new one, never a mix;
+  safe file name and ``+`` never appears inside a part); a leading ``.`` is quoted too (``%2E``),
+  so a record's file name never starts with ``.``: those names belong to the lock and to
+  temporary files;
+* every change is written atomically: a temporary file ``.<record file>.tmp-<pid>`` in the same
+  directory, ``fsync``, ``os.replace`` over the record, then ``fsync`` of the directory, so a
+  crash leaves either the old record or the new one, never a mix; a temporary file found by
+  :meth:`Ledger.scan` (which holds the lock, so no write is under way) is a crashed writer's and
+  is deleted;
 * changes happen under an exclusive ``fcntl.flock`` on ``ledger/.lock``. The lock is re-entrant
   within one :class:`Ledger` object; separate objects (and separate processes) exclude each
   other. Whoever allocates must hold it from reading the ledger to writing the new record, which
@@ -22,6 +26,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -30,16 +35,36 @@ from urllib.parse import quote
 
 import attrs
 
+from accelkit.errors import ConfigError
 from accelkit.types import AgentId
 from accelkit.workload.record import LedgerFormatError, LedgerRecord
 
 SUFFIX = ".json"
 SET_ASIDE_DIR = "set-aside"
+LOCK_FILE = ".lock"
+#: the name :meth:`Ledger.write` gives its temporary files, and only those
+_TEMP_NAME = re.compile(r"\.[^./][^/]*" + re.escape(SUFFIX) + r"\.tmp-[0-9]+")
 
 
 def record_file_name(agent_id: str, workload_id: str) -> str:
-    """The file name of a record: both parts percent-quoted, joined by ``+``."""
-    return f"{quote(agent_id, safe='')}+{quote(workload_id, safe='')}{SUFFIX}"
+    """The file name of a record: both parts percent-quoted, joined by ``+``.
+
+    A leading ``.`` is quoted as ``%2E``: a record's file name never starts with ``.``.
+    """
+    agent = quote(agent_id, safe="")
+    if agent.startswith("."):
+        agent = "%2E" + agent[1:]
+    return f"{agent}+{quote(workload_id, safe='')}{SUFFIX}"
+
+
+def temp_file_name(record_name: str, pid: int) -> str:
+    """The name of the temporary file a writer with process id ``pid`` fills first."""
+    return f".{record_name}.tmp-{pid}"
+
+
+def is_temp_file_name(name: str) -> bool:
+    """Whether ``name`` is one :func:`temp_file_name` gives (a record's name never is)."""
+    return _TEMP_NAME.fullmatch(name) is not None
 
 
 @attrs.frozen
@@ -70,8 +95,11 @@ def _fsync_directory(directory: Path) -> None:
 class Ledger:
     """The records of one state directory."""
 
-    def __init__(self, state_dir: Path | str) -> None:
-        self.directory = Path(state_dir) / "ledger"
+    def __init__(self, state_dir: Path | str, *, source: str | None = None) -> None:
+        self.state_dir = Path(state_dir)
+        self.directory = self.state_dir / "ledger"
+        #: the config file naming the state directory, for error messages
+        self.source = source
         self._guard = threading.RLock()
         self._depth = 0
         self._lock_fd: int | None = None
@@ -83,17 +111,14 @@ class Ledger:
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[Ledger]:
-        """Hold the ledger's exclusive lock (blocking until it is free)."""
+        """Hold the ledger's exclusive lock (blocking until it is free).
+
+        Raises :class:`~accelkit.errors.ConfigError` (key ``resource.state-dir``) when the
+        ledger directory or its lock cannot be created or opened.
+        """
         with self._guard:
             if self._depth == 0:
-                self.directory.mkdir(parents=True, exist_ok=True)
-                fd = os.open(self.directory / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX)
-                except BaseException:
-                    os.close(fd)
-                    raise
-                self._lock_fd = fd
+                self._lock_fd = self._acquire()
             self._depth += 1
             try:
                 yield self
@@ -103,6 +128,25 @@ class Ledger:
                     fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
                     os.close(self._lock_fd)
                     self._lock_fd = None
+
+    def _acquire(self) -> int:
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            where = exc.filename if exc.filename is not None else self.directory
+            msg = f"cannot use the state directory {str(self.state_dir)!r}: {reason} ({where})"
+            raise ConfigError(msg, file=self.source, key="resource.state-dir") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException as exc:
+            os.close(fd)
+            if isinstance(exc, OSError):
+                msg = f"cannot lock the ledger of state directory {str(self.state_dir)!r}: {exc}"
+                raise ConfigError(msg, file=self.source, key="resource.state-dir") from exc
+            raise
+        return fd
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -115,12 +159,15 @@ class Ledger:
         with self.locked():
             records: dict[tuple[AgentId, str], LedgerRecord] = {}
             problems: list[SetAside] = []
-            for path in sorted(self.directory.iterdir()):
-                if path.name.startswith(".") and ".tmp-" in path.name:
-                    path.unlink(missing_ok=True)  # a write interrupted by a crash
+            for found in sorted(self.directory.iterdir()):
+                if is_temp_file_name(found.name):
+                    found.unlink(missing_ok=True)  # a write interrupted by a crash
                     continue
+                path = found
+                if path.name.startswith(".") and path.name.endswith(SUFFIX):
+                    path = self._rename_legacy(path)
                 if path.name.startswith(".") or not path.is_file():
-                    continue
+                    continue  # the lock, set-aside/, and what is not ours
                 try:
                     record = self._read(path)
                 except LedgerFormatError as exc:
@@ -128,6 +175,25 @@ class Ledger:
                     continue
                 records[record.key] = record
             return LedgerScan(records, tuple(problems))
+
+    def _rename_legacy(self, path: Path) -> Path:
+        """Give a record named the old way (agent id starting with ``.``) its current name."""
+        try:
+            record = LedgerRecord.from_json(json.loads(path.read_bytes().decode("utf-8")))
+        except (OSError, UnicodeDecodeError, ValueError):
+            return path  # not a record of ours: leave it alone
+        agent, workload_id = record.key
+        if path.name != f"{quote(agent, safe='')}+{quote(workload_id, safe='')}{SUFFIX}":
+            return path
+        target = self.path_of(*record.key)
+        if target.exists():
+            return path
+        try:
+            os.replace(path, target)
+            _fsync_directory(self.directory)
+        except OSError:
+            return path
+        return target
 
     def read(self, agent_id: str, workload_id: str) -> LedgerRecord | None:
         """The record of one workload, or ``None`` (also when its file is unreadable)."""
@@ -170,7 +236,7 @@ class Ledger:
         """Create or replace a workload's record, atomically."""
         with self.locked():
             path = self.path_of(*record.key)
-            temp = self.directory / f".{path.name}.tmp-{os.getpid()}"
+            temp = self.directory / temp_file_name(path.name, os.getpid())
             data = json.dumps(record.to_json(), indent=1, sort_keys=True).encode("utf-8")
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
             try:

@@ -13,8 +13,14 @@ What happens to each record of the ledger that this process does not manage itse
   reported, since its liveness cannot be told from here; a ``liveness`` callback can decide.
 
 A device booked beyond its capacity (two records claiming the same GPU) is **reported**, not
-fixed: the claim that does not fit stays unapplied and its record stays in the ledger. Records
-naming an agent or plugin this host does not have are reported and left untouched.
+fixed: the claim that does not fit stays unapplied and its record stays in the ledger; it is
+tried again, and reported again, on every sync, so it is applied once the other claim is gone.
+Records naming an agent or plugin this host does not have are reported and left untouched, and
+so is a record that fails in any other way: one bad record never stops a reconciliation.
+
+A record is applied once and then only checked: when its key turns up with another owner,
+creation time or allocation (the workload id was reused), the old claim is freed and the new one
+applied.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from accelkit.events import WorkloadPhase
 from accelkit.plugin import AbstractLifecycleHook
 from accelkit.types import AgentId, DeviceAllocation, DeviceId, DeviceName, SlotName
 from accelkit.workload.ledger import Ledger, LedgerScan, SetAside
-from accelkit.workload.lifecycle import WorkloadLifecycle
+from accelkit.workload.lifecycle import EventSink, WorkloadLifecycle
 from accelkit.workload.record import LedgerRecord
 
 if TYPE_CHECKING:
@@ -131,36 +137,57 @@ class Reconciler:
         agents: Mapping[AgentId, AgentView],
         *,
         liveness: Callable[[LedgerRecord], Liveness] = liveness_of,
+        notify: EventSink | None = None,
     ) -> None:
         self.ledger = ledger
         self.agents = agents
         self.liveness = liveness
+        #: told of the ``post_terminate`` of each dead workload whose teardown is finished here
+        self.notify = notify
         #: what of other processes' records is applied to our maps, per record and plugin
         self.applied: dict[RecordKey, dict[DeviceName, DeviceAllocation]] = {}
+        #: the record each entry of :attr:`applied` was applied from
+        self._sources: dict[RecordKey, LedgerRecord] = {}
 
     async def sync(
         self, scan: LedgerScan, owned: Mapping[RecordKey, LedgerRecord]
     ) -> ReconcileReport:
-        """Make the maps hold exactly the live records; call with the ledger locked."""
+        """Make the maps hold exactly the live records; call with the ledger locked.
+
+        A part of a record that could not be applied (double booking, say) is tried again, and
+        reported again, on every sync until it applies. A record whose key now names another
+        workload (another owner, creation time or allocation) has the old claim freed and the new
+        one applied. Anything one record raises is reported as a problem with it, never raised.
+        """
         kept: list[RecordKey] = []
         torn: list[TornDown] = []
         booked: list[DoubleBooking] = []
         problems: list[str] = []
+        ours = set(owned)  # also those released while a teardown below is awaited
         for key in [k for k in self.applied if k not in scan.records]:
             self._free_applied(key, problems)  # another process finished it
         for key, record in scan.records.items():
-            if key in owned:
+            if key in owned or key in ours:
                 continue
-            state = self.liveness(record)
-            if state is Liveness.GONE:
-                if (done := await self._finish(record, problems)) is not None:
-                    torn.append(done)
-                continue
-            if state is Liveness.UNKNOWN:
-                problems.append(f"cannot tell whether workload {key[1]!r} is alive; kept it")
-            if key not in self.applied:
+            try:
+                state = self.liveness(record)
+                if state is Liveness.GONE:
+                    if (done := await self._finish(record, problems)) is not None:
+                        torn.append(done)
+                    continue
+                if state is Liveness.UNKNOWN:
+                    problems.append(f"cannot tell whether workload {key[1]!r} is alive; kept it")
+                source = self._sources.get(key)
+                if source is not None and not _same_claim(source, record):
+                    self._free_applied(key, problems)  # the key was reused by another workload
                 self._apply(record, owned, booked, problems)
-            kept.append(key)
+                kept.append(key)
+            except Exception as exc:
+                log.debug("reconciling %r failed", key, exc_info=True)
+                problems.append(
+                    f"workload {key[1]!r} of agent {key[0]!r}: cannot reconcile it "
+                    f"({type(exc).__name__}: {_short(exc)}); left it in the ledger"
+                )
         return ReconcileReport(
             tuple(kept), tuple(torn), tuple(booked), scan.set_aside, tuple(problems)
         )
@@ -174,7 +201,7 @@ class Reconciler:
         booked: list[DoubleBooking],
         problems: list[str],
     ) -> None:
-        applied = self.applied.setdefault(record.key, {})
+        """Apply the parts of ``record`` not applied yet; report those that do not apply."""
         agent = self.agents.get(record.agent_id)
         if agent is None:
             problems.append(
@@ -182,7 +209,11 @@ class Reconciler:
                 f"{record.agent_id!r}; left it in the ledger"
             )
             return
+        applied = self.applied.setdefault(record.key, {})
+        self._sources[record.key] = record
         for plugin in record.order:
+            if plugin in applied:
+                continue
             alloc = record.allocation[plugin]
             ctx = agent.contexts.get(plugin)
             if ctx is None:
@@ -198,6 +229,13 @@ class Reconciler:
                 booked.extend(found)
                 if not found:
                     problems.append(f"workload {record.workload.id!r}, plugin {plugin!r}: {exc}")
+                continue
+            except Exception as exc:
+                log.debug("applying %r, plugin %r failed", record.key, plugin, exc_info=True)
+                problems.append(
+                    f"workload {record.workload.id!r}, plugin {plugin!r}: cannot apply "
+                    f"({type(exc).__name__}: {_short(exc)})"
+                )
                 continue
             applied[plugin] = alloc
 
@@ -246,13 +284,16 @@ class Reconciler:
 
     def _free_applied(self, key: RecordKey, problems: list[str]) -> None:
         applied = self.applied.pop(key, {})
+        self._sources.pop(key, None)
         agent = self.agents.get(key[0])
         for plugin, alloc in applied.items():
             try:
                 if agent is not None:
                     agent.contexts[plugin].alloc_map.free(alloc)
-            except AccelkitError as exc:
-                problems.append(f"freeing workload {key[1]!r}, plugin {plugin!r}: {exc}")
+            except Exception as exc:
+                problems.append(
+                    f"freeing workload {key[1]!r}, plugin {plugin!r}: {_short(exc) or exc!r}"
+                )
 
     # -- finishing dead workloads -------------------------------------------------------------
 
@@ -295,6 +336,7 @@ class Reconciler:
             release=release,
             on_phase=on_phase,
             allocation=record.allocation,
+            notify=self.notify,
         )
         errors: list[str] = []
         try:
@@ -302,3 +344,22 @@ class Reconciler:
         except AccelkitError as exc:
             errors.append(str(exc))
         return TornDown(record.agent_id, record.workload.id, tuple(done), tuple(errors))
+
+
+def _same_claim(old: LedgerRecord, new: LedgerRecord) -> bool:
+    """Whether two versions of a record are the same workload's claim.
+
+    A record changes as its workload goes (hooks completed, leader found) but keeps its owner,
+    creation time and allocation; when one of those differs, its key was reused.
+    """
+    return (
+        old.owner == new.owner
+        and old.created_at == new.created_at
+        and old.workload == new.workload
+        and old.allocation == new.allocation
+    )
+
+
+def _short(exc: BaseException, limit: int = 200) -> str:
+    text = str(exc)
+    return text if len(text) <= limit else text[:limit] + "..."

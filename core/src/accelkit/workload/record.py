@@ -41,6 +41,11 @@ from accelkit.workload.liveness import ProcessStamp
 
 FORMAT = "accelkit-ledger/1"
 
+#: amounts are refused beyond 10**(this+1) and below 10**-this: no device comes near, and amounts
+#: in range stay exact under the default decimal context (28 digits) when rendered and compared
+MAX_AMOUNT_EXPONENT = 24
+_MAX_AMOUNT_TEXT = 64
+
 
 class LedgerFormatError(ValueError):
     """A ledger file does not hold a valid record."""
@@ -139,11 +144,26 @@ def _amount(value: Any) -> Decimal:
     if not isinstance(value, str):  # amounts are decimal strings: a JSON number is refused
         msg = f"amount must be a decimal string, got {value!r}"
         raise LedgerFormatError(msg)
-    amount = to_decimal(value)
+    if len(value) > _MAX_AMOUNT_TEXT:
+        msg = f"amount {_clip(value)} is out of range"
+        raise LedgerFormatError(msg)
+    amount = to_decimal(value)  # refuses NaN and infinities (ValueError)
     if amount < 0:
         msg = f"negative amount {value!r}"
         raise LedgerFormatError(msg)
+    exponent = amount.as_tuple().exponent
+    if (
+        not isinstance(exponent, int)
+        or amount.adjusted() > MAX_AMOUNT_EXPONENT
+        or exponent < -MAX_AMOUNT_EXPONENT
+    ):
+        msg = f"amount {_clip(value)} is out of range"
+        raise LedgerFormatError(msg)
     return amount
+
+
+def _clip(text: str, limit: int = 40) -> str:
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} chars)"
 
 
 def _allocation(data: Any) -> dict[DeviceName, DeviceAllocation]:

@@ -510,3 +510,22 @@ def test_single_device_map_refuses_what_the_general_path_refuses() -> None:
     with pytest.raises(InvalidResourceArgument):
         m.free(held)
     assert m.allocatable() == {"mem": D(995)}
+
+
+def test_a_subclass_overriding_allocate_and_free_is_always_called() -> None:
+    # one-device maps install fast paths; they must not bypass a subclass's methods
+    calls: list[str] = []
+
+    class Audited(DiscretePropertyAllocMap):
+        def allocate(self, slots, *, affinity_hint=None, context_tag=None):  # type: ignore[no-untyped-def]
+            calls.append("allocate")
+            return super().allocate(slots, affinity_hint=affinity_hint, context_tag=context_tag)
+
+        def free(self, alloc):  # type: ignore[no-untyped-def]
+            calls.append("free")
+            super().free(alloc)
+
+    m = Audited({DeviceId("root"): DeviceSlotInfo(SlotType.BYTES, SlotName("mem"), 1024)})
+    for _ in range(3):
+        m.free(m.allocate({SlotName("mem"): Decimal(512)}))
+    assert calls == ["allocate", "free"] * 3

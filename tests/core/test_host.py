@@ -251,6 +251,40 @@ def test_free_returns_an_allocation_and_zero_requests_are_dropped():
     run(body())
 
 
+def test_a_refused_free_frees_nothing_so_a_retry_cannot_take_another_agents_share():
+    async def body():
+        cfg = config(AllocationMode.SHARED, agents=2)
+        async with PartitionHost.open(cfg, loader=loader_for(kinds())) as host:
+            a, b = host.agents[AgentId("agent-1")], host.agents[AgentId("agent-2")]
+            got = a.allocate({"cuda.device": Decimal(1), "mem": Decimal(G)})
+            [held] = got[DeviceName("cuda")]["cuda.device"]
+            wrong = next(d for d in ("cuda0", "cuda1") if d != held)
+            bad = {**got, DeviceName("cuda"): {"cuda.device": {wrong: Decimal(1)}}}
+            before = allocated(host)
+            with pytest.raises(InvalidResourceArgument):
+                a.free(bad)  # mem would be freed first; the cuda part is refused
+            assert allocated(host) == before
+            b.allocate({"mem": Decimal(G)})
+            a.free(got)
+            assert allocated(host) == {"mem": {"root": Decimal(G)}}  # b's share stays
+
+    run(body())
+
+
+def test_free_refuses_devices_outside_the_agents_mask_before_freeing_anything():
+    async def body():
+        async with PartitionHost.open(config(agents=2), loader=loader_for(kinds())) as host:
+            a = host.agents[AgentId("agent-1")]
+            got = a.allocate({"cpu": Decimal(1), "mem": Decimal(G)})
+            foreign = {**got, DeviceName("cpu"): {"cpu": {"7": Decimal(1)}}}
+            before = allocated(host)
+            with pytest.raises(InvalidResourceArgument, match="outside"):
+                a.free(foreign)
+            assert allocated(host) == before
+
+    run(body())
+
+
 def test_affinity_policy_comes_from_the_config_and_can_be_overridden():
     async def body():
         cfg = config(AllocationMode.SHARED, agents=2, reserved_cpu=0)

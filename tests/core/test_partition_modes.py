@@ -213,6 +213,14 @@ def test_autosplit_with_no_agents_is_empty():
 
 
 @pytest.mark.parametrize("mode", list(AllocationMode))
+def test_an_agent_id_given_twice_is_a_config_error(mode):
+    twice = [AgentConfig(AgentId(i)) for i in ("a", "b", "a")]
+    with pytest.raises(ConfigError, match="given more than once") as exc:
+        ResourcePartitioner(node(), resource()).partition(twice, mode)
+    assert exc.value.agent == "a"
+
+
+@pytest.mark.parametrize("mode", list(AllocationMode))
 def test_partitioning_for_no_agents_is_a_config_error(mode):
     with pytest.raises(ConfigError, match="no agents") as exc:
         ResourcePartitioner(node(), resource()).partition([], mode)

@@ -18,10 +18,15 @@ from accelkit.allocmap.operations import MapOperations
 from accelkit.types import DeviceAllocation, SlotName
 
 
+def _overrides(m: MapOperations) -> bool:
+    """Whether ``m``'s class overrides allocate or free (those must always be called)."""
+    return type(m).allocate is not MapOperations.allocate or type(m).free is not MapOperations.free
+
+
 def install(m: MapOperations) -> None:
     """Give ``m`` specialised ``allocate`` and ``free`` if it is a one-device, one-slot map."""
     pools = list(m._pools.values())
-    if len(pools) != 1 or not pools[0].simple:
+    if _overrides(m) or len(pools) != 1 or not pools[0].simple:
         return
     pool = pools[0]
     slot, dev, units_of, free = pool.name, pool.ids[0], pool.units_of, pool.free

@@ -115,10 +115,27 @@ class AgentView:
         return {key: alloc for key, alloc in done if alloc}
 
     def free(self, allocation: Mapping[DeviceName, DeviceAllocation]) -> None:
-        """Release what :meth:`allocate` returned (mem first, accelerators last)."""
+        """Release what :meth:`allocate` returned (mem first, accelerators last).
+
+        All or nothing: every part is checked against the agent's masks first, and when a
+        map refuses its part, the parts already freed are taken back before the error is
+        raised, so a corrected retry cannot free another agent's share.
+        """
         contexts = [(key, self._context(key)) for key in reversed(allocation_order(allocation))]
         for key, ctx in contexts:
-            ctx.alloc_map.free(allocation[key])
+            ctx.alloc_to_devices(allocation[key])  # refuses devices outside the mask
+        freed: list[tuple[DeviceName, AbstractAgentContext]] = []
+        try:
+            for key, ctx in contexts:
+                ctx.alloc_map.free(allocation[key])
+                freed.append((key, ctx))
+        except BaseException:
+            for key, ctx in reversed(freed):
+                try:
+                    ctx.alloc_map.apply_allocation(allocation[key])
+                except Exception:  # taken meanwhile (SHARED mode): say so, keep the error
+                    log.exception("agent %s: restoring %s after a failed free", self.agent_id, key)
+            raise
 
     def _context(self, key: DeviceName) -> AbstractAgentContext:
         if (ctx := self.contexts.get(key)) is None:

@@ -146,6 +146,16 @@ class ResourcePartitioner:
 
     # -- the whole partition ---------------------------------------------------------------------
 
+    def _check_agents(self, agents: Sequence[AgentConfig]) -> None:
+        """At least one agent, each id once (the config loader checks this for files too)."""
+        if not agents:
+            msg = "there are no agents to give devices to"
+            raise ConfigError(msg, file=self.source, key="agents")
+        ids = [a.id for a in agents]
+        if duplicates := sorted({i for i in ids if ids.count(i) > 1}):
+            msg = f"agent id(s) {duplicates} given more than once"
+            raise ConfigError(msg, file=self.source, key="agents", agent=duplicates[0])
+
     def partition(
         self, agents: Sequence[AgentConfig], mode: AllocationMode | None = None
     ) -> PartitionResult:
@@ -158,9 +168,7 @@ class ResourcePartitioner:
         warning says so. MANUAL problems are raised together as
         :class:`~accelkit.errors.ConfigErrors`.
         """
-        if not agents:
-            msg = "there are no agents to give devices to"
-            raise ConfigError(msg, file=self.source, key="agents")
+        self._check_agents(agents)
         configured = mode or self.resource.allocation_mode
         applied = AllocationMode.SHARED if len(agents) == 1 else configured
         agent_ids = [a.id for a in agents]

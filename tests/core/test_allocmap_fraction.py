@@ -256,3 +256,15 @@ def test_grants_round_trip_through_free() -> None:
     for a in held:
         m.free(a)
     assert all(v == 0 for v in m.allocations[S].values())
+
+
+@pytest.mark.parametrize(
+    ("amount", "error"),
+    [("1E+3000000", InsufficientResource), ("1E-3000000", NotMultipleOfQuantum)],
+)
+def test_absurd_exponents_are_refused_without_exact_conversion(amount: str, error: type) -> None:
+    # the exact ratio of these amounts has millions of digits; refusing must not build it
+    m = FractionAllocMap(gpus(["1.0", "1.0"]), quantum_size=D("0.01"))
+    with pytest.raises(error):
+        m.allocate({S: D(amount)})
+    assert m.allocatable() == {S: D(2)}

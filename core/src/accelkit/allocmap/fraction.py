@@ -77,6 +77,10 @@ class FractionAllocMap(AbstractAllocMap):
         )
         self._fill = self._strategy is AllocationStrategy.FILL
         self._split = fraction_fill if self._fill else fraction_evenly
+        # one unit more than the largest pool holds: what any request beyond every capacity
+        # converts to, without building the exact ratio of an amount such as 1E+999999
+        self._beyond_capacity = max((p.total_cap for p in self._pools.values()), default=0) + 1
+        self._beyond_amount = _EXACT.multiply(Decimal(self._beyond_capacity), quantum)
 
     @property
     def quantum_size(self) -> Decimal:
@@ -104,6 +108,11 @@ class FractionAllocMap(AbstractAllocMap):
                 msg = f"slot {pool.name!r} is UNIQUE and takes whole amounts, not {amount}"
                 raise InvalidResourceArgument(msg)
             return units
+        if amount > self._beyond_amount:
+            return self._beyond_capacity  # refused as insufficient, whatever its exact value
+        if amount < self._quantum:  # below one quantum and above zero (zero is skipped)
+            msg = f"slot {pool.name!r}: {amount} is not a multiple of the quantum {self._quantum}"
+            raise NotMultipleOfQuantum(msg)
         n, d = amount.as_integer_ratio()
         units, rest = divmod(n * self._qd, d * self._qn)
         if rest:

@@ -262,6 +262,22 @@ def test_failing_phase_listener_during_teardown_does_not_skip_hooks():
     assert release.count == 1
 
 
+def test_failing_record_of_pre_terminate_does_not_skip_post_terminate():
+    journal = Journal()
+
+    def listener(plugin, phase):
+        if (plugin, phase) == ("cpu", WorkloadPhase.PRE_TERMINATE):
+            raise OSError("ledger unwritable")
+
+    driver, release = make(journal, on_phase=listener)
+    with pytest.raises(WorkloadError, match="ledger unwritable"):
+        run(full_life(driver))
+    assert all(journal.count(k, "pre_terminate") == 1 for k in KEYS)
+    assert all(journal.count(k, "post_terminate") == 1 for k in KEYS)
+    assert release.count == 1
+    assert driver.state is LifecycleState.DONE
+
+
 def test_failing_listener_in_pre_create_counts_as_a_failure_with_teardown():
     journal = Journal()
 

@@ -110,6 +110,7 @@ def test_a_valid_config_passes():
         (WorkloadConfig(mounts=[Mount("/a", "/t"), Mount("/b", "/t/")]), "appears twice"),
         (WorkloadConfig(extra_gids=[-1]), "extra_gids"),
         (WorkloadConfig(cpuset_cpus=[-1]), "cpuset_cpus"),
+        (WorkloadConfig(cpuset_cpus=()), "cpuset_cpus is empty"),
         (WorkloadConfig(cpuset_mems=[-2]), "cpuset_mems"),
         (WorkloadConfig(cdi_devices=["nvidia.com/gpu"]), "not a CDI device name"),
         (WorkloadConfig(cdi_devices=["gpu=0"]), "not a CDI device name"),

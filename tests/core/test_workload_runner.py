@@ -11,6 +11,7 @@ from decimal import Decimal
 import pytest
 
 from accelkit.config import load_host_config
+from accelkit.errors import WorkloadError
 from accelkit.host import PartitionHost
 from accelkit.types import AgentId, SlotName, WorkloadConfig
 from accelkit.workload.memlimit import LimitMethod, MemoryLimit, choose_memory_limit
@@ -164,3 +165,31 @@ def test_memory_limit_without_write_access_falls_back(tmp_path, monkeypatch):
     assert "not delegated" in chosen.reason
     assert not (root / "sys/fs/cgroup/user.slice/job/accelkit-w").exists()
     assert os.path.isdir(root / "sys/fs/cgroup/user.slice/job")
+
+
+def test_an_empty_cpu_set_is_refused_before_anything_runs(config, monkeypatch):
+    original = MockLifecycleHook.pre_create
+
+    async def pre_create(self):
+        base = await original(self)
+        return WorkloadConfig(env_vars=base.env_vars, cpuset_cpus=())
+
+    monkeypatch.setattr(MockLifecycleHook, "pre_create", pre_create)
+    steps: list[str] = []
+
+    async def main():
+        async with PartitionHost.open(config) as host:
+            with pytest.raises(WorkloadError, match="plugin 'cpu': cpuset_cpus is empty"):
+                await run_workload(
+                    host.bookkeeper,
+                    AgentId("agent-1"),
+                    {SlotName("cpu"): Decimal(1)},
+                    ["true"],
+                    checkpoint=steps.append,
+                )
+            return dict(host.agents[AgentId("agent-1")].contexts["cpu"].alloc_map.allocations)
+
+    allocations = asyncio.run(main())
+    assert "spawned" not in steps
+    assert all(not amount for per_device in allocations.values() for amount in per_device.values())
+    assert list((config.resource.state_dir / "ledger").glob("*.json")) == []

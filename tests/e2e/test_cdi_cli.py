@@ -96,3 +96,48 @@ def test_unknown_agent_and_bad_kind_exit_2(node):
     result = accelkit("cdi", "--config", str(node), "--agent", "agent-1", "--kind", "nokind")
     assert result.returncode == 2
     assert "not a CDI kind" in result.stderr
+
+
+def test_devices_whose_names_collide_get_unique_names(tmp_path):
+    (tmp_path / "devices.toml").write_text(
+        '[[kinds]]\nkey = "cuda"\n'
+        '[[kinds.devices]]\nid = "gpu 0"\n'
+        '[[kinds.devices]]\nid = "gpu-0"\n'
+        '[[kinds.devices]]\nid = "gpu-0-2"\n'
+    )
+    config = tmp_path / "host.toml"
+    config.write_text(
+        f'[resource]\nreserved-cpu = 0\nstate-dir = "{tmp_path / "state"}"\n'
+        '[plugins]\nallowed = ["mock"]\n[plugins.config.mock]\nconfig-file = "devices.toml"\n'
+    )
+    result = accelkit("cdi", "--config", str(config), "--agent", "agent-1")
+    assert result.returncode == 0, result.stderr
+    spec = json.loads(result.stdout)
+    jsonschema.validate(spec, SCHEMA)
+    edits = {d["name"]: d["containerEdits"]["env"] for d in spec["devices"]}
+    # the first keeps its name; the second takes the first suffix no other device's name uses
+    assert edits == {
+        "cuda-gpu-0": ["MOCK_CUDA_DEVICES=gpu 0"],
+        "cuda-gpu-0-3": ["MOCK_CUDA_DEVICES=gpu-0"],
+        "cuda-gpu-0-2": ["MOCK_CUDA_DEVICES=gpu-0-2"],
+        "all": ["MOCK_CUDA_DEVICES=gpu 0,gpu-0,gpu-0-2"],
+    }
+
+
+def test_an_output_directory_that_cannot_be_created_is_an_error_naming_it(node, tmp_path):
+    (tmp_path / "afile").write_text("")
+    out = tmp_path / "afile" / "cdi"
+    result = accelkit("cdi", "--config", str(node), "--agent", "agent-1", "--output", str(out))
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"error: cannot create the directory '{out}'")
+    assert "internal error" not in result.stderr
+
+
+def test_a_spec_that_cannot_be_written_is_an_error_and_leaves_no_temp_file(node, tmp_path):
+    out = tmp_path / "cdi"
+    (out / "accelkit.io-agent-1.json").mkdir(parents=True)  # in the way of the rename
+    result = accelkit("cdi", "--config", str(node), "--agent", "agent-1", "--output", str(out))
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"error: cannot write '{out / 'accelkit.io-agent-1.json'}'")
+    assert "internal error" not in result.stderr
+    assert [p.name for p in out.iterdir()] == ["accelkit.io-agent-1.json"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -111,6 +112,40 @@ def test_malformed_slots_are_usage_errors(node, slots, message):
     result = accelkit(node, "run", "--agent", "agent-1", "--slots", slots, "--", "true")
     assert result.returncode == 2
     assert message in result.stderr
+
+
+@pytest.mark.parametrize(
+    "amount", ["1e40", "1e999999", "1e-50", "0.0000000000000000000000000000001"]
+)
+def test_absurd_amounts_are_usage_errors(node, amount):
+    result = accelkit(node, "run", "--agent", "agent-1", "--slots", f"cpu={amount}", "--", "true")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error:")
+    assert f"'{amount}' is out of range" in result.stderr
+    assert "internal error" not in result.stderr
+    assert records(node) == []
+
+
+def test_a_request_beyond_28_digits_is_refused_with_its_amount_in_full(node):
+    amount = "1" + "0" * 29
+    result = accelkit(node, "run", "--agent", "agent-1", "--slots", f"cpu={amount}", "--", "true")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: cannot allocate on agent 'agent-1'")
+    assert f"requested {amount}," in result.stderr
+    assert "internal error" not in result.stderr
+    assert records(node) == []
+
+
+@pytest.mark.parametrize("grace", ["nan", "inf"])
+def test_a_grace_that_is_not_finite_is_a_usage_error(node, grace):
+    result = accelkit(
+        node, "run", "--agent", "agent-1", "--grace", grace, "--slots", "cpu=1", "--", "true"
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("error:")
+    assert "--grace" in result.stderr
+    assert "not a finite number" in result.stderr
+    assert records(node) == []
 
 
 def test_unknown_agent_and_unknown_slot_exit_2(node):
@@ -235,3 +270,71 @@ def test_run_is_listed_in_help():
     )
     assert result.returncode == 0
     assert "--slots" in result.stdout
+
+
+STUBBORN = """
+import os, signal, sys, time, pathlib
+out = pathlib.Path(sys.argv[1])
+def term(signum, frame):
+    (out / "term").write_text("1")  # stays: the run must wait out its grace period
+def interrupt(signum, frame):
+    (out / "int").write_text("1")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, term)
+signal.signal(signal.SIGINT, interrupt)
+(out / "pid").write_text(str(os.getpid()))
+while True:
+    time.sleep(1)
+"""
+
+LEADER = """
+import pathlib, subprocess, sys, time
+out = pathlib.Path(sys.argv[1])
+subprocess.Popen([sys.executable, "-c", sys.argv[2], str(out)])
+while not (out / "pid").exists():
+    time.sleep(0.02)
+"""
+
+
+def test_a_signal_during_teardown_is_forwarded_and_the_teardown_completes(node, tmp_path):
+    """The leader exits, leaving a process that outlives SIGTERM; SIGINT arrives meanwhile."""
+    out = tmp_path / "stubborn"
+    out.mkdir()
+    process = subprocess.Popen(
+        [
+            *ACCELKIT,
+            "run",
+            "--config",
+            str(node),
+            "--agent",
+            "agent-1",
+            "--slots",
+            "cuda.device=1,cpu=1",
+            "--grace",
+            "600",
+            "--",
+            sys.executable,
+            "-c",
+            LEADER,
+            str(out),
+            STUBBORN,
+        ],
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for(out / "term", process)  # the teardown is ending the tree
+        process.send_signal(signal.SIGINT)
+        _out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+        assert (out / "int").exists()  # forwarded to the workload, not aborting the teardown
+        assert records(node) == []
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        if (out / "pid").exists():
+            with contextlib.suppress(psutil.Error):
+                psutil.Process(int((out / "pid").read_text())).kill()

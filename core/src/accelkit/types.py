@@ -40,9 +40,13 @@ def to_decimal(value: Any) -> Decimal:
 
 
 def format_amount(value: Decimal) -> str:
-    """Render an amount in plain integer or fixed-point form (never exponent form)."""
-    if value == value.to_integral_value():
-        return str(value.quantize(Decimal(1)))
+    """Render an amount in plain integer or fixed-point form (never exponent form).
+
+    Every digit is kept, however many: ``format(…, "f")`` is exact, unlike a quantize under the
+    default 28-digit context. Trailing zeros after the point are dropped (``2.50`` → ``2.5``).
+    """
+    if not value.is_finite():
+        return str(value)
     text = format(value, "f")
     return text.rstrip("0").rstrip(".") if "." in text else text
 

@@ -13,6 +13,9 @@ from accelkit.allocmap.strategy import AllocationStrategy
 from accelkit.errors import InvalidResourceArgument
 from accelkit.types import DeviceId, DeviceSlotInfo, SlotType
 
+#: device capacities with this many digits are refused rather than converted
+_MAX_CAPACITY_DIGITS = 4000
+
 
 class DiscretePropertyAllocMap(AbstractAllocMap):
     """Alloc map whose amounts are whole numbers: COUNT and BYTES slots, and UNIQUE slots.
@@ -40,16 +43,28 @@ class DiscretePropertyAllocMap(AbstractAllocMap):
             strategy=strategy,
         )
         self._place_in = fill if self._strategy is AllocationStrategy.FILL else evenly
+        # one unit more than the largest pool holds (the pools share one conversion cache)
+        self._beyond_capacity = max((p.total_cap for p in self._pools.values()), default=0) + 1
 
     def _capacity_units(self, slot_type: SlotType, amount: Decimal) -> int:
         if slot_type is SlotType.UNIQUE:
             return 1 if amount > 0 else 0
+        if amount.adjusted() >= _MAX_CAPACITY_DIGITS:  # int() of it would take minutes
+            msg = f"a device capacity of {_MAX_CAPACITY_DIGITS} digits or more: {amount:e}"
+            raise InvalidResourceArgument(msg)
         return int(amount)
 
     def _conversion_kind(self, pool: SlotPool) -> str:
         return "whole"
 
     def _convert(self, pool: SlotPool, amount: Decimal) -> int:
+        if amount > self._beyond_capacity:
+            # More than any pool of the map holds: any count above every capacity is refused
+            # the same way, and int() of a huge amount such as 1e999999 would take minutes.
+            if amount != amount.to_integral_value():
+                msg = f"slot {pool.name!r} takes whole amounts, not {amount}"
+                raise InvalidResourceArgument(msg)
+            return self._beyond_capacity
         units = int(amount)
         if units != amount:
             msg = f"slot {pool.name!r} takes whole amounts, not {amount}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -29,18 +30,38 @@ async def _spec(config_path: Path | None, agent: str, kind: str | None) -> dict[
 
 
 def _write(directory: Path, spec: dict[str, Any]) -> Path:
-    """Write ``<vendor>-<class>.json`` atomically (temp file, fsync, rename)."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """Write ``<vendor>-<class>.json`` atomically (temp file, fsync, rename).
+
+    A directory that cannot be created or written to is a :class:`click.ClickException` naming
+    the path; no temp file is left behind.
+    """
     vendor, _, klass = spec["kind"].partition("/")
     path = directory / f"{vendor}-{klass}.json"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        msg = f"cannot create the directory {str(directory)!r}: {_reason(exc)}"
+        raise click.ClickException(msg) from exc
     temp = directory / f".{path.name}.tmp-{os.getpid()}"
-    with temp.open("w", encoding="utf-8") as stream:
-        json.dump(spec, stream, indent=2)
-        stream.write("\n")
-        stream.flush()
-        os.fsync(stream.fileno())
-    os.replace(temp, path)
+    try:
+        with temp.open("w", encoding="utf-8") as stream:
+            json.dump(spec, stream, indent=2)
+            stream.write("\n")
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        if isinstance(exc, OSError):
+            msg = f"cannot write {str(path)!r}: {_reason(exc)}"
+            raise click.ClickException(msg) from exc
+        raise
     return path
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
 
 
 def _check_kind(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:

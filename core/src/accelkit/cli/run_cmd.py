@@ -8,6 +8,7 @@ use it to kill the run at each step and check what reconciliation does.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import sys
 import time
@@ -25,6 +26,9 @@ from accelkit.workload.process_tree import become_subreaper
 from accelkit.workload.runner import run_workload
 
 PAUSE_ENV = "ACCELKIT_TEST_PAUSE_AT"
+#: amounts may have at most this many digits before, and after, the decimal point: far beyond any
+#: device's capacity, and small enough that converting them is instant
+MAX_AMOUNT_DIGITS = 30
 
 
 def parse_slots(text: str) -> dict[SlotName, Decimal]:
@@ -49,11 +53,38 @@ def parse_slots(text: str) -> dict[SlotName, Decimal]:
         if not amount.is_finite() or amount < 0:
             msg = f"slot {name!r}: amount must be a non-negative number, got {value!r}"
             raise click.BadParameter(msg, param_hint="--slots")
+        if not _within_bounds(amount):
+            msg = (
+                f"slot {name!r}: {value!r} is out of range (at most {MAX_AMOUNT_DIGITS} digits "
+                "before and after the decimal point)"
+            )
+            raise click.BadParameter(msg, param_hint="--slots")
         slots[SlotName(name)] = amount
     if not slots:
         msg = "no slot requested"
         raise click.BadParameter(msg, param_hint="--slots")
     return slots
+
+
+def _within_bounds(amount: Decimal) -> bool:
+    """Whether a finite ``amount`` has few enough digits (before and after the point)."""
+    if not amount:
+        return True
+    _sign, digits, exponent = amount.as_tuple()
+    if not isinstance(exponent, int):  # NaN or infinity
+        return False
+    significant = len(digits)
+    while significant > 1 and digits[significant - 1] == 0:  # 1.000 has no decimal places
+        significant -= 1
+        exponent += 1
+    return amount.adjusted() < MAX_AMOUNT_DIGITS and -exponent <= MAX_AMOUNT_DIGITS
+
+
+def _check_grace(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    if not math.isfinite(value):
+        msg = f"{value} is not a finite number of seconds"
+        raise click.BadParameter(msg)
+    return value
 
 
 def _checkpoint(name: str) -> None:
@@ -108,6 +139,7 @@ async def _run(
 @click.option(
     "--grace",
     type=click.FloatRange(min=0),
+    callback=_check_grace,
     default=5.0,
     show_default=True,
     help="Seconds between SIGTERM and SIGKILL when ending the process tree.",

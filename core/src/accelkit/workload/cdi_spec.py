@@ -5,12 +5,16 @@ limits CDI cannot express) becomes a CDI device named ``<plugin>-<device id>``: 
 runs ``pre_create`` for an allocation of that whole device, and the config it returns becomes the
 device's ``containerEdits``. A device named ``all`` carries the merged edits of every such device
 at once. Each hook whose ``pre_create`` ran gets its ``post_terminate``; nothing is booked.
+
+Characters a CDI name cannot hold become ``-``. When two devices end up with the same name
+(``gpu 0`` and ``gpu-0``), the later one in the plugins' listing order gets ``-2`` (``-3`` …)
+appended, a suffix no other device's name uses.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from accelkit.plugin import AbstractAgentContext
@@ -20,6 +24,8 @@ from accelkit.workload.render.cdi import cdi_device_name, render_cdi_spec
 
 #: plugins left out of CDI specs: what they configure is not a container edit
 NOT_CDI = frozenset({"cpu", "mem"})
+#: the device carrying every device's edits at once
+ALL = "all"
 _CLASS_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -49,18 +55,43 @@ async def agent_cdi_spec(
     agent_id: AgentId, contexts: Mapping[DeviceName, AbstractAgentContext], kind: str
 ) -> dict[str, Any]:
     """The CDI spec (a JSON object) of the agent's accelerator devices."""
-    devices = []
-    every: list[HookTarget] = []
+    listed: list[tuple[DeviceName, AbstractAgentContext, list[DeviceId]]] = []
     for key, ctx in contexts.items():
         if key in NOT_CDI:
             continue
         ids = [d.device_id for d in ctx.list_devices() if d.device_id in ctx.alloc_map.device_slots]
+        if ids:
+            listed.append((key, ctx, ids))
+    names = iter(unique_names([cdi_device_name(key, i) for key, _ctx, ids in listed for i in ids]))
+    devices = []
+    every: list[HookTarget] = []
+    for key, ctx, ids in listed:
         for device_id in ids:
             target = HookTarget(key, ctx, _whole(ctx, [device_id]))
-            name = cdi_device_name(key, device_id)
+            name = next(names)
             devices.append((name, await _edits(agent_id, f"cdi-{name}", [target])))
-        if ids:
-            every.append(HookTarget(key, ctx, _whole(ctx, ids)))
+        every.append(HookTarget(key, ctx, _whole(ctx, ids)))
     if every:
-        devices.append(("all", await _edits(agent_id, "cdi-all", every)))
+        devices.append((ALL, await _edits(agent_id, "cdi-all", every)))
     return render_cdi_spec(kind, devices)
+
+
+def unique_names(names: Sequence[str]) -> list[str]:
+    """``names`` made unique in order: a repeated name gets the first free ``-2``, ``-3`` …
+
+    A suffixed name never takes a name given in ``names`` or :data:`ALL`, so every device keeps
+    the same name however the others are suffixed.
+    """
+    taken = {ALL, *names}
+    seen: set[str] = set()
+    result = []
+    for name in names:
+        unique = name
+        if name in seen or name == ALL:
+            n = 2
+            while (unique := f"{name}-{n}") in taken:
+                n += 1
+            taken.add(unique)
+        seen.add(name)
+        result.append(unique)
+    return result

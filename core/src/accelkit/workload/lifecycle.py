@@ -10,8 +10,9 @@ Order and guarantees:
 * The caller creates the workload, then calls :meth:`~WorkloadLifecycle.post_create`. If creation
   fails, or ``post_create`` raises, the caller stops what exists and terminates.
 * Termination: :meth:`~WorkloadLifecycle.pre_terminate` (reverse order, only when the workload was
-  created; it cannot cancel, errors are kept), the caller stops the workload,
-  :meth:`~WorkloadLifecycle.post_terminate` (reverse order), then the allocation is released.
+  created; it cannot cancel; its errors, a failing ``on_phase`` listener's included, are kept),
+  the caller stops the workload, :meth:`~WorkloadLifecycle.post_terminate` (reverse order), then
+  the allocation is released.
   Both are idempotent: each hook whose ``pre_create`` succeeded gets exactly one
   ``post_terminate`` and the allocation is released exactly once, however the calls are repeated
   or interleaved with failures. Errors of the termination hooks are raised together at the end,
@@ -185,7 +186,7 @@ class WorkloadLifecycle:
                 log.warning("plugin %s: pre_terminate failed", key, exc_info=True)
                 self._errors.append(_annotated(exc, key, WorkloadPhase.PRE_TERMINATE))
                 continue
-            self._phase_done(key, WorkloadPhase.PRE_TERMINATE)
+            self._safe_phase_done(key, WorkloadPhase.PRE_TERMINATE)
         self._event(WorkloadPhase.PRE_TERMINATE)
 
     async def post_terminate(self) -> None:

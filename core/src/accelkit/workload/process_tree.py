@@ -2,8 +2,12 @@
 
 The launcher starts first, in a session of its own (so a terminal's Ctrl-C reaches only
 accelkit, which forwards it), and waits for its plan: its pid is the workload's leader pid before
-any hook runs. On Linux this process becomes a child subreaper, so descendants orphaned by the
-leader stay under it and :meth:`ProcessTree.end` can find and end every one of them.
+any hook runs, and the id of the workload's session and process group. On Linux this process
+becomes a child subreaper, so descendants orphaned by the leader stay under it and
+:meth:`ProcessTree.end` can find them. Only the workload's own processes are ended: those still in
+its session or process group, and their descendants. Other children of this process (other
+workloads, a plugin's helper processes) are left alone; so is a workload process that started a
+session of its own and was orphaned, since nothing tells it apart from them any more.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ class ProcessTree:
     def __init__(self, process: asyncio.subprocess.Process, plan_fd: int, status_fd: int) -> None:
         self.process = process
         self._plan_fd: int | None = plan_fd
-        self._status_fd = status_fd
+        self._status_fd: int | None = status_fd
         stamp = ProcessStamp.of(process.pid)
         if stamp is None:  # it cannot have exited: it waits for our plan
             msg = f"the launcher (pid {process.pid}) vanished before receiving its plan"
@@ -95,19 +99,27 @@ class ProcessTree:
             "cgroup_procs": str(cgroup / "cgroup.procs") if cgroup is not None else None,
         }
         self._send(json.dumps(body).encode())
+        status_fd, self._status_fd = self._status_fd, None
+        if status_fd is None:
+            msg = "the workload's launcher was already given its plan"
+            raise WorkloadError(msg)
         chunks = []
-        while chunk := os.read(self._status_fd, 65536):
-            chunks.append(chunk)
-        os.close(self._status_fd)
+        try:
+            while chunk := os.read(status_fd, 65536):
+                chunks.append(chunk)
+        finally:
+            os.close(status_fd)
         if chunks:
             msg = b"".join(chunks).decode(errors="replace")
             raise WorkloadError(msg)
 
     def abort(self) -> None:
-        """Make a launcher that has no plan yet exit without running anything."""
+        """Make a launcher that has no plan yet exit without running anything; else a no-op."""
         self._send(b"")
-        with contextlib.suppress(OSError):
-            os.close(self._status_fd)
+        status_fd, self._status_fd = self._status_fd, None
+        if status_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(status_fd)
 
     def _send(self, data: bytes) -> None:
         fd, self._plan_fd = self._plan_fd, None
@@ -149,7 +161,7 @@ class ProcessTree:
 
     def _end_rest(self, grace: float) -> None:
         # the leader is reaped by now; what is left are its descendants, adopted by us
-        procs = _descendants()
+        procs = self.members()
         self.signal(signal.SIGTERM)
         for proc in procs:
             with contextlib.suppress(psutil.Error):
@@ -161,8 +173,29 @@ class ProcessTree:
                 proc.kill()
         psutil.wait_procs(alive, timeout=grace)
 
+    def members(self) -> list[psutil.Process]:
+        """This workload's processes among our descendants, the leader aside.
 
-def _descendants() -> list[psutil.Process]:
+        Those in the leader's session or process group, and everything they started; never
+        another child of ours, such as another workload or a plugin's helper process.
+        """
+        found: dict[int, psutil.Process] = {}
+        for proc in _descendants(psutil.Process()):
+            if proc.pid in found or proc.pid == self.pid or not self._owns(proc.pid):
+                continue
+            found[proc.pid] = proc
+            for child in _descendants(proc):
+                found.setdefault(child.pid, child)
+        return list(found.values())
+
+    def _owns(self, pid: int) -> bool:
+        try:
+            return os.getsid(pid) == self.pid or os.getpgid(pid) == self.pid
+        except OSError:  # gone meanwhile
+            return False
+
+
+def _descendants(proc: psutil.Process) -> list[psutil.Process]:
     with contextlib.suppress(psutil.Error):
-        return psutil.Process().children(recursive=True)
+        return proc.children(recursive=True)
     return []

@@ -6,7 +6,10 @@ crash tests): ``booked`` (allocation recorded), ``pre_create:<plugin>`` per hook
 ``pre_terminate:<plugin>``, ``post_terminate:<plugin>``, ``released``.
 
 SIGINT and SIGTERM are forwarded to the workload's process group once the command runs; before
-that they abort the run cleanly. When the command exits, whatever it left running is ended too.
+that the first one aborts the run cleanly. When the command exits, whatever it left running is
+ended too. Once the teardown has begun nothing stops it half-way: signals are only forwarded (or,
+with no command running, ignored), and a cancellation of the run waits for the teardown to end —
+every hook gets its ``post_terminate`` and the allocation is released.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from decimal import Decimal
+from typing import TypeVar
 
 import attrs
 
@@ -24,23 +28,29 @@ from accelkit.events import WorkloadPhase
 from accelkit.types import AgentId, DeviceName, SlotName, Workload, WorkloadConfig
 from accelkit.workload.bookkeeper import Bookkeeper
 from accelkit.workload.lifecycle import WorkloadLifecycle
-from accelkit.workload.memlimit import choose_memory_limit
+from accelkit.workload.memlimit import LimitMethod, MemoryLimit, choose_memory_limit
 from accelkit.workload.process_tree import ProcessTree
 from accelkit.workload.render.process import render_process
 
 Checkpoint = Callable[[str], None]
 Echo = Callable[[str], None]
 EXIT_CANNOT_RUN = 127
+_T = TypeVar("_T")
 
 
 class _SignalRelay:
-    """Forwards SIGINT/SIGTERM to the tree once it runs; before that, cancels the run."""
+    """Forwards SIGINT/SIGTERM to the tree once it runs; before that, cancels the run once.
+
+    Once :attr:`protected` is set (the teardown has begun) a signal never cancels anything: it is
+    forwarded to the tree if one was started, else ignored.
+    """
 
     def __init__(self, task: asyncio.Task[int]) -> None:
         self.loop = asyncio.get_running_loop()
         self.task = task
         self.tree: ProcessTree | None = None
         self.received: int | None = None
+        self.protected = False
 
     def __enter__(self) -> _SignalRelay:
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -55,8 +65,29 @@ class _SignalRelay:
         if self.tree is not None:
             self.tree.signal(signum)
             return
+        if self.protected or self.received is not None:
+            return  # the run is already being torn down
         self.received = signum
         self.task.cancel()
+
+
+async def _to_the_end(step: Awaitable[_T]) -> _T:
+    """Await ``step`` to its end even when the caller is cancelled meanwhile.
+
+    A cancellation received while waiting is raised once ``step`` has finished, unless ``step``
+    itself failed: its error is raised then.
+    """
+    inner = asyncio.ensure_future(step)
+    cancelled = False
+    while not inner.done():
+        try:
+            await asyncio.wait((inner,))  # unlike awaiting it, never cancels it
+        except asyncio.CancelledError:
+            cancelled = True
+    result = inner.result()
+    if cancelled:
+        raise asyncio.CancelledError
+    return result
 
 
 async def run_workload(
@@ -129,16 +160,17 @@ class _Run:
         config: WorkloadConfig,
         argv: Sequence[str],
     ) -> int:
-        plan = render_process(config, os.environ)
-        memory = choose_memory_limit(plan.memory_limit, driver.workload.id)
-        if plan.cpu_affinity is not None:
-            self.echo(f"cpu affinity {list(plan.cpu_affinity)}")
-        if memory.limit is not None:
-            self.echo(memory.description)
-        for note in plan.notes:
-            self.echo(note)
         status = EXIT_CANNOT_RUN
+        memory = MemoryLimit(LimitMethod.NONE)
         try:
+            plan = render_process(config, os.environ)
+            memory = choose_memory_limit(plan.memory_limit, driver.workload.id)
+            if plan.cpu_affinity is not None:
+                self.echo(f"cpu affinity {list(plan.cpu_affinity)}")
+            if memory.limit is not None:
+                self.echo(memory.description)
+            for note in plan.notes:
+                self.echo(note)
             try:
                 tree.launch(argv, plan, memory)
             except WorkloadError as exc:
@@ -150,16 +182,32 @@ class _Run:
             await driver.post_create()
             self.checkpoint("running")
             status = await tree.wait()
-            self.relay.tree = None
             self.checkpoint("exited")
         finally:
-            self.relay.tree = None
-            await driver.pre_terminate()
-            await tree.end(self.grace)
-            memory.remove()
+            self.relay.protected = True
+            await _to_the_end(self.teardown(tree, driver, memory))
+        self.checkpoint("released")
+        return status
+
+    async def teardown(
+        self, tree: ProcessTree, driver: WorkloadLifecycle, memory: MemoryLimit
+    ) -> None:
+        """pre_terminate, end the tree, remove its cgroup, post_terminate and release.
+
+        Each step runs even when an earlier one failed; a failure is raised once the later steps
+        have run.
+        """
+        try:
+            try:
+                try:
+                    await driver.pre_terminate()
+                finally:
+                    tree.abort()  # a launcher still waiting for its plan exits without running
+                    await tree.end(self.grace)
+            finally:
+                memory.remove()
+        finally:
             try:
                 await driver.post_terminate()
             except WorkloadError as exc:
                 self.echo(f"warning: {exc}")
-        self.checkpoint("released")
-        return status

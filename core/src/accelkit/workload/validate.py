@@ -2,7 +2,8 @@
 
 A hook's :class:`~accelkit.types.WorkloadConfig` ends up in environment blocks, ``resource.txt``
 lines, Docker bodies and CDI specs, so text that would break any of them is refused here:
-names and values with NUL or newline, relative or duplicate mount targets, negative ids.
+names and values with NUL or newline, relative or duplicate mount targets, negative ids, an empty
+CPU set.
 Every problem raises :class:`~accelkit.errors.WorkloadError` naming the plugin and the field.
 """
 
@@ -70,6 +71,9 @@ def validate_config(plugin: str, config: WorkloadConfig) -> None:
     _check_mapping(plugin, "resource data", config.resource_data)
     _check_mounts(plugin, config)
     _check_ids(plugin, "extra_gids", config.extra_gids)
+    if config.cpuset_cpus is not None and not config.cpuset_cpus:
+        msg = f"plugin {plugin!r}: cpuset_cpus is empty (None means any CPU; a process needs one)"
+        raise WorkloadError(msg)
     _check_ids(plugin, "cpuset_cpus", config.cpuset_cpus)
     _check_ids(plugin, "cpuset_mems", config.cpuset_mems)
     for name in config.cdi_devices:

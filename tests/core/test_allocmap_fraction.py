@@ -268,3 +268,13 @@ def test_absurd_exponents_are_refused_without_exact_conversion(amount: str, erro
     with pytest.raises(error):
         m.allocate({S: D(amount)})
     assert m.allocatable() == {S: D(2)}
+
+
+def test_an_absurd_unique_request_is_refused_without_converting_it() -> None:
+    slots = {
+        DeviceId("mig0"): DeviceSlotInfo(SlotType.UNIQUE, SlotName("cuda.mig-1g.10gb"), D(1)),
+    }
+    m = FractionAllocMap(slots, quantum_size=D("0.01"))
+    with pytest.raises(InvalidResourceArgument, match="UNIQUE"):
+        m.allocate({SlotName("cuda.mig-1g.10gb"): D("1E+999999")})
+    assert m.allocate({SlotName("cuda.mig-1g.10gb"): D(1)}) == {"cuda.mig-1g.10gb": {"mig0": D(1)}}

@@ -27,6 +27,8 @@ from accelkit.errors import (
 from accelkit.types import DeviceId, DeviceSlotInfo, SlotType, format_amount, to_decimal
 
 # Products of a unit count and the quantum must never round.
+#: amounts of more digits than this before the point are not converted exactly
+_ABSURD_DIGITS = 30
 _EXACT = decimal.Context(prec=decimal.MAX_PREC, traps=[decimal.Inexact, decimal.InvalidOperation])
 
 
@@ -77,8 +79,7 @@ class FractionAllocMap(AbstractAllocMap):
         )
         self._fill = self._strategy is AllocationStrategy.FILL
         self._split = fraction_fill if self._fill else fraction_evenly
-        # one unit more than the largest pool holds: what any request beyond every capacity
-        # converts to, without building the exact ratio of an amount such as 1E+999999
+        # one unit more than the largest pool holds: what an absurd request converts to
         self._beyond_capacity = max((p.total_cap for p in self._pools.values()), default=0) + 1
         self._beyond_amount = _EXACT.multiply(Decimal(self._beyond_capacity), quantum)
 
@@ -103,13 +104,15 @@ class FractionAllocMap(AbstractAllocMap):
 
     def _convert(self, pool: SlotPool, amount: Decimal) -> int:
         if pool.unique:
-            units = int(amount)
+            units = int(amount) if amount.adjusted() <= _ABSURD_DIGITS else -1
             if units != amount:
                 msg = f"slot {pool.name!r} is UNIQUE and takes whole amounts, not {amount}"
                 raise InvalidResourceArgument(msg)
             return units
-        if amount > self._beyond_amount:
-            return self._beyond_capacity  # refused as insufficient, whatever its exact value
+        if amount.adjusted() > _ABSURD_DIGITS and amount > self._beyond_amount:
+            # beyond every capacity by dozens of digits: refused as insufficient without
+            # building the exact ratio of an amount such as 1E+999999
+            return self._beyond_capacity
         if amount < self._quantum:  # below one quantum and above zero (zero is skipped)
             msg = f"slot {pool.name!r}: {amount} is not a multiple of the quantum {self._quantum}"
             raise NotMultipleOfQuantum(msg)

@@ -19,14 +19,38 @@ config-file = "devices.toml"
 """
 
 
+def mock_devices(*, cpus: int = 0, mem: str | None = None, gpus: int = 0) -> str:
+    """A mock device file: cores ``"0"…``, one memory ``root``, GPUs ``cuda0…``, NUMA node 0."""
+    lines: list[str] = []
+    if cpus:
+        lines += ["[[kinds]]", 'key = "cpu"']
+        for i in range(cpus):
+            lines += ["[[kinds.devices]]", f'id = "{i}"', "numa-node = 0"]
+    if mem is not None:
+        lines += [
+            "[[kinds]]",
+            'key = "mem"',
+            "[[kinds.devices]]",
+            'id = "root"',
+            f'memory = "{mem}"',
+        ]
+    if gpus:
+        lines += ["[[kinds]]", 'key = "cuda"']
+        for i in range(gpus):
+            lines += ["[[kinds.devices]]", f'id = "cuda{i}"', "numa-node = 0"]
+    return "\n".join(lines) + "\n"
+
+
 @pytest.fixture
-def mock_node(tmp_path: Path) -> Callable[[str], Path]:
+def mock_node(tmp_path: Path) -> Callable[..., Path]:
     """Write a node of mock devices (nothing reserved, its ledger under ``tmp_path``).
 
-    Call it with the mock device file's TOML; it returns the host config's path.
+    Call it with ``cpus=``, ``mem=`` and ``gpus=`` (see :func:`mock_devices`); it returns the
+    host config's path.
     """
 
-    def write(devices: str) -> Path:
+    def write(*, cpus: int = 0, mem: str | None = None, gpus: int = 0) -> Path:
+        devices = mock_devices(cpus=cpus, mem=mem, gpus=gpus)
         (tmp_path / "devices.toml").write_text(devices)
         config = tmp_path / "host.toml"
         config.write_text(_HOST.format(state=tmp_path / "state"))

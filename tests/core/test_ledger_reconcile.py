@@ -18,32 +18,6 @@ from accelkit.workload.bookkeeper import Bookkeeper
 from accelkit.workload.reconcile import Liveness, Reconciler
 from accelkit_mock.plugin import MockLifecycleHook
 
-DEVICES = """
-[[kinds]]
-key = "cpu"
-[[kinds.devices]]
-id = "0"
-numa-node = 0
-[[kinds.devices]]
-id = "1"
-numa-node = 0
-
-[[kinds]]
-key = "mem"
-[[kinds.devices]]
-id = "root"
-memory = "4G"
-
-[[kinds]]
-key = "cuda"
-[[kinds.devices]]
-id = "cuda0"
-numa-node = 0
-[[kinds.devices]]
-id = "cuda1"
-numa-node = 0
-"""
-
 AGENT = AgentId("agent-1")
 CUDA = DeviceName("cuda")
 SLOTS = {
@@ -57,7 +31,7 @@ ALIVE = ProcessStamp.of(os.getpid())
 
 @pytest.fixture
 def config(mock_node):
-    return load_host_config(mock_node(DEVICES))
+    return load_host_config(mock_node(cpus=2, mem="4G", gpus=2))
 
 
 def with_host(config, body):

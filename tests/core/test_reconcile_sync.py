@@ -22,26 +22,6 @@ from accelkit.workload.bookkeeper import Bookkeeper
 from accelkit.workload.reconcile import liveness_of
 from accelkit_mock.plugin import MockLifecycleHook
 
-DEVICES = """
-[[kinds]]
-key = "cpu"
-[[kinds.devices]]
-id = "0"
-numa-node = 0
-[[kinds.devices]]
-id = "1"
-numa-node = 0
-
-[[kinds]]
-key = "cuda"
-[[kinds.devices]]
-id = "cuda0"
-numa-node = 0
-[[kinds.devices]]
-id = "cuda1"
-numa-node = 0
-"""
-
 AGENT = AgentId("agent-1")
 CUDA = DeviceName("cuda")
 ONE_GPU = {SlotName("cuda.device"): Decimal(1)}
@@ -50,7 +30,7 @@ DEAD = ProcessStamp(os.getpid(), "1")  # our pid with another start time: a gone
 
 @pytest.fixture
 def config(mock_node):
-    return load_host_config(mock_node(DEVICES))
+    return load_host_config(mock_node(cpus=2, gpus=2))
 
 
 @pytest.fixture

@@ -18,20 +18,6 @@ from accelkit.workload.memlimit import LimitMethod, MemoryLimit, choose_memory_l
 from accelkit.workload.runner import run_workload
 from accelkit_mock.plugin import MockLifecycleHook
 
-DEVICES = """
-[[kinds]]
-key = "cpu"
-[[kinds.devices]]
-id = "0"
-numa-node = 0
-
-[[kinds]]
-key = "mem"
-[[kinds.devices]]
-id = "root"
-memory = "4G"
-"""
-
 PROBE = """
 import json, os, resource, sys
 print(json.dumps({"cpus": sorted(os.sched_getaffinity(0)),
@@ -42,7 +28,7 @@ print(json.dumps({"cpus": sorted(os.sched_getaffinity(0)),
 
 @pytest.fixture
 def config(mock_node):
-    return load_host_config(mock_node(DEVICES))
+    return load_host_config(mock_node(cpus=1, mem="4G"))
 
 
 def test_affinity_and_memory_limit_reach_the_command(config, monkeypatch, tmp_path, capfd):

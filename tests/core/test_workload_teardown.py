@@ -23,23 +23,6 @@ from accelkit.workload import runner
 from accelkit.workload.process_tree import become_subreaper
 from accelkit.workload.runner import run_workload
 
-DEVICES = """
-[[kinds]]
-key = "cpu"
-[[kinds.devices]]
-id = "0"
-numa-node = 0
-[[kinds.devices]]
-id = "1"
-numa-node = 0
-
-[[kinds]]
-key = "cuda"
-[[kinds.devices]]
-id = "cuda0"
-numa-node = 0
-"""
-
 SLOTS = {SlotName("cpu"): Decimal(1), SlotName("cuda.device"): Decimal(1)}
 TEARDOWN = [  # the reverse of the allocation order
     "pre_terminate:cpu",
@@ -51,7 +34,7 @@ TEARDOWN = [  # the reverse of the allocation order
 
 @pytest.fixture
 def config(mock_node):
-    return load_host_config(mock_node(DEVICES))
+    return load_host_config(mock_node(cpus=2, gpus=1))
 
 
 @pytest.fixture

@@ -15,33 +15,10 @@ import pytest
 
 ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 
-DEVICES = """
-[[kinds]]
-key = "cpu"
-[[kinds.devices]]
-id = "0"
-numa-node = 0
-[[kinds.devices]]
-id = "1"
-numa-node = 0
-
-[[kinds]]
-key = "mem"
-[[kinds.devices]]
-id = "root"
-memory = "4G"
-
-[[kinds]]
-key = "cuda"
-[[kinds.devices]]
-id = "cuda0"
-numa-node = 0
-"""
-
 
 @pytest.fixture
 def node(mock_node) -> Path:
-    return mock_node(DEVICES)
+    return mock_node(cpus=2, mem="4G", gpus=1)
 
 
 def env() -> dict[str, str]:

@@ -27,30 +27,10 @@ ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 SLOTS = "cuda.device=1,cpu=1,mem=1G"
 ORDER = ("cuda", "cpu", "mem")
 
-DEVICES = """
-[[kinds]]
-key = "cpu"
-[[kinds.devices]]
-id = "0"
-numa-node = 0
-
-[[kinds]]
-key = "mem"
-[[kinds.devices]]
-id = "root"
-memory = "1G"
-
-[[kinds]]
-key = "cuda"
-[[kinds.devices]]
-id = "cuda0"
-numa-node = 0
-"""
-
 
 @pytest.fixture
 def node(mock_node) -> Path:
-    return mock_node(DEVICES)
+    return mock_node(cpus=1, mem="1G", gpus=1)
 
 
 def env(**extra: str) -> dict[str, str]:

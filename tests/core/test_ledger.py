@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from decimal import Decimal
+from pathlib import Path
 
 import psutil
 import pytest
@@ -314,3 +315,23 @@ def test_stamps_of_exited_and_zombie_processes_are_not_running():
 def test_stamps_refuse_malformed_start_times(start):
     with pytest.raises(ValueError, match="start time"):
         ProcessStamp(1, start)
+
+
+def test_a_record_that_cannot_be_read_now_is_never_set_aside(tmp_path, monkeypatch):
+    # an I/O or permission error is not the record's fault: hiding it would free its devices
+    ledger = Ledger(tmp_path)
+    ledger.write(record(workload="pid:7"))
+    path = ledger.path_of("agent-1", "pid:7")
+    real = Path.read_bytes
+
+    def failing(self):
+        if self == path:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", failing)
+    with pytest.raises(ConfigError, match="cannot read the ledger record") as exc:
+        ledger.scan()
+    assert exc.value.key == "resource.state-dir"
+    monkeypatch.undo()
+    assert list(ledger.scan().records) == [(AgentId("agent-1"), "pid:7")]

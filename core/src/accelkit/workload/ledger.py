@@ -207,10 +207,17 @@ class Ledger:
 
     def _read(self, path: Path) -> LedgerRecord:
         try:
-            data = json.loads(path.read_bytes().decode("utf-8"))
+            raw = path.read_bytes()
         except FileNotFoundError:
             raise
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
+        except OSError as exc:
+            # not the record's fault (permissions, I/O, no file descriptors): moving it aside
+            # would hide a live allocation, so refuse to go on instead
+            msg = f"cannot read the ledger record {str(path)!r}: {exc.strerror or exc}"
+            raise ConfigError(msg, file=self.source, key="resource.state-dir") from exc
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
             msg = f"unreadable ({type(exc).__name__}: {exc})"
             raise LedgerFormatError(msg) from None
         record = LedgerRecord.from_json(data)

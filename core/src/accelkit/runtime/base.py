@@ -1,0 +1,144 @@
+"""The runtime interface: what contains a workload and can always stop it (DESIGN §14).
+
+A runtime turns a booked workload whose hooks have run into something running, and answers for
+it until it is gone. The steps are split so that the ledger can record what identifies the
+workload *before* any of the user's code runs:
+
+1. :meth:`Runtime.new_workload` gives the workload its identity before anything is booked (the
+   process runtime parks a leader process and names the workload ``pid:<n>``; the docker
+   runtime picks a container name);
+2. :meth:`Runtime.create` contains it (cgroups made and limited, container created) and returns
+   the :class:`WorkloadHandle` the ledger records;
+3. :meth:`Runtime.start` lets the user's command run;
+4. :meth:`Runtime.wait`, :meth:`Runtime.signal` and :meth:`Runtime.stop` while it runs;
+   :meth:`Runtime.is_alive` and :meth:`Runtime.adopt` from any later process (reconciliation,
+   ``accelkit release``), through the recorded handle alone.
+
+:meth:`Runtime.discard` gives up a workload that never started (a hook refused it, say).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from typing import ClassVar
+
+import attrs
+
+from accelkit.errors import WorkloadError
+from accelkit.types import AgentId, Workload, WorkloadConfig, WorkloadType
+
+
+class RuntimeUnavailable(WorkloadError):
+    """The runtime cannot be used here (no engine, no cgroup access, no such image)."""
+
+
+def _str_map(value: Mapping[str, str]) -> Mapping[str, str]:
+    return {str(k): str(v) for k, v in value.items()}
+
+
+@attrs.frozen
+class WorkloadHandle:
+    """What identifies a workload in its runtime; the ledger records it as plain strings.
+
+    ``ident`` is the process runtime's cgroup path and the docker runtime's container id;
+    ``details`` holds what else a later process needs to find it (per-controller directories,
+    the engine's address) and what ``accelkit status`` shows.
+    """
+
+    runtime: str
+    ident: str
+    details: Mapping[str, str] = attrs.field(factory=dict, converter=_str_map)
+
+    def to_json(self) -> dict[str, object]:
+        """Plain JSON for the ledger."""
+        return {"runtime": self.runtime, "ident": self.ident, "details": dict(self.details)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> WorkloadHandle:
+        """The inverse of :meth:`to_json`; ``ValueError`` on anything else."""
+        runtime, ident, details = data.get("runtime"), data.get("ident"), data.get("details", {})
+        if not isinstance(runtime, str) or not runtime or not isinstance(ident, str):
+            msg = f"malformed workload handle: {data!r}"
+            raise ValueError(msg)
+        if not isinstance(details, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in details.items()
+        ):
+            msg = f"malformed workload handle details: {details!r}"
+            raise ValueError(msg)
+        return cls(runtime, ident, details)
+
+
+@attrs.frozen
+class LaunchSpec:
+    """Everything a runtime needs to create one workload.
+
+    ``config`` is the merged :class:`~accelkit.types.WorkloadConfig` of the hooks; each runtime
+    renders it its own way. ``node_device_nodes`` are the accelerator device nodes of the whole
+    node: a runtime that can deny device access denies those not among the config's DEVICE
+    mounts. ``memory_limit_required`` is false when the operator accepted a run without one
+    (``--no-memory-limit``).
+    """
+
+    agent_id: AgentId
+    workload: Workload
+    argv: tuple[str, ...] = attrs.field(converter=tuple)
+    config: WorkloadConfig = attrs.field(factory=WorkloadConfig)
+    base_env: Mapping[str, str] = attrs.field(factory=dict, converter=_str_map)
+    ledger_key: str = ""
+    image: str | None = None
+    node_device_nodes: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+    memory_limit_required: bool = True
+
+
+class Runtime(abc.ABC):
+    """Contains workloads of one kind; see the module docstring for the order of the calls."""
+
+    #: the name recorded in the ledger and given to ``accelkit run --runtime``
+    name: ClassVar[str]
+    #: the type of the workloads it runs
+    workload_type: ClassVar[WorkloadType]
+
+    @abc.abstractmethod
+    async def new_workload(self, agent_id: AgentId) -> Workload:
+        """A new workload's identity, before anything is booked for it."""
+
+    @abc.abstractmethod
+    async def create(self, spec: LaunchSpec) -> WorkloadHandle:
+        """Contain the workload (nothing of the user's runs yet); raise ``RuntimeUnavailable``."""
+
+    @abc.abstractmethod
+    async def start(self, handle: WorkloadHandle) -> None:
+        """Let the workload's command run."""
+
+    @abc.abstractmethod
+    async def wait(self, handle: WorkloadHandle) -> int:
+        """Wait until the workload is gone; its shell-style exit status (128 + N for signal N)."""
+
+    @abc.abstractmethod
+    async def signal(self, handle: WorkloadHandle, signum: int) -> None:
+        """Send ``signum`` to every process of the workload."""
+
+    @abc.abstractmethod
+    async def stop(self, handle: WorkloadHandle, grace: float) -> None:
+        """SIGTERM everything, SIGKILL what outlives ``grace`` seconds, then remove what the
+        runtime made (cgroups, the container). Idempotent; returns when nothing is left."""
+
+    @abc.abstractmethod
+    async def discard(self, workload: Workload, handle: WorkloadHandle | None) -> None:
+        """Give up a workload that never started; idempotent."""
+
+    @abc.abstractmethod
+    async def is_alive(self, handle: WorkloadHandle) -> bool | None:
+        """Whether anything of the workload still runs; ``None`` when it cannot be told."""
+
+    async def adopt(self, handle: WorkloadHandle) -> bool:
+        """Take over a workload recorded by another (dead) process; ``False`` when it is gone."""
+        return bool(await self.is_alive(handle))
+
+    def describe(self, handle: WorkloadHandle) -> list[str]:
+        """Lines for ``accelkit run -v`` and ``accelkit status``: what contains the workload."""
+        return [f"{self.name} {handle.ident}"]
+
+    async def close(self) -> None:  # noqa: B027 - optional: most runtimes hold nothing
+        """Release what the runtime holds (engine connections)."""

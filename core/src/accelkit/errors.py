@@ -56,6 +56,10 @@ class PluginContractError(PluginError):
     """A plugin breaks the interface contract (duplicate key, unprefixed slot, ...)."""
 
 
+class PluginTimeout(PluginError):
+    """A call into a plugin did not return within its time limit (DESIGN §4)."""
+
+
 class ResourceError(AccelkitError):
     """An allocation request cannot be honoured; nothing was changed."""
 

@@ -1,0 +1,11 @@
+"""The runtimes a node offers, by name (``accelkit run --runtime NAME``)."""
+
+from __future__ import annotations
+
+from accelkit.runtime.base import Runtime
+
+
+def default_runtimes() -> dict[str, Runtime]:
+    """The runtimes shipped with accelkit, ready to use; built on demand, nothing starts yet."""
+    runtimes: dict[str, Runtime] = {}
+    return runtimes

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -331,3 +332,18 @@ def test_plain_agent_ids_are_accepted(tmp_path, agent_id):
     path = tmp_path / "host.toml"
     path.write_text(f'[[agents]]\nagent = {{ id = "{agent_id}" }}\n')
     assert load_host_config(path).agent_ids == (agent_id,)
+
+
+def test_plugin_call_and_hook_timeouts(tmp_path):
+    config = load(tmp_path, '[plugins]\ncall-timeout = 2.5\nhook-timeout = "90"\n')
+    assert config.plugins.call_timeout == Decimal("2.5")
+    assert config.plugins.hook_timeout == Decimal(90)
+    defaults = load(tmp_path, "")
+    assert (defaults.plugins.call_timeout, defaults.plugins.hook_timeout) == (30, 60)
+
+
+@pytest.mark.parametrize("value", ["0", "-1", '"nan"', '"soon"', "true", "1e9", "[1]"])
+def test_a_bad_timeout_names_its_key(tmp_path, value):
+    error = one_problem(tmp_path, f"[plugins]\ncall-timeout = {value}\n")
+    assert error.key == "plugins.call-timeout"
+    assert "seconds" in error.message

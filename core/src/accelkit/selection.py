@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 import attrs
@@ -39,6 +40,10 @@ class PluginSelection:
     disabled: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
     strict: bool = False
     configs: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict, converter=_configs)
+    #: seconds a call into a plugin may take (``call-timeout``, DESIGN §4)
+    call_timeout: Decimal = Decimal(30)
+    #: seconds a lifecycle hook may take (``hook-timeout``)
+    hook_timeout: Decimal = Decimal(60)
 
     def with_environment(self, environ: Mapping[str, str] | None = None) -> PluginSelection:
         """Apply ``ACCELKIT_DISABLE_PLUGINS=a,b`` and ``ACCELKIT_STRICT_PLUGINS=1``."""

@@ -10,6 +10,7 @@ import enum
 import re
 import tomllib
 from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -37,7 +38,9 @@ _RESOURCE_KEYS = frozenset(
         "state-dir",
     }
 )
-_PLUGINS_KEYS = frozenset({"allowed", "blocked", "strict", "config"})
+_PLUGINS_KEYS = frozenset(
+    {"allowed", "blocked", "strict", "config", "call-timeout", "hook-timeout"}
+)
 _AGENT_KEYS = frozenset({"agent", "resource"})
 _AGENT_ID_KEYS = frozenset({"id"})
 _AGENT_RESOURCE_KEYS = frozenset({"cpu", "mem", "devices"})
@@ -188,7 +191,37 @@ def _plugins(problems: _Problems, raw: Any, base: Path | None) -> PluginSelectio
             problems.add(f"plugins.config.{name}", "expected a table")
             continue
         configs[name] = _plugin_config(section, base)
-    return PluginSelection(allowed=allowed, blocked=blocked, strict=strict, configs=configs)
+    defaults = PluginSelection()
+    return PluginSelection(
+        allowed=allowed,
+        blocked=blocked,
+        strict=strict,
+        configs=configs,
+        call_timeout=_seconds(problems, table, "call-timeout", defaults.call_timeout),
+        hook_timeout=_seconds(problems, table, "hook-timeout", defaults.hook_timeout),
+    )
+
+
+#: a time limit beyond a day is a typo, not a wish
+_MAX_SECONDS = Decimal(86400)
+
+
+def _seconds(problems: _Problems, table: Mapping[str, Any], key: str, default: Decimal) -> Decimal:
+    """A positive number of seconds (``plugins.call-timeout`` = 30 or "2.5")."""
+    if key not in table:
+        return default
+    value = table[key]
+    try:
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise InvalidOperation
+        seconds = Decimal(str(value))
+    except InvalidOperation:
+        problems.add(f"plugins.{key}", f"expected a number of seconds, got {value!r}")
+        return default
+    if not seconds.is_finite() or not 0 < seconds <= _MAX_SECONDS:
+        problems.add(f"plugins.{key}", f"expected seconds between 0 and 86400, got {value!r}")
+        return default
+    return seconds
 
 
 def _agent_resources(problems: _Problems, raw: Any, key: str, agent: str) -> AgentResources:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -58,7 +59,9 @@ def test_plugins_json_lists_the_shipped_plugins_from_package_metadata():
     assert {"cpu", "mem", "cuda", "mock"} <= records.keys()
     for name in ("cpu", "mem", "cuda", "mock"):
         assert records[name]["distribution"] == f"accelkit-{name}"
-        assert records[name]["version"] == "0.1.0"
+        # the single version source of each distribution, as its metadata reports it
+        about = importlib.import_module(f"accelkit_{name}.__about__")
+        assert records[name]["version"] == about.__version__
         assert set(records[name]) == {"name", "distribution", "version", "status", "error"}
     assert records["mock"]["status"] == "loaded"
 

@@ -1,21 +1,15 @@
-"""accelkit: a compute-plugin framework for machines that run AI workloads."""
+"""accelkit: a compute-plugin framework for machines that run AI workloads.
+
+Plugin authors need only what this package exports (:data:`hookimpl`,
+:data:`PLUGIN_API_VERSION`) and the stable modules :mod:`accelkit.plugin`,
+:mod:`accelkit.types`, :mod:`accelkit.errors`, :mod:`accelkit.hookspecs` and
+:mod:`accelkit.testing`; see the stability policy in the documentation.
+"""
 
 from __future__ import annotations
 
+from accelkit.__about__ import __version__
+from accelkit.apiversion import PLUGIN_API_VERSION
 from accelkit.hookspecs import hookimpl
 
-__all__ = ["__version__", "hookimpl"]
-
-
-def __getattr__(name: str) -> str:
-    # the version is read from package metadata only when asked for: importing
-    # importlib.metadata costs start-up time on every `accelkit` command
-    if name == "__version__":
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            return version("accelkit")
-        except PackageNotFoundError:  # running from a source tree without installing
-            return "0.0.0"
-    msg = f"module 'accelkit' has no attribute {name!r}"
-    raise AttributeError(msg)
+__all__ = ["PLUGIN_API_VERSION", "__version__", "hookimpl"]

@@ -16,6 +16,7 @@ from typing import Any
 import pluggy
 
 from accelkit import hookspecs
+from accelkit.apiversion import check_api_version
 from accelkit.errors import PluginContractError, PluginLoadError, PluginUnavailable
 from accelkit.events import WorkloadEvent
 from accelkit.plugin import AbstractComputePlugin
@@ -25,6 +26,7 @@ from accelkit.registry import (
     PluginStatus,
     check_plugin_object,
     check_slots,
+    origin,
 )
 from accelkit.selection import PluginSelection
 
@@ -46,6 +48,14 @@ def _call(impl: pluggy.HookImpl, **kwargs: Any) -> Any:
 def _describe(exc: BaseException) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _warn_api_version(record: PluginRecord, plugin: AbstractComputePlugin) -> None:
+    """Refuse a plugin of another major API version (raises); note a newer minor one."""
+    if (warning := check_api_version(plugin, origin(record, plugin))) is None:
+        return
+    log.warning("%s", warning)
+    record.error = record.error or warning  # `accelkit plugins` shows it beside "loaded"
 
 
 class PluginLoader:
@@ -132,6 +142,8 @@ class PluginLoader:
             try:
                 produced = _call(impl, config=config)
                 plugins = [check_plugin_object(record, p) for p in produced or ()]
+                for plugin in plugins:
+                    _warn_api_version(record, plugin)
                 for plugin in plugins:
                     check_slots(
                         record,

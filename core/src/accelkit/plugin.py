@@ -2,7 +2,11 @@
 
 A plugin author subclasses :class:`AbstractComputePlugin` and :class:`AbstractLifecycleHook`;
 :class:`MaskedAgentContext` already confines every call to the agent's devices, so a plugin
-only writes what is specific to its hardware.
+only writes what is specific to its hardware. Every plugin class declares ``api_version``, the
+plugin API it was written against (:data:`PLUGIN_API_VERSION` is the one this accelkit provides).
+
+This module is part of the stable plugin-author surface (see the stability policy): names in
+``__all__`` change only with a new major plugin API version.
 """
 
 from __future__ import annotations
@@ -10,8 +14,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from accelkit.apiversion import PLUGIN_API_VERSION
 from accelkit.errors import InvalidResourceArgument, PluginError
 from accelkit.types import (
     AgentId,
@@ -30,7 +35,28 @@ from accelkit.types import (
 if TYPE_CHECKING:
     from accelkit.allocmap import AbstractAllocMap, AllocationStrategy
     from accelkit.metrics import MetricContext, NodeMetric, ProcessMetric, WorkloadMetric
-    from accelkit.partition import Partition
+
+__all__ = [
+    "PLUGIN_API_VERSION",
+    "AbstractAgentContext",
+    "AbstractComputePlugin",
+    "AbstractLifecycleHook",
+    "AgentShare",
+    "MaskedAgentContext",
+]
+
+
+class AgentShare(Protocol):
+    """What an agent is given of one plugin: the partition types of :mod:`accelkit.partition`.
+
+    The contract names only what contexts read, so it does not depend on how partitioning
+    works; ``slots`` (optional) caps each slot's total for plugins shared by amount.
+    """
+
+    @property
+    def device_mask(self) -> frozenset[DeviceId]:
+        """The devices the agent may see and allocate."""
+        ...
 
 
 class AbstractLifecycleHook(ABC):
@@ -84,6 +110,9 @@ class AbstractComputePlugin(ABC):
     """
 
     key: ClassVar[DeviceName]
+    #: the plugin API the class was written against, as ``"major.minor"`` (every plugin sets
+    #: it; the loader refuses another major version and warns about a newer minor one)
+    api_version: ClassVar[str]
     #: fnmatch patterns of slot names that cannot be requested together
     exclusive_slot_types: ClassVar[tuple[str, ...]] = ()
     #: True when agents split this plugin's capacity by amount (memory) rather than by device
@@ -194,7 +223,9 @@ class AbstractComputePlugin(ABC):
             raise PluginError(msg)
         return hook_class(workload, device_alloc, devices=devices)
 
-    def create_agent_context(self, agent_id: AgentId, partition: Partition) -> AbstractAgentContext:
+    def create_agent_context(
+        self, agent_id: AgentId, partition: AgentShare
+    ) -> AbstractAgentContext:
         """The masked, agent-scoped view (``agent_context_class``); discover devices first."""
         context_class = self.agent_context_class or MaskedAgentContext
         return context_class(self, agent_id, partition)
@@ -218,7 +249,7 @@ class AbstractAgentContext(ABC):
 
     plugin: AbstractComputePlugin
     agent_id: AgentId
-    partition: Partition
+    partition: AgentShare
     device_mask: frozenset[DeviceId]
     devices: tuple[ComputeDevice, ...]
 
@@ -267,7 +298,7 @@ class MaskedAgentContext(AbstractAgentContext):
     """The standard agent context: confines every call to the partition's devices."""
 
     def __init__(
-        self, plugin: AbstractComputePlugin, agent_id: AgentId, partition: Partition
+        self, plugin: AbstractComputePlugin, agent_id: AgentId, partition: AgentShare
     ) -> None:
         self.plugin = plugin
         self.agent_id = agent_id

@@ -68,6 +68,7 @@ class CPUPlugin(AbstractComputePlugin):
     """
 
     key: ClassVar[DeviceName] = DeviceName("cpu")
+    api_version: ClassVar[str] = "2.0"
     lifecycle_hook_class = CPULifecycleHook
     agent_context_class = CPUAgentContext
 

@@ -43,6 +43,7 @@ class CUDAPlugin(AbstractComputePlugin):
     """
 
     key: ClassVar[DeviceName] = DeviceName("cuda")
+    api_version: ClassVar[str] = "2.0"
     lifecycle_hook_class = CUDALifecycleHook
     agent_context_class = CUDAAgentContext
     exclusive_slot_types: ClassVar[tuple[str, ...]] = EXCLUSIVE_SLOT_TYPES

@@ -69,6 +69,7 @@ class MockLifecycleHook(AbstractLifecycleHook):
 class MockPlugin(AbstractComputePlugin):
     """Devices declared in TOML; one subclass per kind, made by :meth:`for_kind`."""
 
+    api_version: ClassVar[str] = "2.0"
     kind: ClassVar[MockKind]
 
     @classmethod

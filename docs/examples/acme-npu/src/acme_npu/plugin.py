@@ -44,6 +44,7 @@ class AcmeNPUHook(AbstractLifecycleHook):
 
 class AcmeNPUPlugin(AbstractComputePlugin):
     key = DeviceName("npu")
+    api_version = "2.0"  # the accelkit plugin API this plugin was written against
     lifecycle_hook_class = AcmeNPUHook
 
     async def list_devices(self) -> Sequence[ComputeDevice]:

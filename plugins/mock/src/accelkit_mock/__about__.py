@@ -1,0 +1,3 @@
+"""The version of the accelkit-mock distribution, read by the build backend (single source)."""
+
+__version__ = "0.2.0"

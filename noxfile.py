@@ -40,10 +40,14 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python="3.11")
 def lint(session: nox.Session) -> None:
-    """Check style and formatting with ruff."""
+    """Check style and formatting with ruff, and the layers with import-linter."""
     session.install("ruff>=0.6")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    # the contracts live in the root pyproject.toml; import-linter reads the installed packages
+    install_workspace(session)
+    session.install("-e", EXAMPLE, "import-linter>=2.1")
+    session.run("lint-imports", "--no-logo")
 
 
 @nox.session(python="3.11")

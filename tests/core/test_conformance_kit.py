@@ -102,6 +102,13 @@ def test_the_suite_checks_every_rule_the_design_names():
         "test_node_metrics_are_well_formed",
         "test_workload_and_process_metrics_are_well_formed",
         "test_cleanup_is_idempotent",
+        "test_hooks_serve_both_workload_types",
+        "test_env_values_hold_no_newline_or_nul",
+        "test_hook_exposes_only_the_devices_it_was_given",
+        "test_post_terminate_is_idempotent",
+        "test_exclusive_slot_types_match_an_offered_slot",
+        "test_health_reports_name_only_the_plugins_devices",
+        "test_an_installed_distribution_registers_a_plugin",
     } <= set(CHECKS)
 
 

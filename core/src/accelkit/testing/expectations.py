@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import NoReturn
 
 import pytest
 
@@ -23,3 +24,16 @@ def expect_none(problems: Iterable[str], intro: str) -> None:
     if found:
         lines = "\n".join(f"  - {p}" for p in found)
         pytest.fail(f"{intro}:\n{lines}", pytrace=False)
+
+
+def broken_rule(plugin: object, rule: str, problem: str, fix: str) -> str:
+    """The sentence of a failed rule: which plugin, which rule, what went wrong, how to fix it."""
+    key = getattr(plugin, "key", "?")
+    return (
+        f"plugin {key!r} ({type(plugin).__name__}) breaks the rule {rule!r}: {problem}\nFix: {fix}"
+    )
+
+
+def fail_rule(plugin: object, rule: str, problem: str, fix: str) -> NoReturn:
+    """Fail the running check with :func:`broken_rule`'s sentence."""
+    pytest.fail(broken_rule(plugin, rule, problem, fix), pytrace=False)

@@ -13,9 +13,13 @@ from accelkit.testing.contract_checks import ContractChecks
 from accelkit.testing.hook_checks import HookChecks
 from accelkit.testing.mask_checks import MaskChecks
 from accelkit.testing.metric_checks import MetricChecks
+from accelkit.testing.registration_checks import RegistrationChecks
+from accelkit.testing.workload_checks import WorkloadChecks
 
 
-class PluginConformance(ContractChecks, MaskChecks, HookChecks, MetricChecks):
+class PluginConformance(
+    ContractChecks, MaskChecks, HookChecks, WorkloadChecks, MetricChecks, RegistrationChecks
+):
     """Subclass this and provide a ``plugin`` fixture returning a fresh, not started plugin.
 
     The checks start the plugin themselves and skip (never fail) when it is unavailable. Some

@@ -30,6 +30,7 @@ COMMANDS = {
     "serve-metrics": "accelkit.cli.serve_metrics_cmd:serve_metrics",
     "run": "accelkit.cli.run_cmd:run",
     "cdi": "accelkit.cli.cdi_cmd:cdi",
+    "new-plugin": "accelkit.cli.new_plugin_cmd:new_plugin",
 }
 
 

@@ -63,7 +63,7 @@ def typecheck(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """Build the documentation site with mkdocs --strict."""
     install_workspace(session)
-    session.install("mkdocs-material>=9")
+    session.install("mkdocs-material>=9", "mkdocstrings[python]>=0.26")  # api.md from docstrings
     quiet = {"NO_MKDOCS_2_WARNING": "1"}
     session.run("mkdocs", "build", "--strict", "--site-dir", "site", env=quiet)
 

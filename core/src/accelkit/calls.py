@@ -20,6 +20,15 @@ from typing import TypeVar
 
 from accelkit.errors import PluginTimeout
 
+__all__ = [
+    "DEFAULT_CALL_TIMEOUT",
+    "DEFAULT_HOOK_TIMEOUT",
+    "call_async",
+    "call_blocking",
+    "call_sync",
+    "timeout_message",
+]
+
 T = TypeVar("T")
 
 #: DESIGN §4 defaults: ``[plugins] call-timeout`` and ``hook-timeout``

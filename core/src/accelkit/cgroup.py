@@ -30,6 +30,19 @@ from accelkit.errors import PluginError
 if TYPE_CHECKING:
     from accelkit.metrics import MetricContext
 
+__all__ = [
+    "CgroupDir",
+    "CgroupFS",
+    "CgroupFormatError",
+    "CgroupMembership",
+    "CgroupMount",
+    "WorkloadLocation",
+    "parse_mountinfo",
+    "parse_proc_cgroup",
+    "process_tree",
+    "round_process_tree",
+]
+
 log = logging.getLogger(__name__)
 
 _OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")

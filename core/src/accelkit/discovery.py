@@ -30,6 +30,8 @@ from accelkit.registry import (
 )
 from accelkit.selection import PluginSelection
 
+__all__ = ["PluginLoader", "make_plugin_manager"]
+
 log = logging.getLogger(__name__)
 
 

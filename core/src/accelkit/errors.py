@@ -4,6 +4,27 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+__all__ = [
+    "AccelkitError",
+    "ConfigError",
+    "ConfigErrors",
+    "FractionalResourceFragmented",
+    "HookConflict",
+    "InsufficientResource",
+    "InvalidResourceArgument",
+    "InvalidResourceCombination",
+    "NotMultipleOfQuantum",
+    "PluginContractError",
+    "PluginError",
+    "PluginLoadError",
+    "PluginTimeout",
+    "PluginUnavailable",
+    "ResourceError",
+    "WorkloadCreationDeferred",
+    "WorkloadCreationDenied",
+    "WorkloadError",
+]
+
 
 class AccelkitError(Exception):
     """Base of every error accelkit raises on purpose."""

@@ -8,6 +8,8 @@ import attrs
 
 from accelkit.types import AgentId, DeviceAllocation, DeviceName, Workload
 
+__all__ = ["WorkloadEvent", "WorkloadPhase"]
+
 
 class WorkloadPhase(enum.StrEnum):
     """The lifecycle step an event reports."""

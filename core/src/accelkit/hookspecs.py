@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from accelkit.events import WorkloadEvent
     from accelkit.plugin import AbstractComputePlugin
 
+__all__ = ["PROJECT_NAME", "accelkit_compute_plugins", "accelkit_workload_event", "hookimpl"]
+
 PROJECT_NAME = "accelkit"
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)

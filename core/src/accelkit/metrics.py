@@ -13,6 +13,15 @@ import attrs
 
 from accelkit.types import DeviceId, to_decimal
 
+__all__ = [
+    "Measurement",
+    "MetricContext",
+    "MetricType",
+    "NodeMetric",
+    "ProcessMetric",
+    "WorkloadMetric",
+]
+
 _KEY = re.compile(r"[a-z][a-z0-9_]*")
 
 

@@ -12,6 +12,17 @@ from accelkit.errors import PluginContractError
 from accelkit.plugin import AbstractComputePlugin
 from accelkit.types import DeviceName, SlotName
 
+__all__ = [
+    "BARE_SLOTS",
+    "KeyRegister",
+    "PluginRecord",
+    "PluginStatus",
+    "check_plugin_object",
+    "check_slots",
+    "origin",
+    "slot_is_prefixed",
+]
+
 #: slot names that stand alone instead of being prefixed by their plugin's key
 BARE_SLOTS = frozenset({"cpu", "mem"})
 

@@ -9,6 +9,8 @@ from typing import Any
 
 import attrs
 
+__all__ = ["DISABLE_ENV", "STRICT_ENV", "PluginSelection"]
+
 DISABLE_ENV = "ACCELKIT_DISABLE_PLUGINS"
 STRICT_ENV = "ACCELKIT_STRICT_PLUGINS"
 

@@ -9,6 +9,26 @@ from typing import Any, NewType
 
 import attrs
 
+__all__ = [
+    "AgentId",
+    "ComputeDevice",
+    "DeviceAllocation",
+    "DeviceId",
+    "DeviceName",
+    "DeviceSlotInfo",
+    "Mount",
+    "MountType",
+    "NodeInfo",
+    "SlotName",
+    "SlotSpec",
+    "SlotType",
+    "Workload",
+    "WorkloadConfig",
+    "WorkloadType",
+    "format_amount",
+    "to_decimal",
+]
+
 DeviceName = NewType("DeviceName", str)
 DeviceId = NewType("DeviceId", str)
 SlotName = NewType("SlotName", str)

@@ -12,6 +12,8 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+__all__ = ["FakeHost", "finish", "spawn_python"]
+
 
 class FakeHost:
     """Builds ``proc/``, ``sys/`` and cgroup mounts under ``root`` for the root-taking readers."""

@@ -12,7 +12,14 @@ PACKAGES = ["core", "plugins/cpu", "plugins/mem", "plugins/cuda", "plugins/mock"
 #: the tutorial's example plugin, installed and tested like a vendor's
 EXAMPLE = "docs/examples/acme-npu"
 # pip and hatchling: the end-to-end tests really install fixture plugin distributions
-TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "jsonschema>=4", "hatchling>=1.24", "pip"]
+TEST_DEPS = [
+    "pytest>=8",
+    "pytest-timeout>=2.3",
+    "hypothesis>=6.100",
+    "jsonschema>=4",
+    "hatchling>=1.24",
+    "pip",
+]
 SOURCES = [
     "core/src",
     "plugins/cpu/src",
@@ -32,10 +39,13 @@ def install_workspace(session: nox.Session) -> None:
 
 @nox.session(python="3.11")
 def tests(session: nox.Session) -> None:
-    """Run the test suite of every distribution, the example plugin's and the end-to-end tests."""
+    """Run the test suite of every distribution, the example plugin's and the end-to-end tests.
+
+    Arguments go to pytest: `nox -s tests -- -m "not slow"` is the fast lane.
+    """
     install_workspace(session)
     session.install("-e", EXAMPLE, *TEST_DEPS)
-    session.run("pytest", *(session.posargs or ["tests", f"{EXAMPLE}/tests"]))
+    session.run("pytest", *session.posargs)  # testpaths in pyproject.toml name the folders
 
 
 @nox.session(python="3.11")

@@ -11,6 +11,8 @@ from types import ModuleType
 
 import pytest
 
+pytestmark = pytest.mark.slow  # runs the benchmark traces
+
 BENCH_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
 
 

@@ -42,6 +42,8 @@ from accelkit.errors import (
 )
 from accelkit.types import DeviceId, DeviceSlotInfo, SlotName, SlotType
 
+pytestmark = pytest.mark.slow  # stateful: hypothesis drives long operation sequences
+
 D = Decimal
 SLOT = SlotName("x.shares")
 UNIQUE = SlotName("x.mig")

@@ -13,6 +13,7 @@ import json
 import math
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +21,8 @@ from accelkit.cli.app import main
 from accelkit.cli.check_cmd import check_config
 from accelkit.config import HostConfig, load_host_config, parse_host_config
 from accelkit.errors import ConfigError, ConfigErrors
+
+pytestmark = pytest.mark.slow  # fuzz: hypothesis generates and mutates many config files
 
 EXAMPLES = Path(__file__).parents[2] / "docs" / "examples"
 SEEDS = [

@@ -23,6 +23,8 @@ from accelkit.host import PartitionHost
 from accelkit.types import AgentId
 from accelkit.workload import ProcessStamp
 
+pytestmark = pytest.mark.slow  # crash tests: real processes killed at every step
+
 ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 SLOTS = "cuda.device=1,cpu=1,mem=1G"
 ORDER = ("cuda", "cpu", "mem")

@@ -103,6 +103,7 @@ def expect_broken(check: str, plugin: AbstractComputePlugin, rule: str, *details
 
 
 NEW_CHECKS = [
+    "test_api_version_is_declared_and_compatible",
     "test_hooks_serve_both_workload_types",
     "test_env_values_hold_no_newline_or_nul",
     "test_hook_exposes_only_the_devices_it_was_given",
@@ -113,7 +114,7 @@ NEW_CHECKS = [
 ]
 
 
-@pytest.mark.parametrize("name", NEW_CHECKS[:5])
+@pytest.mark.parametrize("name", NEW_CHECKS[:6])
 def test_a_sound_plugin_passes(name: str):
     run_check(name, Plugin())
 
@@ -409,3 +410,36 @@ def test_the_shipped_distributions_register_their_plugins():
     kinds = [{"key": "cuda", "devices": [{"id": "cuda0"}]}]
     (plugin,) = accelkit_compute_plugins(config={"kinds": kinds})
     run_check("test_an_installed_distribution_registers_a_plugin", plugin)
+
+
+# -- api version --------------------------------------------------------------------------------
+
+
+def written_for(version: str | None) -> Plugin:
+    plugin_class = type("VersionedPlugin", (Plugin,), {"api_version": version})
+    return plugin_class()
+
+
+def test_a_plugin_without_api_version_fails():
+    expect_broken(
+        "test_api_version_is_declared_and_compatible",
+        written_for(None),
+        "the plugin class declares the plugin API it was written against",
+        "declares no api_version",
+        "set api_version = '2.0' on VersionedPlugin",
+    )
+
+
+@pytest.mark.parametrize("version", ["1.0", "3.1", "two"])
+def test_a_plugin_of_another_major_or_malformed_version_fails(version: str):
+    expect_broken(
+        "test_api_version_is_declared_and_compatible",
+        written_for(version),
+        "the plugin class declares the plugin API it was written against",
+        "api_version" if version == "two" else f"written for plugin API {version}",
+    )
+
+
+def test_a_plugin_of_a_newer_minor_version_passes_with_a_warning():
+    with pytest.warns(UserWarning, match="newer than the 2.0"):
+        run_check("test_api_version_is_declared_and_compatible", written_for("2.5"))

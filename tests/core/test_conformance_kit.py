@@ -40,6 +40,7 @@ class GoodHook(AbstractLifecycleHook):
 
 class GoodPlugin(AbstractComputePlugin):
     key = DeviceName("npu")
+    api_version = "2.0"
     count = 3
 
     async def list_devices(self) -> Sequence[ComputeDevice]:

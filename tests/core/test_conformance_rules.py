@@ -137,6 +137,7 @@ class Hook(AbstractLifecycleHook):
 
 class NPU(AbstractComputePlugin):
     key = "npu"
+    api_version = "2.0"
     metric_key = "util"
 
     async def list_devices(self):
@@ -165,7 +166,12 @@ class TestNPU(PluginConformance):
 def test_a_vendor_suite_runs_through_the_registered_pytest_plugin(pytester):
     pytester.makepyfile(test_vendor=VENDOR_TESTS)
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-q")
-    result.assert_outcomes(passed=len(_checks()) - 1, failed=1)
+    # skipped: the registration check (not installed), and the health check while the plugin
+    # API has no device_health()
+    from accelkit.plugin import AbstractComputePlugin
+
+    skipped = 1 + (not hasattr(AbstractComputePlugin, "device_health"))
+    result.assert_outcomes(passed=len(_checks()) - 1 - skipped, failed=1, skipped=skipped)
     result.stdout.fnmatch_lines(
         [
             "*TestNPU.test_node_metrics_are_well_formed*",

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import warnings
 
+from accelkit.apiversion import PLUGIN_API_VERSION, check_api_version
+from accelkit.errors import PluginContractError
 from accelkit.plugin import AbstractComputePlugin
 from accelkit.registry import slot_is_prefixed
-from accelkit.testing.expectations import expect, expect_none
+from accelkit.testing.expectations import expect, expect_none, fail_rule
 from accelkit.types import DeviceSlotInfo, NodeInfo, SlotSpec
 
 
@@ -21,6 +24,19 @@ class ContractChecks:
             f"for example key = 'npu' (got {key!r})",
         )
         expect("." not in str(key), f"the key {key!r} must not contain a dot")
+
+    def test_api_version_is_declared_and_compatible(self, plugin: AbstractComputePlugin) -> None:
+        rule = "the plugin class declares the plugin API it was written against"
+        fix = f"set api_version = {PLUGIN_API_VERSION!r} on {type(plugin).__name__}"
+        if getattr(type(plugin), "api_version", None) is None:
+            fail_rule(plugin, rule, "the class declares no api_version", fix)
+        try:
+            warning = check_api_version(plugin, type(plugin).__name__)
+        except PluginContractError as exc:
+            major = PLUGIN_API_VERSION.partition(".")[0]
+            fail_rule(plugin, rule, str(exc), f"port the plugin to plugin API {major}.x and {fix}")
+        if warning is not None:  # a newer minor: this accelkit may lack what the plugin uses
+            warnings.warn(warning, stacklevel=1)
 
     def test_configurable_slots_are_prefixed_by_the_key(
         self, plugin: AbstractComputePlugin

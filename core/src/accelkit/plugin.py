@@ -110,17 +110,19 @@ class AbstractComputePlugin(ABC):
     """
 
     key: ClassVar[DeviceName]
-    #: the plugin API the class was written against, as ``"major.minor"`` (every plugin sets
-    #: it; the loader refuses another major version and warns about a newer minor one)
+    """The device name (``"cuda"``); every slot other than ``cpu``/``mem`` starts with it."""
     api_version: ClassVar[str]
-    #: fnmatch patterns of slot names that cannot be requested together
+    """The plugin API the class was written against, as ``"major.minor"``. Every plugin sets
+    it; the loader refuses another major version and warns about a newer minor one."""
     exclusive_slot_types: ClassVar[tuple[str, ...]] = ()
-    #: True when agents split this plugin's capacity by amount (memory) rather than by device
+    """fnmatch patterns of slot names that cannot be requested together."""
     shared_by_amount: ClassVar[bool] = False
-    #: the hook :meth:`create_lifecycle_hook` builds (or override that method)
+    """True when agents split this plugin's capacity by amount (memory), not by device."""
     lifecycle_hook_class: ClassVar[type[AbstractLifecycleHook] | None] = None
-    #: the context :meth:`create_agent_context` builds; ``None`` means :class:`MaskedAgentContext`
+    """The hook :meth:`create_lifecycle_hook` builds (or override that method)."""
     agent_context_class: ClassVar[type[MaskedAgentContext] | None] = None
+    """The context :meth:`create_agent_context` builds; ``None`` means
+    :class:`MaskedAgentContext`."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -206,7 +206,7 @@ def test_unknown_key_in_agent_resources(tmp_path):
         ('[plugins]\nallowed = "cpu"', "plugins.allowed", "list of plugin names"),
         ("[plugins]\nblocked = [1]", "plugins.blocked", "list of plugin names"),
         ('[plugins]\nstrict = "yes"', "plugins.strict", "true or false"),
-        ("[plugins]\nconfig = 1", "plugins.config", "expected tables"),
+        ("[plugins]\nconfig = 1", "plugins.config", "expected a table"),
         ("[plugins.config]\nmock = 1", "plugins.config.mock", "expected a table"),
         ("agents = 1", "agents", "array of tables"),
         ("[[agents]]\nagent = {}", "agents[0].agent.id", "non-empty string id"),

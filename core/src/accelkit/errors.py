@@ -33,7 +33,8 @@ class AccelkitError(Exception):
 class ConfigError(AccelkitError):
     """A host or plugin configuration is malformed.
 
-    The message names the file, the key and, where there is one, the agent.
+    The message names the file, the key and, where there is one, the agent and the line of
+    the file where the key is written.
     """
 
     def __init__(
@@ -43,17 +44,19 @@ class ConfigError(AccelkitError):
         file: str | None = None,
         key: str | None = None,
         agent: str | None = None,
+        line: int | None = None,
     ) -> None:
         self.message = message
         self.file = file
         self.key = key
         self.agent = agent
+        self.line = line
         super().__init__(self._render())
 
     def _render(self) -> str:
         where = []
         if self.file:
-            where.append(str(self.file))
+            where.append(f"{self.file}:{self.line}" if self.line else str(self.file))
         if self.agent:
             where.append(f"agent {self.agent!r}")
         if self.key:

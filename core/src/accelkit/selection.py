@@ -46,6 +46,8 @@ class PluginSelection:
     call_timeout: Decimal = Decimal(30)
     #: seconds a lifecycle hook may take (``hook-timeout``)
     hook_timeout: Decimal = Decimal(60)
+    #: the host config file these settings came from, named in errors about plugin sections
+    source: str | None = None
 
     def with_environment(self, environ: Mapping[str, str] | None = None) -> PluginSelection:
         """Apply ``ACCELKIT_DISABLE_PLUGINS=a,b`` and ``ACCELKIT_STRICT_PLUGINS=1``."""

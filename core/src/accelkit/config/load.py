@@ -1,19 +1,22 @@
 """Reading a host configuration file into :class:`HostConfig`, collecting every problem.
 
-Each problem is a :class:`ConfigError` naming the file, the key and, where there is one, the
-agent; when there are several, :class:`ConfigErrors` carries them all.
+The file is structured by the declarative schema of :mod:`accelkit.config.schema`; what a schema
+cannot say about one value alone (an agent id given twice, per-agent resources outside MANUAL
+mode) is checked here. Each problem is a :class:`ConfigError` naming the file, the key path, the
+agent where there is one and the line where the key is written; :class:`ConfigErrors` carries
+them all.
 """
 
 from __future__ import annotations
 
-import enum
-import re
-import tomllib
-from collections.abc import Mapping
-from decimal import Decimal, InvalidOperation
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+import attrs
+
+from accelkit.config.converter import KeyPath, format_key, structure
+from accelkit.config.lines import with_lines
 from accelkit.config.model import (
     AgentConfig,
     AgentResources,
@@ -22,142 +25,30 @@ from accelkit.config.model import (
     ResourceConfig,
     default_state_dir,
 )
+from accelkit.config.reading import read_toml
+from accelkit.config.schema import AgentEntry, HostFile
 from accelkit.errors import ConfigError, ConfigErrors
 from accelkit.selection import PluginSelection
-from accelkit.sizes import parse_binary_size
 from accelkit.types import AgentId
 
-_TOP_KEYS = frozenset({"resource", "plugins", "agents"})
-_RESOURCE_KEYS = frozenset(
-    {
-        "allocation-mode",
-        "reserved-cpu",
-        "reserved-mem",
-        "memory-align-size",
-        "affinity-policy",
-        "state-dir",
-    }
-)
-_PLUGINS_KEYS = frozenset(
-    {"allowed", "blocked", "strict", "config", "call-timeout", "hook-timeout"}
-)
-_AGENT_KEYS = frozenset({"agent", "resource"})
-_AGENT_ID_KEYS = frozenset({"id"})
-_AGENT_RESOURCE_KEYS = frozenset({"cpu", "mem", "devices"})
+__all__ = ["HostConfigDraft", "load_host_config", "parse_host_config", "read_host_config"]
+
 #: plugin config keys with these endings are paths, resolved against the config file
 _PATH_SUFFIXES = ("-file", "-dir", "-path")
 
-_E = TypeVar("_E", bound=enum.StrEnum)
-_AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
+@attrs.frozen
+class HostConfigDraft:
+    """A host config file as far as it could be read: for ``check``, which reports everything.
 
-class _Problems:
-    """Collects problems so one pass reports all of them."""
+    ``plugins`` holds what could be read of ``[plugins]`` (at least each well-formed
+    ``[plugins.config.NAME]`` table), so plugin sections can be checked even when other keys
+    are wrong.
+    """
 
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.errors: list[ConfigError] = []
-
-    def add(self, key: str, message: str, agent: str | None = None) -> None:
-        self.errors.append(ConfigError(message, file=self.source, key=key, agent=agent))
-
-    def raise_any(self) -> None:
-        if len(self.errors) == 1:
-            raise self.errors[0]
-        if self.errors:
-            raise ConfigErrors(self.errors)
-
-
-def _table(
-    problems: _Problems, value: Any, key: str, allowed: frozenset[str], agent: str | None = None
-) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        problems.add(key, f"expected a table, got {type(value).__name__}", agent)
-        return {}
-    for unknown in sorted(set(value) - allowed):
-        name = f"{key}.{unknown}" if key else unknown
-        problems.add(name, f"unknown key (allowed: {', '.join(sorted(allowed))})", agent)
-    return value
-
-
-def _size(problems: _Problems, value: Any, key: str, agent: str | None = None) -> int | None:
-    try:
-        return parse_binary_size(value)
-    except ValueError as exc:
-        problems.add(key, str(exc), agent)
-        return None
-
-
-def _names(problems: _Problems, value: Any, key: str) -> tuple[str, ...] | None:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        problems.add(key, f"expected a list of plugin names, got {value!r}")
-        return None
-    return tuple(value)
-
-
-def _enum_value(
-    problems: _Problems, table: Mapping[str, Any], key: str, *, default: _E, what: str
-) -> _E:
-    if key not in table:
-        return default
-    try:
-        return type(default)(table[key])
-    except ValueError:
-        choices = ", ".join(repr(m.value) for m in type(default))
-        problems.add(f"resource.{key}", f"unknown {what} {table[key]!r} (use {choices})")
-        return default
-
-
-def _reserved_cpu(
-    problems: _Problems, table: Mapping[str, Any], default: int
-) -> int | tuple[str, ...]:
-    value = table.get("reserved-cpu", default)
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
-        return tuple(value)
-    problems.add(
-        "resource.reserved-cpu",
-        f'expected a non-negative count or a list of core ids like ["0"], got {value!r}',
-    )
-    return default
-
-
-def _resource_size(problems: _Problems, table: Mapping[str, Any], key: str, default: int) -> int:
-    if key not in table:
-        return default
-    parsed = _size(problems, table[key], f"resource.{key}")
-    return default if parsed is None else parsed
-
-
-def _resource(problems: _Problems, raw: Any, base: Path | None) -> ResourceConfig:
-    table = _table(problems, raw, "resource", _RESOURCE_KEYS)
-    defaults = ResourceConfig()
-    mode = _enum_value(
-        problems, table, "allocation-mode", default=defaults.allocation_mode, what="mode"
-    )
-    policy = _enum_value(
-        problems, table, "affinity-policy", default=defaults.affinity_policy, what="policy"
-    )
-    align = _resource_size(problems, table, "memory-align-size", defaults.memory_align_size)
-    if align == 0:
-        problems.add("resource.memory-align-size", "must be greater than zero")
-        align = defaults.memory_align_size
-    state_dir = default_state_dir()
-    if "state-dir" in table:
-        value = table["state-dir"]
-        if isinstance(value, str) and value:
-            state_dir = _resolve(Path(value), base)
-        else:
-            problems.add("resource.state-dir", f"expected a directory path, got {value!r}")
-    return ResourceConfig(
-        allocation_mode=mode,
-        reserved_cpu=_reserved_cpu(problems, table, 1),
-        reserved_mem=_resource_size(problems, table, "reserved-mem", defaults.reserved_mem),
-        memory_align_size=align,
-        affinity_policy=policy,
-        state_dir=state_dir,
-    )
+    config: HostConfig | None
+    plugins: PluginSelection
+    errors: tuple[ConfigError, ...]
 
 
 def _resolve(path: Path, base: Path | None) -> Path:
@@ -165,185 +56,182 @@ def _resolve(path: Path, base: Path | None) -> Path:
     return path if path.is_absolute() or base is None else base / path
 
 
-def _plugin_config(raw: Mapping[str, Any], base: Path | None) -> dict[str, Any]:
-    config = dict(raw)
-    for key, value in raw.items():
-        if isinstance(value, str) and key.endswith(_PATH_SUFFIXES):
-            config[key] = str(_resolve(Path(value), base))
+def _plugin_section(raw: Mapping[str, Any], base: Path | None) -> dict[str, Any]:
+    return {
+        key: str(_resolve(Path(value), base))
+        if isinstance(value, str) and key.endswith(_PATH_SUFFIXES)
+        else value
+        for key, value in raw.items()
+    }
+
+
+def _agent_of(data: Any, path: KeyPath) -> str | None:
+    """The id of the agent whose entry holds ``path``, when the file gives one."""
+    if len(path) < 2 or path[0] != "agents" or not isinstance(path[1], int):
+        return None
+    agents = data.get("agents") if isinstance(data, Mapping) else None
+    if not isinstance(agents, list) or not 0 <= path[1] < len(agents):
+        return None
+    entry = agents[path[1]]
+    ident = entry.get("agent") if isinstance(entry, Mapping) else None
+    agent_id = ident.get("id") if isinstance(ident, Mapping) else None
+    return agent_id if isinstance(agent_id, str) and agent_id else None
+
+
+def _mode_written(data: Mapping[str, Any]) -> AllocationMode:
+    resource = data.get("resource")
+    mode = resource.get("allocation-mode") if isinstance(resource, Mapping) else None
+    if not isinstance(mode, str):
+        return AllocationMode.SHARED
+    try:
+        return AllocationMode(mode)
+    except ValueError:
+        return AllocationMode.SHARED  # an unknown mode is reported on its own key
+
+
+def _agent_problems(data: Mapping[str, Any]) -> Iterator[tuple[KeyPath, str]]:
+    """What no single value shows: a duplicate id, per-agent resources outside MANUAL mode."""
+    agents = data.get("agents")
+    if not isinstance(agents, list):
+        return
+    mode = _mode_written(data)
+    seen: set[str] = set()
+    for index, entry in enumerate(agents):
+        if not isinstance(entry, Mapping):
+            continue
+        if agent_id := _agent_of(data, ("agents", index)):
+            if agent_id in seen:
+                yield ("agents", index, "agent", "id"), f"duplicate agent id {agent_id!r}"
+            seen.add(agent_id)
+        if "resource" in entry and mode is not AllocationMode.MANUAL:
+            msg = (
+                "per-agent resources are for allocation-mode 'manual' only "
+                f"(mode is {mode.value!r})"
+            )
+            yield ("agents", index, "resource"), msg
+
+
+def _problems(data: Any, file: str) -> tuple[HostFile | None, list[ConfigError]]:
+    parsed, errors = structure(data, HostFile, file=file)
+    if isinstance(data, Mapping):
+        errors += [ConfigError(m, file=file, key=format_key(p)) for p, m in _agent_problems(data)]
+    return parsed, [_with_agent(e, data) for e in errors]
+
+
+def _with_agent(error: ConfigError, data: Any) -> ConfigError:
+    if error.key is None or not error.key.startswith("agents["):
+        return error
+    index = int(error.key[len("agents[") : error.key.index("]")])
+    if (agent := _agent_of(data, ("agents", index))) is None:
+        return error
+    return ConfigError(error.message, file=error.file, key=error.key, agent=agent, line=error.line)
+
+
+def _selection(data: Any, parsed: HostFile | None, source: Path | None) -> PluginSelection:
+    """``[plugins]`` as read; only the well-formed plugin tables when the file has errors."""
+    base = source.parent if source else None
+    name = str(source) if source else None
+    if parsed is not None:
+        section = parsed.plugins
+        return PluginSelection(
+            allowed=section.allowed,
+            blocked=section.blocked,
+            strict=section.strict,
+            configs={n: _plugin_section(c, base) for n, c in section.config.items()},
+            call_timeout=section.call_timeout,
+            hook_timeout=section.hook_timeout,
+            source=name,
+        )
+    plugins = data.get("plugins") if isinstance(data, Mapping) else None
+    tables = plugins.get("config") if isinstance(plugins, Mapping) else None
+    configs = {
+        str(n): _plugin_section(c, base)
+        for n, c in (tables.items() if isinstance(tables, Mapping) else ())
+        if isinstance(c, Mapping)
+    }
+    return PluginSelection(configs=configs, source=name)
+
+
+def _agent(entry: AgentEntry) -> AgentConfig:
+    section = entry.resource
+    resources = (
+        None if section is None else AgentResources(section.cpu, section.mem, section.devices)
+    )
+    return AgentConfig(AgentId(entry.agent.id), resources)
+
+
+def _host_config(parsed: HostFile, plugins: PluginSelection, source: Path | None) -> HostConfig:
+    written = parsed.resource
+    state_dir = (
+        default_state_dir()
+        if written.state_dir is None
+        else _resolve(Path(written.state_dir), source.parent if source else None)
+    )
+    resource = ResourceConfig(
+        allocation_mode=written.allocation_mode,
+        reserved_cpu=written.reserved_cpu,
+        reserved_mem=written.reserved_mem,
+        memory_align_size=written.memory_align_size,
+        affinity_policy=written.affinity_policy,
+        state_dir=state_dir,
+        numa_aware_split=written.numa_aware_split,
+    )
+    config = HostConfig(
+        resource=resource,
+        plugins=plugins,
+        source=source,
+        health=parsed.health,
+        bridge=parsed.bridge,
+    )
+    if parsed.agents:
+        config = attrs.evolve(config, agents=tuple(_agent(e) for e in parsed.agents))
     return config
 
 
-def _plugins(problems: _Problems, raw: Any, base: Path | None) -> PluginSelection:
-    table = _table(problems, raw, "plugins", _PLUGINS_KEYS)
-    allowed = _names(problems, table["allowed"], "plugins.allowed") if "allowed" in table else None
-    blocked = _names(problems, table.get("blocked", []), "plugins.blocked") or ()
-    strict = table.get("strict", False)
-    if not isinstance(strict, bool):
-        problems.add("plugins.strict", f"expected true or false, got {strict!r}")
-        strict = False
-    configs: dict[str, dict[str, Any]] = {}
-    raw_configs = table.get("config", {})
-    if not isinstance(raw_configs, Mapping):
-        problems.add("plugins.config", "expected tables [plugins.config.NAME]")
-        raw_configs = {}
-    for name, section in raw_configs.items():
-        if not isinstance(section, Mapping):
-            problems.add(f"plugins.config.{name}", "expected a table")
-            continue
-        configs[name] = _plugin_config(section, base)
-    defaults = PluginSelection()
-    return PluginSelection(
-        allowed=allowed,
-        blocked=blocked,
-        strict=strict,
-        configs=configs,
-        call_timeout=_seconds(problems, table, "call-timeout", defaults.call_timeout),
-        hook_timeout=_seconds(problems, table, "hook-timeout", defaults.hook_timeout),
-    )
+def _draft(data: Any, source: Path | None, text: str | None) -> HostConfigDraft:
+    file = str(source) if source else "<config>"
+    parsed, errors = _problems(data, file)
+    if text is not None:
+        errors = with_lines(errors, text)
+    plugins = _selection(data, parsed, source)
+    config = None if errors or parsed is None else _host_config(parsed, plugins, source)
+    return HostConfigDraft(config, plugins, tuple(errors))
 
 
-#: a time limit beyond a day is a typo, not a wish
-_MAX_SECONDS = Decimal(86400)
-
-
-def _seconds(problems: _Problems, table: Mapping[str, Any], key: str, default: Decimal) -> Decimal:
-    """A positive number of seconds (``plugins.call-timeout`` = 30 or "2.5")."""
-    if key not in table:
-        return default
-    value = table[key]
-    try:
-        if isinstance(value, bool) or not isinstance(value, int | float | str):
-            raise InvalidOperation
-        seconds = Decimal(str(value))
-    except InvalidOperation:
-        problems.add(f"plugins.{key}", f"expected a number of seconds, got {value!r}")
-        return default
-    if not seconds.is_finite() or not 0 < seconds <= _MAX_SECONDS:
-        problems.add(f"plugins.{key}", f"expected seconds between 0 and 86400, got {value!r}")
-        return default
-    return seconds
-
-
-def _agent_resources(problems: _Problems, raw: Any, key: str, agent: str) -> AgentResources:
-    table = _table(problems, raw, key, _AGENT_RESOURCE_KEYS, agent)
-    cpu: tuple[str, ...] | None = None
-    if "cpu" in table:
-        value = table["cpu"]
-        if isinstance(value, int) and not isinstance(value, bool):
-            problems.add(
-                f"{key}.cpu",
-                f"Old integer format detected for 'cpu' ({value}); list the core ids instead, "
-                'for example cpu = ["0", "1", "2", "3"]',
-                agent,
-            )
-        elif isinstance(value, list) and all(isinstance(v, str | int) for v in value):
-            cpu = tuple(str(v) for v in value)
-            if not cpu:
-                problems.add(f"{key}.cpu", "an agent needs at least one cpu core", agent)
-        else:
-            problems.add(f"{key}.cpu", f"expected a list of core ids, got {value!r}", agent)
-    mem = _size(problems, table["mem"], f"{key}.mem", agent) if "mem" in table else None
-    devices: dict[str, tuple[str, ...]] = {}
-    raw_devices = table.get("devices", {})
-    if not isinstance(raw_devices, Mapping):
-        problems.add(f"{key}.devices", 'expected a table such as { cuda = ["cuda0"] }', agent)
-        raw_devices = {}
-    for name, ids in raw_devices.items():
-        where = f"{key}.devices.{name}"
-        if name in ("cpu", "mem"):
-            problems.add(
-                where,
-                f"give {name!r} as its own key under [agents.resource], not in devices",
-                agent,
-            )
-        elif (
-            "." in name
-            or not isinstance(ids, list)
-            or any(isinstance(i, int | float) and not isinstance(i, bool) for i in ids)
-        ):
-            device_name = name.split(".", 1)[0]
-            problems.add(
-                where,
-                "Old slot-based format detected; give device ids per device name instead, "
-                f'for example devices = {{ {device_name} = ["{device_name}0", "{device_name}1"] }}',
-                agent,
-            )
-        elif not all(isinstance(i, str) and i for i in ids):
-            problems.add(where, f"expected a list of device ids, got {ids!r}", agent)
-        else:
-            devices[name] = tuple(ids)
-    return AgentResources(cpu, mem, devices)
-
-
-def _agents(problems: _Problems, raw: Any, mode: AllocationMode) -> tuple[AgentConfig, ...]:
-    if not isinstance(raw, list):
-        problems.add("agents", "expected an array of tables [[agents]]")
-        return ()
-    agents: list[AgentConfig] = []
-    seen: set[str] = set()
-    for index, entry in enumerate(raw):
-        where = f"agents[{index}]"
-        table = _table(problems, entry, where, _AGENT_KEYS)
-        ident = _table(problems, table.get("agent", {}), f"{where}.agent", _AGENT_ID_KEYS)
-        agent_id = ident.get("id")
-        if not isinstance(agent_id, str) or not agent_id:
-            problems.add(f"{where}.agent.id", "every agent needs a non-empty string id")
-            continue
-        if not _AGENT_ID.fullmatch(agent_id):
-            # ids name ledger files, metric labels and CDI kinds: keep them plain
-            msg = (
-                f"agent id {agent_id!r} must start with a letter or digit and hold only "
-                "letters, digits, '.', '_' and '-' (at most 64 characters)"
-            )
-            problems.add(f"{where}.agent.id", msg, agent_id)
-            continue
-        if agent_id in seen:
-            problems.add(f"{where}.agent.id", f"duplicate agent id {agent_id!r}", agent_id)
-        seen.add(agent_id)
-        resources = None
-        if "resource" in table:
-            resources = _agent_resources(problems, table["resource"], f"{where}.resource", agent_id)
-            if mode is not AllocationMode.MANUAL:
-                problems.add(
-                    f"{where}.resource",
-                    "per-agent resources are for allocation-mode 'manual' only "
-                    f"(mode is {mode.value!r})",
-                    agent_id,
-                )
-        agents.append(AgentConfig(AgentId(agent_id), resources))
-    return tuple(agents)
+def _raise(errors: tuple[ConfigError, ...]) -> None:
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise ConfigErrors(list(errors))
 
 
 def parse_host_config(data: Mapping[str, Any], source: Path | None = None) -> HostConfig:
     """Build a :class:`HostConfig` from parsed TOML; ``source`` anchors relative paths."""
-    problems = _Problems(str(source) if source else "<config>")
-    base = source.parent if source else None
-    _table(problems, data, "", _TOP_KEYS)
-    resource = _resource(problems, data.get("resource", {}), base)
-    plugins = _plugins(problems, data.get("plugins", {}), base)
-    agents = _agents(problems, data.get("agents", []), resource.allocation_mode)
-    problems.raise_any()
-    if not agents:
-        return HostConfig(resource=resource, plugins=plugins, source=source)
-    return HostConfig(resource=resource, plugins=plugins, agents=agents, source=source)
+    draft = _draft(data, source, None)
+    _raise(draft.errors)
+    assert draft.config is not None
+    return draft.config
+
+
+def read_host_config(path: str | Path) -> HostConfigDraft:
+    """Read a host configuration file as far as it goes, keeping every problem.
+
+    Raises:
+        ConfigError: only when the file cannot be read or parsed as TOML at all.
+    """
+    source = Path(path).absolute()
+    data, text = read_toml(source, "the host config")
+    return _draft(data, source, text)
 
 
 def load_host_config(path: str | Path) -> HostConfig:
     """Read and validate a host configuration file.
 
     Raises:
-        ConfigError: for an unreadable or malformed file (with the TOML line), or a bad value;
-            :class:`ConfigErrors` when there are several problems.
+        ConfigError: for an unreadable, oversized, non-UTF-8 or malformed file (with the TOML
+            line), or a bad value; :class:`ConfigErrors` when there are several problems.
     """
-    source = Path(path).absolute()
-    try:
-        text = source.read_text(encoding="utf-8")
-    except OSError as exc:
-        msg = f"cannot read the host config: {exc.strerror or exc}"
-        raise ConfigError(msg, file=str(source)) from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        msg = f"malformed TOML: {exc}"
-        raise ConfigError(msg, file=str(source)) from None
-    return parse_host_config(data, source)
+    draft = read_host_config(path)
+    _raise(draft.errors)
+    assert draft.config is not None
+    return draft.config

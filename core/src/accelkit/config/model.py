@@ -5,10 +5,13 @@ from __future__ import annotations
 import enum
 import os
 from collections.abc import Mapping
+from decimal import Decimal
 from pathlib import Path
+from typing import Annotated
 
 import attrs
 
+from accelkit.config.rules import NON_EMPTY_STRING, SECONDS
 from accelkit.selection import PluginSelection
 from accelkit.types import AgentId
 
@@ -56,6 +59,35 @@ class ResourceConfig:
     memory_align_size: int = 16 * 1024**2
     affinity_policy: AffinityPolicyName = AffinityPolicyName.PREFER_SINGLE_NODE
     state_dir: Path = attrs.field(factory=default_state_dir)
+    #: AUTO_SPLIT keeps each agent's devices on as few NUMA nodes as it can (DESIGN §6)
+    numa_aware_split: bool = False
+
+
+@attrs.frozen
+class HealthConfig:
+    """``[health]`` (DESIGN §15): seconds between two rediscoveries of ``serve``."""
+
+    rediscover_interval: Annotated[Decimal, SECONDS] = Decimal(60)
+
+
+@attrs.frozen
+class K8sBridgeConfig:
+    """``[bridge.k8s]`` (DESIGN §16): extended resources are named ``<domain>/<slot>``."""
+
+    domain: Annotated[str, NON_EMPTY_STRING] = "accelkit.io"
+
+
+@attrs.frozen
+class SlurmBridgeConfig:
+    """``[bridge.slurm]`` (DESIGN §16); it has no keys yet, so any key is refused."""
+
+
+@attrs.frozen
+class BridgeConfig:
+    """``[bridge]``: one table per scheduler bridge, ``None`` when absent."""
+
+    k8s: K8sBridgeConfig | None = None
+    slurm: SlurmBridgeConfig | None = None
 
 
 @attrs.frozen
@@ -83,6 +115,8 @@ class HostConfig:
     plugins: PluginSelection = attrs.field(factory=PluginSelection)
     agents: tuple[AgentConfig, ...] = (AgentConfig(DEFAULT_AGENT),)
     source: Path | None = None
+    health: HealthConfig = attrs.field(factory=HealthConfig)
+    bridge: BridgeConfig = attrs.field(factory=BridgeConfig)
 
     @property
     def agent_ids(self) -> tuple[AgentId, ...]:

@@ -1,0 +1,175 @@
+"""Rules for config values that need more than a type: sizes, amounts, choices, names.
+
+Each :class:`~accelkit.config.converter.Rule` annotates a schema field
+(``reserved_mem: Annotated[int, BYTE_SIZE]``) and raises ``ValueError`` with the message an
+operator reads. Plugins use them for their own sections too.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from decimal import Decimal, InvalidOperation
+from typing import Any, TypeVar
+
+from accelkit.config.converter import Rule
+from accelkit.sizes import parse_binary_size
+from accelkit.types import to_decimal
+
+__all__ = [
+    "AGENT_ID",
+    "BYTE_SIZE",
+    "NAMES",
+    "NON_EMPTY_STRING",
+    "NON_NEGATIVE_INT",
+    "POSITIVE_BYTE_SIZE",
+    "SECONDS",
+    "choice",
+    "decimal_between",
+    "int_between",
+    "positive_decimal",
+]
+
+_E = TypeVar("_E", bound=enum.StrEnum)
+_AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def choice(enum_type: type[_E], what: str) -> Rule:
+    """One of an enum's values: ``unknown mode 'split' (use 'shared', …)``."""
+
+    def parse(value: Any) -> _E:
+        try:
+            return enum_type(value)
+        except ValueError:
+            choices = ", ".join(repr(m.value) for m in enum_type)
+            msg = f"unknown {what} {value!r} (use {choices})"
+            raise ValueError(msg) from None
+
+    return Rule(parse)
+
+
+def _positive_size(value: Any) -> int:
+    size = parse_binary_size(value)
+    if size == 0:
+        msg = "must be greater than zero"
+        raise ValueError(msg)
+    return size
+
+
+def _non_negative_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        msg = f"expected a non-negative integer, got {value!r}"
+        raise ValueError(msg)
+    return value
+
+
+def _non_empty_string(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        msg = f"expected a non-empty string, got {value!r}"
+        raise ValueError(msg)
+    return value
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        msg = f"expected a list of plugin names, got {value!r}"
+        raise ValueError(msg)
+    return tuple(value)
+
+
+def _agent_id(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        msg = "every agent needs a non-empty string id"
+        raise ValueError(msg)
+    if not _AGENT_ID.fullmatch(value):
+        # ids name ledger files, metric labels and CDI kinds: keep them plain
+        msg = (
+            f"agent id {value!r} must start with a letter or digit and hold only "
+            "letters, digits, '.', '_' and '-' (at most 64 characters)"
+        )
+        raise ValueError(msg)
+    return value
+
+
+def _decimal(value: Any, example: str) -> Decimal:
+    # floats are refused as everywhere amounts are read: "1.5" keeps its exact value
+    try:
+        return to_decimal(value)
+    except (TypeError, ValueError):
+        msg = (
+            f"must be a decimal number such as {example!r} (an integer or a string), got {value!r}"
+        )
+        raise ValueError(msg) from None
+
+
+def positive_decimal(example: str) -> Rule:
+    """A decimal amount greater than zero, from an integer or a string (never a float)."""
+
+    def parse(value: Any) -> Decimal:
+        amount = _decimal(value, example)
+        if amount <= 0:
+            msg = f"must be greater than zero, got {value!r}"
+            raise ValueError(msg)
+        return amount
+
+    return Rule(parse)
+
+
+def decimal_between(low: Decimal, high: Decimal) -> Rule:
+    """A decimal amount from ``low`` to ``high``, from an integer or a string."""
+
+    def parse(value: Any) -> Decimal:
+        amount = _decimal(value, "1.5")
+        if not low <= amount <= high:
+            msg = f"must be from {low} to {high}, got {value!r}"
+            raise ValueError(msg)
+        return amount
+
+    return Rule(parse)
+
+
+def int_between(low: int, high: int) -> Rule:
+    """A whole number from ``low`` to ``high`` (an integer, or a string of digits)."""
+
+    def parse(value: Any) -> int:
+        try:
+            if isinstance(value, bool) or not isinstance(value, int | str):
+                raise ValueError
+            number = int(value)
+        except ValueError:
+            msg = f"must be a whole number from {low} to {high}, got {value!r}"
+            raise ValueError(msg) from None
+        if not low <= number <= high:
+            msg = f"must be from {low} to {high}, got {number}"
+            raise ValueError(msg)
+        return number
+
+    return Rule(parse)
+
+
+#: a time limit beyond a day is a typo, not a wish
+MAX_SECONDS = Decimal(86400)
+
+
+def _seconds(value: Any) -> Decimal:
+    """A positive number of seconds (``call-timeout = 30`` or ``"2.5"``)."""
+    try:
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise InvalidOperation
+        seconds = Decimal(str(value))  # a TOML float is read as written, never as a binary float
+    except InvalidOperation:
+        msg = f"expected a number of seconds, got {value!r}"
+        raise ValueError(msg) from None
+    if not seconds.is_finite() or not 0 < seconds <= MAX_SECONDS:
+        msg = f"expected seconds between 0 and 86400, got {value!r}"
+        raise ValueError(msg)
+    return seconds
+
+
+BYTE_SIZE = Rule(parse_binary_size)
+POSITIVE_BYTE_SIZE = Rule(_positive_size)
+NON_NEGATIVE_INT = Rule(_non_negative_int)
+NON_EMPTY_STRING = Rule(_non_empty_string)
+NAMES = Rule(_names)
+AGENT_ID = Rule(_agent_id)
+SECONDS = Rule(_seconds)

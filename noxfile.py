@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
@@ -46,6 +49,20 @@ def tests(session: nox.Session) -> None:
     install_workspace(session)
     session.install("-e", EXAMPLE, *TEST_DEPS)
     session.run("pytest", *session.posargs)  # testpaths in pyproject.toml name the folders
+
+
+@nox.session(python=["3.11", "3.12", "3.13"], default=False)
+def wheels(session: nox.Session) -> None:
+    """Run the tests against built wheels (as users install them) on every supported Python."""
+    session.install("pip", "hatchling>=1.24")
+    wheel_dir = Path(session.create_tmp()) / "wheels"
+    shutil.rmtree(wheel_dir, ignore_errors=True)
+    session.run(
+        "python", "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+        "--wheel-dir", str(wheel_dir), *(f"./{path}" for path in (*PACKAGES, EXAMPLE)),
+    )  # fmt: skip
+    session.install(*(str(w) for w in sorted(wheel_dir.glob("*.whl"))), *TEST_DEPS)
+    session.run("pytest", *session.posargs)
 
 
 @nox.session(python="3.11")

@@ -134,7 +134,7 @@ def test_malformed_entries_name_the_key(kinds, key, message):
     with pytest.raises(ConfigError, match=message) as info:
         load_kinds({"kinds": kinds})
     assert info.value.key == key
-    assert info.value.file == "[plugins.config.mock]"
+    assert info.value.file is None  # the loader names the host config file
 
 
 def test_errors_in_a_file_name_the_file(tmp_path):

@@ -17,7 +17,14 @@ import pluggy
 
 from accelkit import hookspecs
 from accelkit.apiversion import check_api_version
-from accelkit.errors import PluginContractError, PluginLoadError, PluginUnavailable
+from accelkit.config.plugin_sections import (
+    errors_of,
+    place_in_host_config,
+    raise_all,
+    schema_problems,
+    unmatched_names,
+)
+from accelkit.errors import ConfigError, PluginContractError, PluginLoadError, PluginUnavailable
 from accelkit.events import WorkloadEvent
 from accelkit.plugin import AbstractComputePlugin
 from accelkit.registry import (
@@ -71,6 +78,10 @@ class PluginLoader:
         self.records: dict[str, PluginRecord] = {}
         self._register = KeyRegister()
         self._started: list[AbstractComputePlugin] = []
+        #: problems of ``[plugins.config.NAME]`` sections, raised together by :meth:`build`
+        self.config_problems: list[ConfigError] = []
+        #: plugin names in the config or the environment that match no installed plugin
+        self.warnings: list[str] = []
 
     @classmethod
     def from_entry_points(cls, selection: PluginSelection | None = None) -> PluginLoader:
@@ -99,8 +110,12 @@ class PluginLoader:
 
     def load_entry_points(self, group: str = hookspecs.PROJECT_NAME) -> None:
         """Import every installed distribution of the ``accelkit`` entry-point group."""
-        for ep in sorted(entry_points(group=group), key=lambda e: e.name):
+        found = sorted(entry_points(group=group), key=lambda e: e.name)
+        for ep in found:
             self._load_entry_point(ep)
+        for warning in unmatched_names(self.selection, {ep.name for ep in found}):
+            log.warning("%s", warning)
+            self.warnings.append(warning)
 
     def _load_entry_point(self, ep: EntryPoint) -> None:
         dist = ep.dist
@@ -128,12 +143,20 @@ class PluginLoader:
             self.records[ep.name] = record
             self._fail(record, exc, "import")
             return
-        self.register(module, ep.name, distribution=distribution, version=version)
+        record = self.register(module, ep.name, distribution=distribution, version=version)
+        impls = self.pm.hook.accelkit_compute_plugins.get_hookimpls()
+        if record.status is PluginStatus.LOADED and ep.name not in {i.plugin_name for i in impls}:
+            msg = f"{ep.value} registers no compute plugin (no @hookimpl accelkit_compute_plugins)"
+            self._fail(record, PluginContractError(msg), "import")
 
     # -- building and starting ----------------------------------------------------------------
 
     def build(self) -> None:
-        """Ask each registered distribution for its plugin objects, each call guarded."""
+        """Ask each registered distribution for its plugin objects, each call guarded.
+
+        Raises:
+            ConfigError: every problem of the plugins' config sections, after all are built.
+        """
         for impl in self.pm.hook.accelkit_compute_plugins.get_hookimpls():
             record = self.records.get(impl.plugin_name)
             if record is None:  # registered on the manager directly, not through us
@@ -159,10 +182,22 @@ class PluginLoader:
                 record.mark(PluginStatus.UNAVAILABLE, str(exc))
                 log.info("plugin %s unavailable: %s", record.name, exc)
                 continue
+            except ConfigError as exc:  # the host config's fault, not the plugin's
+                self._config_problems(record, errors_of(exc))
+                continue
             except Exception as exc:
                 self._fail(record, exc, "build")
                 continue
-            record.plugins = plugins
+            if not self._config_problems(record, schema_problems(plugins, config)):
+                record.plugins = plugins
+        raise_all(self.config_problems)
+
+    def _config_problems(self, record: PluginRecord, errors: list[ConfigError]) -> bool:
+        placed = place_in_host_config(record.name, errors, self.selection)
+        self.config_problems.extend(placed)
+        if placed:
+            record.error = f"invalid [plugins.config.{record.name}] section"
+        return bool(placed)
 
     async def start(self) -> list[AbstractComputePlugin]:
         """Run ``init`` and discovery of every built plugin; return those that work."""

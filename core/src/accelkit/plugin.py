@@ -118,6 +118,10 @@ class AbstractComputePlugin(ABC):
     """fnmatch patterns of slot names that cannot be requested together."""
     shared_by_amount: ClassVar[bool] = False
     """True when agents split this plugin's capacity by amount (memory), not by device."""
+    config_schema: ClassVar[type[Any] | None] = None
+    """The frozen attrs class of the plugin's ``[plugins.config.NAME]`` section, or ``None``.
+    The loader reads the section with it before the plugin starts, so a misspelt key is a
+    ``ConfigError`` naming the key in every command (see :mod:`accelkit.config.plugin_sections`)."""
     lifecycle_hook_class: ClassVar[type[AbstractLifecycleHook] | None] = None
     """The hook :meth:`create_lifecycle_hook` builds (or override that method)."""
     agent_context_class: ClassVar[type[MaskedAgentContext] | None] = None

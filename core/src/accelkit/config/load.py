@@ -26,7 +26,7 @@ from accelkit.config.model import (
     default_state_dir,
 )
 from accelkit.config.reading import read_toml
-from accelkit.config.schema import AgentEntry, HostFile
+from accelkit.config.schema import AgentEntry, HostFile, PluginsSection
 from accelkit.errors import ConfigError, ConfigErrors
 from accelkit.selection import PluginSelection
 from accelkit.types import AgentId
@@ -128,28 +128,30 @@ def _with_agent(error: ConfigError, data: Any) -> ConfigError:
 
 
 def _selection(data: Any, parsed: HostFile | None, source: Path | None) -> PluginSelection:
-    """``[plugins]`` as read; only the well-formed plugin tables when the file has errors."""
+    """``[plugins]`` as read; when the file has errors, as much of it as is well-formed."""
     base = source.parent if source else None
     name = str(source) if source else None
-    if parsed is not None:
-        section = parsed.plugins
-        return PluginSelection(
-            allowed=section.allowed,
-            blocked=section.blocked,
-            strict=section.strict,
-            configs={n: _plugin_section(c, base) for n, c in section.config.items()},
-            call_timeout=section.call_timeout,
-            hook_timeout=section.hook_timeout,
-            source=name,
-        )
-    plugins = data.get("plugins") if isinstance(data, Mapping) else None
-    tables = plugins.get("config") if isinstance(plugins, Mapping) else None
-    configs = {
-        str(n): _plugin_section(c, base)
-        for n, c in (tables.items() if isinstance(tables, Mapping) else ())
-        if isinstance(c, Mapping)
-    }
-    return PluginSelection(configs=configs, source=name)
+    plugins = data.get("plugins", {}) if isinstance(data, Mapping) else {}
+    section = (
+        parsed.plugins if parsed is not None else structure(plugins, PluginsSection, file=name)[0]
+    )
+    if section is None:  # keep at least the well-formed plugin tables
+        tables = plugins.get("config") if isinstance(plugins, Mapping) else None
+        configs = {
+            str(n): _plugin_section(c, base)
+            for n, c in (tables.items() if isinstance(tables, Mapping) else ())
+            if isinstance(c, Mapping)
+        }
+        return PluginSelection(configs=configs, source=name)
+    return PluginSelection(
+        allowed=section.allowed,
+        blocked=section.blocked,
+        strict=section.strict,
+        configs={n: _plugin_section(c, base) for n, c in section.config.items()},
+        call_timeout=section.call_timeout,
+        hook_timeout=section.hook_timeout,
+        source=name,
+    )
 
 
 def _agent(entry: AgentEntry) -> AgentConfig:

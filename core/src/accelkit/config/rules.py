@@ -93,12 +93,13 @@ def _agent_id(value: Any) -> str:
 
 def _decimal(value: Any, example: str) -> Decimal:
     # floats are refused as everywhere amounts are read: "1.5" keeps its exact value
+    if isinstance(value, float):
+        msg = f"must be an integer or a decimal string such as {example!r}, not a float ({value!r})"
+        raise ValueError(msg)
     try:
         return to_decimal(value)
     except (TypeError, ValueError):
-        msg = (
-            f"must be a decimal number such as {example!r} (an integer or a string), got {value!r}"
-        )
+        msg = f"must be a decimal string such as {example!r}, got {value!r}"
         raise ValueError(msg) from None
 
 

@@ -69,6 +69,7 @@ class CPUPlugin(AbstractComputePlugin):
 
     key: ClassVar[DeviceName] = DeviceName("cpu")
     api_version: ClassVar[str] = "2.0"
+    config_schema: ClassVar[type[CPUConfig]] = CPUConfig
     lifecycle_hook_class = CPULifecycleHook
     agent_context_class = CPUAgentContext
 

@@ -44,6 +44,7 @@ class CUDAPlugin(AbstractComputePlugin):
 
     key: ClassVar[DeviceName] = DeviceName("cuda")
     api_version: ClassVar[str] = "2.0"
+    config_schema: ClassVar[type[CUDAConfig]] = CUDAConfig
     lifecycle_hook_class = CUDALifecycleHook
     agent_context_class = CUDAAgentContext
     exclusive_slot_types: ClassVar[tuple[str, ...]] = EXCLUSIVE_SLOT_TYPES

@@ -68,6 +68,7 @@ class MemPlugin(AbstractComputePlugin):
 
     key: ClassVar[DeviceName] = DeviceName("mem")
     api_version: ClassVar[str] = "2.0"
+    config_schema: ClassVar[type[MemConfig]] = MemConfig
     lifecycle_hook_class = MemLifecycleHook
     agent_context_class = MemAgentContext
     shared_by_amount: ClassVar[bool] = True

@@ -24,7 +24,7 @@ from accelkit.types import (
     Workload,
     WorkloadConfig,
 )
-from accelkit_mock.spec import MockDevice, MockKind
+from accelkit_mock.spec import MockConfig, MockDevice, MockKind
 
 #: how often the deterministic metrics change value, in seconds
 METRIC_PERIOD = 10
@@ -70,6 +70,7 @@ class MockPlugin(AbstractComputePlugin):
     """Devices declared in TOML; one subclass per kind, made by :meth:`for_kind`."""
 
     api_version: ClassVar[str] = "2.0"
+    config_schema: ClassVar[type[MockConfig]] = MockConfig
     kind: ClassVar[MockKind]
 
     @classmethod

@@ -19,25 +19,107 @@ mig-profile = ""          # non-empty -> a UNIQUE slot "<key>.mig-<profile>"
 from __future__ import annotations
 
 import re
-import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Annotated, Any
 
 import attrs
 
+from accelkit.config.converter import MISSING, KeyPath, Rule, format_key, structure
+from accelkit.config.lines import with_lines
+from accelkit.config.plugin_sections import raise_all
+from accelkit.config.reading import read_toml
+from accelkit.config.rules import BYTE_SIZE, NON_NEGATIVE_INT, positive_decimal
 from accelkit.errors import ConfigError
 from accelkit.sizes import parse_binary_size
 from accelkit.types import to_decimal
 
 ALLOCATIONS = ("discrete", "fractional")
-_KIND_KEYS = frozenset({"key", "allocation", "quantum", "devices"})
-_DEVICE_KEYS = frozenset(
-    {"id", "model", "numa-node", "memory", "processing-units", "amount", "mig-profile"}
-)
 _KEY = re.compile(r"[a-z][a-z0-9_-]*")
 _PROFILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+_-]*")
+_NEEDS_KEY = "a kind needs a lower-case key such as 'cuda'"
+
+
+def _kind_key(value: Any) -> str:
+    if not isinstance(value, str) or not _KEY.fullmatch(value):
+        msg = f"{_NEEDS_KEY}, got {value!r}"
+        raise ValueError(msg)
+    return value
+
+
+def _allocation(value: Any) -> str:
+    if value not in ALLOCATIONS:
+        msg = f"unknown allocation mode {value!r} (use {ALLOCATIONS})"
+        raise ValueError(msg)
+    return str(value)
+
+
+def _device_id(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        msg = f"device id must be a non-empty string, got {value!r}"
+        raise ValueError(msg)
+    return value
+
+
+def _numa_node(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        msg = f"expected a NUMA node number, got {value!r}"
+        raise ValueError(msg)
+    return value
+
+
+def _amount_text(value: Any) -> int | str:
+    """Kept as written: its meaning (bytes or a decimal amount) depends on the kind."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        msg = f"expected an amount as an integer or a string, got {value!r}"
+        raise ValueError(msg)
+    return value
+
+
+def _profile(value: Any) -> str:
+    if not isinstance(value, str) or (value and not _PROFILE.fullmatch(value)):
+        msg = f"not a profile name: {value!r}"
+        raise ValueError(msg)
+    return value
+
+
+@attrs.frozen
+class DeviceEntry:
+    """``[[kinds.devices]]`` as written; ``id`` may be left out for kind ``mem`` only."""
+
+    id: Annotated[str | None, Rule(_device_id)] = None
+    model: str | None = None
+    numa_node: Annotated[int | None, Rule(_numa_node)] = None
+    memory: Annotated[int, BYTE_SIZE] = 0
+    processing_units: Annotated[int, NON_NEGATIVE_INT] = 0
+    amount: Annotated[int | str | None, Rule(_amount_text)] = None
+    mig_profile: Annotated[str, Rule(_profile)] = ""
+
+
+@attrs.frozen
+class KindEntry:
+    """``[[kinds]]`` as written."""
+
+    key: Annotated[str, Rule(_kind_key)] = attrs.field(metadata={MISSING: _NEEDS_KEY})
+    allocation: Annotated[str, Rule(_allocation)] = "discrete"
+    quantum: Annotated[Decimal, positive_decimal("0.01")] = Decimal("0.01")
+    devices: tuple[DeviceEntry, ...] = ()
+
+
+@attrs.frozen
+class DeviceFile:
+    """A mock device file: ``[[kinds]]`` tables only."""
+
+    kinds: tuple[KindEntry, ...] = ()
+
+
+@attrs.frozen
+class MockConfig:
+    """``[plugins.config.mock]``: a device file, or the same ``[[kinds]]`` inline."""
+
+    config_file: str | None = None
+    kinds: tuple[KindEntry, ...] = ()
 
 
 @attrs.frozen
@@ -63,166 +145,135 @@ class MockKind:
     devices: tuple[MockDevice, ...]
 
 
-class _Reader:
-    """Validates raw TOML data, naming the file and the key of every problem."""
+Problem = tuple[KeyPath, str]
 
-    def __init__(self, source: str | None) -> None:
-        self.source = source
 
-    def fail(self, key: str, message: str) -> NoReturn:
-        raise ConfigError(message, file=self.source, key=key)
+def _amount(kind: KindEntry, entry: DeviceEntry, at: KeyPath) -> Decimal:
+    """The device's capacity in its slot: bytes for ``mem``, else a decimal amount."""
+    if kind.key == "mem":
+        return Decimal(entry.memory if entry.amount is None else parse_binary_size(entry.amount))
+    try:
+        amount = to_decimal("1" if entry.amount is None else entry.amount)
+    except (TypeError, ValueError) as exc:
+        msg = f"not a decimal amount: {exc}"
+        raise _Refused((*at, "amount"), msg) from None
+    if amount < 0:
+        raise _Refused((*at, "amount"), f"amount must not be negative, got {entry.amount!r}")
+    return amount
 
-    def table(self, value: Any, key: str, allowed: frozenset[str]) -> Mapping[str, Any]:
-        if not isinstance(value, Mapping):
-            self.fail(key, f"expected a table, got {type(value).__name__}")
-        if unknown := sorted(set(value) - allowed):
-            self.fail(f"{key}.{unknown[0]}", f"unknown key (allowed: {sorted(allowed)})")
-        return value
 
-    def string(self, table: Mapping[str, Any], key: str, where: str, default: str = "") -> str:
-        value = table.get(key, default)
-        if not isinstance(value, str):
-            self.fail(f"{where}.{key}", f"expected a string, got {value!r}")
-        return value
+class _Refused(Exception):
+    def __init__(self, path: KeyPath, message: str) -> None:
+        super().__init__(message)
+        self.problem: Problem = (path, message)
 
-    def integer(self, table: Mapping[str, Any], key: str, where: str) -> int:
-        value = table.get(key, 0)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            self.fail(f"{where}.{key}", f"expected a non-negative integer, got {value!r}")
-        return value
 
-    def size(self, table: Mapping[str, Any], key: str, where: str) -> int:
+def _device(kind: KindEntry, entry: DeviceEntry, at: KeyPath) -> MockDevice:
+    if entry.id is None and kind.key != "mem":
+        raise _Refused((*at, "id"), "every device needs an id")
+    try:
+        amount = _amount(kind, entry, at)
+    except ValueError as exc:  # a mem amount that is not a size
+        raise _Refused((*at, "amount"), str(exc)) from None
+    return MockDevice(
+        entry.id or "root",
+        entry.model if entry.model is not None else f"Mock {kind.key}",
+        entry.numa_node,
+        entry.memory,
+        entry.processing_units,
+        amount,
+        entry.mig_profile,
+    )
+
+
+def _device_problems(
+    kind: KindEntry, devices: Sequence[MockDevice], at: KeyPath
+) -> Iterator[Problem]:
+    seen: set[str] = set()
+    for i, device in enumerate(devices):
+        here = (*at, "devices", i)
+        if device.id in seen:
+            yield (*here, "id"), f"duplicate device id {device.id!r}"
+        seen.add(device.id)
+        if device.mig_profile and kind.key in ("cpu", "mem"):
+            yield (*here, "mig-profile"), f"kind {kind.key!r} cannot have MIG profiles"
+        if device.mig_profile and device.amount != 1:
+            yield (*here, "amount"), "a MIG-like device is handed out whole: amount 1"
+        if kind.allocation == "fractional" and device.amount % kind.quantum != 0:
+            msg = f"amount {device.amount} is not a multiple of quantum {kind.quantum}"
+            yield (*here, "amount"), msg
+        if kind.allocation == "discrete" and device.amount != device.amount.to_integral_value():
+            yield (*here, "amount"), "a discrete device's amount must be whole"
+    if kind.key == "mem" and [d.id for d in devices] not in ([], ["root"]):
+        yield (*at, "devices"), "kind 'mem' has exactly one device, 'root'"
+
+
+def _kind(entry: KindEntry, at: KeyPath, problems: list[Problem]) -> MockKind:
+    devices = []
+    for i, raw in enumerate(entry.devices):
         try:
-            return parse_binary_size(table.get(key, 0))
-        except ValueError as exc:
-            self.fail(f"{where}.{key}", str(exc))
+            devices.append(_device(entry, raw, (*at, "devices", i)))
+        except _Refused as refused:
+            problems.append(refused.problem)
+    if len(devices) == len(entry.devices):
+        problems.extend(_device_problems(entry, devices, at))
+    return MockKind(entry.key, entry.allocation, entry.quantum, tuple(devices))
 
-    def amount(self, value: Any, where: str) -> Decimal:
-        try:
-            amount = to_decimal(value)
-        except (TypeError, ValueError) as exc:
-            self.fail(where, f"not a decimal amount: {exc}")
-        if amount < 0:
-            self.fail(where, f"amount must not be negative, got {value!r}")
-        return amount
 
-    def kinds(self, data: Mapping[str, Any]) -> tuple[MockKind, ...]:
-        raw = data.get("kinds", [])
-        if not isinstance(raw, list):
-            self.fail("kinds", "expected an array of tables [[kinds]]")
-        kinds = tuple(self.kind(item, f"kinds[{i}]") for i, item in enumerate(raw))
-        seen: set[str] = set()
-        for i, kind in enumerate(kinds):
-            if kind.key in seen:
-                self.fail(f"kinds[{i}].key", f"kind {kind.key!r} is declared twice")
-            seen.add(kind.key)
-        return kinds
+def read_kinds(raw: Any, file: str | None) -> tuple[tuple[MockKind, ...], list[ConfigError]]:
+    """The kinds of a ``[[kinds]]`` array and every problem found in it, keyed ``kinds[i]…``.
 
-    def kind(self, raw: Any, where: str) -> MockKind:
-        table = self.table(raw, where, _KIND_KEYS)
-        key = self.string(table, "key", where)
-        if not _KEY.fullmatch(key):
-            self.fail(f"{where}.key", f"a kind needs a lower-case key such as 'cuda', got {key!r}")
-        allocation = self.string(table, "allocation", where, "discrete")
-        if allocation not in ALLOCATIONS:
-            self.fail(
-                f"{where}.allocation", f"unknown allocation mode {allocation!r} (use {ALLOCATIONS})"
-            )
-        quantum = self.amount(table.get("quantum", "0.01"), f"{where}.quantum")
-        if quantum <= 0:
-            self.fail(f"{where}.quantum", "quantum must be greater than zero")
-        raw_devices = table.get("devices", [])
-        if not isinstance(raw_devices, list):
-            self.fail(f"{where}.devices", "expected an array of tables [[kinds.devices]]")
-        devices = tuple(
-            self.device(key, d, f"{where}.devices[{i}]") for i, d in enumerate(raw_devices)
-        )
-        self.check_devices(key, allocation, quantum, devices, where)
-        return MockKind(key, allocation, quantum, devices)
+    Each kind is read on its own, so a problem in one never hides those of the others.
+    """
+    _whole, errors = structure({"kinds": raw}, DeviceFile, file=file)
+    kinds: list[MockKind] = []
+    problems: list[Problem] = []
+    seen: set[str] = set()
+    for i, item in enumerate(raw if isinstance(raw, list) else ()):
+        entry, kind_errors = structure(item, KindEntry, file=file, prefix=("kinds", i))
+        if entry is None or kind_errors:
+            continue
+        if entry.key in seen:
+            problems.append((("kinds", i, "key"), f"kind {entry.key!r} is declared twice"))
+        seen.add(entry.key)
+        kinds.append(_kind(entry, ("kinds", i), problems))
+    errors += [ConfigError(message, file=file, key=format_key(path)) for path, message in problems]
+    return tuple(kinds), errors
 
-    def device(self, key: str, raw: Any, where: str) -> MockDevice:
-        table = self.table(raw, where, _DEVICE_KEYS)
-        if "id" not in table:
-            if key != "mem":
-                self.fail(f"{where}.id", "every device needs an id")
-            table = {**table, "id": "root"}
-        device_id = self.string(table, "id", where)
-        if not device_id:
-            self.fail(f"{where}.id", "device id must not be empty")
-        numa = table.get("numa-node")
-        if numa is not None and (isinstance(numa, bool) or not isinstance(numa, int) or numa < 0):
-            self.fail(f"{where}.numa-node", f"expected a NUMA node number, got {numa!r}")
-        memory = self.size(table, "memory", where)
-        if key == "mem":
-            amount = Decimal(self.size(table, "amount", where) if "amount" in table else memory)
-        else:
-            amount = self.amount(table.get("amount", "1"), f"{where}.amount")
-        profile = self.string(table, "mig-profile", where)
-        if profile and not _PROFILE.fullmatch(profile):
-            self.fail(f"{where}.mig-profile", f"not a profile name: {profile!r}")
-        return MockDevice(
-            device_id,
-            self.string(table, "model", where, f"Mock {key}"),
-            numa,
-            memory,
-            self.integer(table, "processing-units", where),
-            amount,
-            profile,
-        )
 
-    def check_devices(
-        self,
-        key: str,
-        allocation: str,
-        quantum: Decimal,
-        devices: Sequence[MockDevice],
-        where: str,
-    ) -> None:
-        seen: set[str] = set()
-        for i, device in enumerate(devices):
-            at = f"{where}.devices[{i}]"
-            if device.id in seen:
-                self.fail(f"{at}.id", f"duplicate device id {device.id!r}")
-            seen.add(device.id)
-            if device.mig_profile and key in ("cpu", "mem"):
-                self.fail(f"{at}.mig-profile", f"kind {key!r} cannot have MIG profiles")
-            if device.mig_profile and device.amount != 1:
-                self.fail(f"{at}.amount", "a MIG-like device is handed out whole: amount 1")
-            if allocation == "fractional" and (device.amount % quantum) != 0:
-                self.fail(
-                    f"{at}.amount", f"amount {device.amount} is not a multiple of quantum {quantum}"
-                )
-            if allocation == "discrete" and device.amount != device.amount.to_integral_value():
-                self.fail(f"{at}.amount", "a discrete device's amount must be whole")
-        if key == "mem" and [d.id for d in devices] not in ([], ["root"]):
-            self.fail(f"{where}.devices", "kind 'mem' has exactly one device, 'root'")
+def _load_file(path: Path) -> tuple[MockKind, ...]:
+    data, text = read_toml(path, "the mock device file", key="config-file")
+    file = str(path)
+    errors = [
+        ConfigError("unknown key (a mock device file holds [[kinds]] only)", file=file, key=key)
+        for key in sorted(set(data) - {"kinds"})
+    ]
+    kinds, kind_errors = read_kinds(data.get("kinds", []), file)
+    raise_all(with_lines([*errors, *kind_errors], text))
+    return kinds
 
 
 def load_kinds(config: Mapping[str, Any]) -> tuple[MockKind, ...]:
     """Read the kinds from ``config-file`` or from an inline ``kinds`` array.
 
     Raises:
-        ConfigError: naming the file (or the plugin section) and the offending key.
+        ConfigError: every problem at once (:class:`~accelkit.errors.ConfigErrors`), each
+            naming the device file and its key, or for inline kinds the key within
+            ``[plugins.config.mock]``.
     """
     unknown = sorted(set(config) - {"config-file", "kinds"})
-    if unknown:
-        msg = "unknown key in the mock plugin's config (allowed: 'config-file', 'kinds')"
-        raise ConfigError(msg, file="[plugins.config.mock]", key=unknown[0])
+    errors = [ConfigError("unknown key (allowed: config-file, kinds)", key=key) for key in unknown]
     if "config-file" in config and "kinds" in config:
-        msg = "give either 'config-file' or inline 'kinds', not both"
-        raise ConfigError(msg, file="[plugins.config.mock]", key="config-file")
+        errors.append(
+            ConfigError("give either 'config-file' or inline 'kinds', not both", key="config-file")
+        )
+    raise_all(errors)
     if "config-file" not in config:
-        return _Reader("[plugins.config.mock]").kinds(config)
-    path = Path(str(config["config-file"]))
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        msg = f"cannot read the mock device file: {exc.strerror or exc}"
-        raise ConfigError(msg, file=str(path), key="config-file") from None
-    except tomllib.TOMLDecodeError as exc:
-        msg = f"malformed TOML: {exc}"
-        raise ConfigError(msg, file=str(path)) from None
-    reader = _Reader(str(path))
-    if unknown := sorted(set(data) - {"kinds"}):
-        reader.fail(unknown[0], "unknown key (a mock device file holds [[kinds]] only)")
-    return reader.kinds(data)
+        kinds, errors = read_kinds(config.get("kinds", []), None)
+        raise_all(errors)
+        return kinds
+    path = config["config-file"]
+    if not isinstance(path, str) or not path:
+        msg = f"expected a file path, got {path!r}"
+        raise ConfigError(msg, key="config-file")
+    return _load_file(Path(path))

@@ -24,6 +24,7 @@ from accelkit.workload.render import (
     render_resource_txt,
 )
 from accelkit.workload.render.cdi import cdi_device_name
+from accelkit.workload.render.docker import DockerApiVersion, docker_networks_to_connect
 
 SCHEMA = json.loads((Path(__file__).parents[1] / "fixtures" / "cdi-schema.json").read_text())
 
@@ -74,7 +75,7 @@ def test_process_plan_of_an_empty_config_changes_nothing():
 
 
 def test_docker_create_fragment():
-    body = render_docker_create(FULL)
+    body = render_docker_create(FULL, api_version="1.44", cdi=True)
     assert body["Env"] == ["CUDA_VISIBLE_DEVICES=0,1", "OMP_NUM_THREADS=4"]
     host = body["HostConfig"]
     assert host["Mounts"] == [
@@ -94,6 +95,48 @@ def test_docker_create_fragment():
     assert host["Memory"] == host["MemorySwap"] == 8 * 1024**3
     assert host["DeviceRequests"] == [{"Driver": "cdi", "DeviceIDs": ["nvidia.com/gpu=GPU-1234"]}]
     assert body["NetworkingConfig"] == {"EndpointsConfig": {"rdma0": {}}}
+
+
+@pytest.mark.parametrize(
+    ("api_version", "cdi"),
+    [("1.41", True), ("1.43", True), ("1.44", False), ("1.51", False), ("1.40", False)],
+)
+def test_no_cdi_device_request_where_the_engine_cannot_resolve_it(api_version, cdi):
+    body = render_docker_create(FULL, api_version=api_version, cdi=cdi)
+    assert "DeviceRequests" not in body["HostConfig"]
+    # the device nodes are still passed, so the container gets its GPU either way
+    assert body["HostConfig"]["Devices"][0]["PathOnHost"] == "/dev/nvidia0"
+
+
+def test_the_default_fits_an_engine_without_cdi():
+    assert render_docker_create(FULL) == render_docker_create(FULL, api_version="1.41", cdi=False)
+    assert "DeviceRequests" not in render_docker_create(FULL)["HostConfig"]
+
+
+def test_one_network_at_create_time_below_api_1_44():
+    config = WorkloadConfig(networks=["net-a", "net-b", "net-c"])
+    old = render_docker_create(config, api_version="1.43")
+    assert old["NetworkingConfig"] == {"EndpointsConfig": {"net-a": {}}}
+    assert docker_networks_to_connect(config, api_version="1.43") == ("net-b", "net-c")
+    new = render_docker_create(config, api_version=DockerApiVersion(1, 44))
+    assert list(new["NetworkingConfig"]["EndpointsConfig"]) == ["net-a", "net-b", "net-c"]
+    assert docker_networks_to_connect(config, api_version="1.44") == ()
+
+
+def test_api_versions_order_numerically():
+    assert DockerApiVersion.parse("1.9") < DockerApiVersion.parse("v1.41")
+    assert str(DockerApiVersion.parse(" 1.44 ")) == "1.44"
+
+
+@pytest.mark.parametrize(
+    ("api_version", "match"),
+    [("1.39", "oldest supported, 1.40"), ("latest", "look like"), ("1", "look like")],
+)
+def test_unsupported_or_malformed_api_versions_are_refused(api_version, match):
+    with pytest.raises(WorkloadError, match=match):
+        render_docker_create(FULL, api_version=api_version)
+    with pytest.raises(WorkloadError, match=match):
+        docker_networks_to_connect(FULL, api_version=api_version)
 
 
 def test_docker_fragment_of_an_empty_config_is_empty():

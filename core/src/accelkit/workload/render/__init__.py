@@ -9,14 +9,20 @@ from __future__ import annotations
 
 from accelkit.workload.render.cdi import CDI_VERSION, cdi_container_edits, render_cdi_spec
 from accelkit.workload.render.cpulist import format_cpu_list
-from accelkit.workload.render.docker import render_docker_create
+from accelkit.workload.render.docker import (
+    DockerApiVersion,
+    docker_networks_to_connect,
+    render_docker_create,
+)
 from accelkit.workload.render.process import ProcessPlan, render_process
 from accelkit.workload.render.resource_txt import parse_resource_txt, render_resource_txt
 
 __all__ = [
     "CDI_VERSION",
+    "DockerApiVersion",
     "ProcessPlan",
     "cdi_container_edits",
+    "docker_networks_to_connect",
     "format_cpu_list",
     "parse_resource_txt",
     "render_cdi_spec",

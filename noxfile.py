@@ -97,8 +97,13 @@ def docs(session: nox.Session) -> None:
 
 @nox.session(python="3.11", default=False)
 def bench(session: nox.Session) -> None:
-    """Run the benchmarks and print their figures (medians)."""
+    """Run the benchmarks and print their figures (medians).
+
+    `nox -s bench -- --reference DIR` also measures Backend.AI's alloc maps from DIR in the
+    same run (they need networkx and more-itertools).
+    """
     install_workspace(session)
+    session.install("networkx", "more-itertools")
     session.run("python", "tests/benchmarks/run.py", *session.posargs)
 
 

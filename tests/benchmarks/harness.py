@@ -8,7 +8,7 @@ warm-up, the repeats and the medians::
 
     from harness import Trial, register
 
-    @register("W9.partition.autosplit", reference_ops_per_s=1_000)
+    @register("W9.partition.autosplit")
     def _bench(check: bool) -> Trial:
         ...
         return Trial(ops=n, seconds=elapsed)
@@ -19,10 +19,11 @@ picked up by dropping it into this folder.
 
 from __future__ import annotations
 
+import enum
 import fnmatch
 import inspect
 import statistics
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -42,14 +43,34 @@ class Trial:
     notes: Mapping[str, str] = attrs.field(factory=dict)
 
 
+class Role(enum.StrEnum):
+    """What a benchmark is within its group."""
+
+    #: the loop against a map that does nothing: the unit a group's costs are given in
+    FLOOR = "floor"
+    #: accelkit (or whatever the project measures)
+    SUBJECT = "subject"
+    #: the same loop against another implementation, measured in the same run
+    REFERENCE = "reference"
+
+
 @attrs.frozen
 class Benchmark:
-    """A registered benchmark."""
+    """A registered benchmark.
+
+    Benchmarks of one ``group`` are timed in alternation (one trial of each, round after
+    round), so a drift of the machine's speed hits them alike. ``of`` names the subject a
+    reference row is measured against. ``goal`` is a map-cost goal in floor units taken from
+    figures measured elsewhere; it is printed as such, never turned into a ratio.
+    """
 
     name: str
     fn: BenchFn
-    reference_ops_per_s: float | None = None
     takes_check: bool = False
+    group: str | None = None
+    role: Role = Role.SUBJECT
+    of: str | None = None
+    goal: float | None = None
 
     def run(self, check: bool) -> Trial:
         """One run; ``check`` asks for verification when the function supports it."""
@@ -60,7 +81,12 @@ class Benchmark:
 
 @attrs.frozen
 class Row:
-    """The summary of one benchmark over its timed repeats."""
+    """The summary of one benchmark over its timed repeats.
+
+    ``floor_us_per_op`` is the median of the group's floor row in the same run, ``cost`` this
+    row's time above it in floor units. ``reference_cost`` is the cost of the reference row
+    measured beside it in the same run.
+    """
 
     name: str
     ops: int
@@ -71,40 +97,71 @@ class Row:
     ok: int | None
     failed: int | None
     exact: bool | None
-    reference_ops_per_s: float | None
     notes: Mapping[str, str]
+    role: Role = Role.SUBJECT
+    floor_us_per_op: float | None = None
+    cost: float | None = None
+    reference_cost: float | None = None
+    goal: float | None = None
 
     @property
     def ratio(self) -> float | None:
-        """Our ops/s over the reference's, when there is a reference figure."""
-        if not self.reference_ops_per_s:
+        """How many times cheaper than the reference above the floor, both measured together."""
+        if self.reference_cost is None or self.cost is None:
             return None
-        return self.ops_per_s / self.reference_ops_per_s
+        return self.reference_cost / self.cost if self.cost > 0 else float("inf")
+
+    @property
+    def goal_met(self) -> bool | None:
+        """At least :data:`GOAL_RATIO` times cheaper than the reference measured beside it;
+        without a reference in the run, the map cost within the goal (when there is one)."""
+        if self.ratio is not None:
+            return self.ratio >= GOAL_RATIO
+        if self.goal is None or self.cost is None:
+            return None
+        return self.cost <= self.goal
 
     def as_json(self) -> dict[str, Any]:
         """A JSON-ready dict of the row."""
-        return {**attrs.asdict(self), "notes": dict(self.notes), "ratio": self.ratio}
+        return {
+            **attrs.asdict(self),
+            "role": self.role.value,
+            "notes": dict(self.notes),
+            "ratio": self.ratio,
+            "goal_met": self.goal_met,
+        }
 
 
 _REGISTRY: dict[str, Benchmark] = {}
 
+#: a row meets its goal when it is this many times cheaper than the reference, same run
+GOAL_RATIO = 5.0
 
-def add(name: str, run: BenchFn, *, reference_ops_per_s: float | None = None) -> None:
+
+def add(
+    name: str,
+    run: BenchFn,
+    *,
+    group: str | None = None,
+    role: Role = Role.SUBJECT,
+    of: str | None = None,
+    goal: float | None = None,
+) -> None:
     """Register ``run`` under ``name``; a name may be registered once."""
     if name in _REGISTRY:
         msg = f"benchmark {name!r} is registered twice"
         raise ValueError(msg)
     takes_check = "check" in inspect.signature(run).parameters
-    _REGISTRY[name] = Benchmark(name, run, reference_ops_per_s, takes_check)
+    _REGISTRY[name] = Benchmark(name, run, takes_check, group, role, of, goal)
 
 
 def register(
-    name: str, *, reference_ops_per_s: float | None = None
+    name: str, *, group: str | None = None, role: Role = Role.SUBJECT, goal: float | None = None
 ) -> Callable[[BenchFn], BenchFn]:
     """Decorator form of :func:`add`."""
 
     def deco(run: BenchFn) -> BenchFn:
-        add(name, run, reference_ops_per_s=reference_ops_per_s)
+        add(name, run, group=group, role=role, goal=goal)
         return run
 
     return deco
@@ -116,7 +173,12 @@ def registered() -> Mapping[str, Benchmark]:
 
 
 def select(patterns: Iterable[str]) -> list[Benchmark]:
-    """Benchmarks whose name matches any pattern (fnmatch, or a plain substring)."""
+    """Benchmarks whose name matches any pattern (fnmatch, or a plain substring).
+
+    The floor of a selected benchmark's group comes along, and so does the reference row of a
+    selected subject: a cost or a ratio is only printed when what it divides by was measured
+    in the same run.
+    """
     pats = list(patterns)
     if not pats:
         return list(_REGISTRY.values())
@@ -124,16 +186,15 @@ def select(patterns: Iterable[str]) -> list[Benchmark]:
     def hit(name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, p) or p in name for p in pats)
 
-    return [b for b in _REGISTRY.values() if hit(b.name)]
+    chosen = {b.name for b in _REGISTRY.values() if hit(b.name)}
+    groups = {_REGISTRY[n].group for n in chosen} - {None}
+    for b in _REGISTRY.values():
+        if (b.role is Role.FLOOR and b.group in groups) or (b.of is not None and b.of in chosen):
+            chosen.add(b.name)
+    return [b for b in _REGISTRY.values() if b.name in chosen]
 
 
-def measure(bench: Benchmark, *, repeats: int = 5, warmup: int = 1) -> Row:
-    """Run ``warmup`` untimed and ``repeats`` timed trials; summarise by the median time."""
-    for _ in range(warmup):
-        first = bench.run(True)
-    trials = [bench.run(False) for _ in range(max(1, repeats))]
-    if warmup < 1:
-        first = trials[0]
+def _summary(bench: Benchmark, first: Trial, trials: list[Trial]) -> Row:
     times = [t.seconds for t in trials]
     median = statistics.median(times)
     ops = trials[0].ops
@@ -152,25 +213,73 @@ def measure(bench: Benchmark, *, repeats: int = 5, warmup: int = 1) -> Row:
         ok=first.ok,
         failed=first.failed,
         exact=all(exact_values) if exact_values else None,
-        reference_ops_per_s=bench.reference_ops_per_s,
         notes=notes,
+        role=bench.role,
+        goal=bench.goal,
     )
 
 
+def measure_many(benches: Sequence[Benchmark], *, repeats: int = 5, warmup: int = 1) -> list[Row]:
+    """Warm up every benchmark, then time them in alternation, ``repeats`` rounds.
+
+    Each round runs one trial of every benchmark of a group before the next round starts, so
+    the rows of a group (floor, subject, reference) share the machine's state of the moment.
+    Costs are relative to the group's floor row; ratios to its reference row.
+    """
+    firsts: dict[str, Trial] = {}
+    for bench in benches:
+        for _ in range(warmup):
+            firsts[bench.name] = bench.run(True)
+    trials: dict[str, list[Trial]] = {b.name: [] for b in benches}
+    for _ in range(max(1, repeats)):
+        for bench in benches:
+            trials[bench.name].append(bench.run(False))
+    rows = {
+        b.name: _summary(b, firsts.get(b.name, trials[b.name][0]), trials[b.name]) for b in benches
+    }
+    floors = {b.group: rows[b.name].us_per_op for b in benches if b.role is Role.FLOOR and b.group}
+    for b in benches:
+        floor = floors.get(b.group) if b.group else None
+        if floor and b.role is not Role.FLOOR:
+            cost = (rows[b.name].us_per_op - floor) / floor
+            rows[b.name] = attrs.evolve(rows[b.name], floor_us_per_op=floor, cost=cost)
+    for b in benches:
+        if b.role is Role.REFERENCE and b.of in rows and rows[b.name].cost is not None:
+            rows[b.of] = attrs.evolve(rows[b.of], reference_cost=rows[b.name].cost)
+    return [rows[b.name] for b in benches]
+
+
+def measure(bench: Benchmark, *, repeats: int = 5, warmup: int = 1) -> Row:
+    """Run ``warmup`` untimed and ``repeats`` timed trials; summarise by the median time."""
+    (row,) = measure_many([bench], repeats=repeats, warmup=warmup)
+    return row
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
 def format_table(rows: Iterable[Row]) -> str:
-    """A Markdown table in the shape of the shared reference figures."""
+    """A Markdown table: speed, the floor of the same run, costs in floor units, goals.
+
+    "ref. cost" and "ratio" come from the reference measured in the same run; "goal" is the
+    map cost in floor units that the reference figures measured elsewhere ask for. "met" is
+    the ratio against :data:`GOAL_RATIO` when the reference ran, else the cost against "goal".
+    """
     lines = [
-        "| configuration | ops | ops/s | µs/op | spread | allocations ok / failed | exact "
-        "| reference ops/s | ratio |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| configuration | ops | ops/s | µs/op | spread | floor µs/op | map cost (floor units) "
+        "| ref. cost, same run | ratio, same run | goal (floor units, measured elsewhere) "
+        "| met | allocations ok / failed | exact |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         outcome = f"{r.ok} / {r.failed}" if r.ok is not None else "-"
         exact = {True: "yes", False: "NO", None: "-"}[r.exact]
-        ref = f"{r.reference_ops_per_s:,.0f}" if r.reference_ops_per_s else "-"
-        ratio = f"{r.ratio:,.1f}x" if r.ratio is not None else "-"
+        met = {True: "yes", False: "no", None: "-"}[r.goal_met]
         lines.append(
-            f"| {r.name} | {r.ops} | {r.ops_per_s:,.0f} | {r.us_per_op:,.1f} | "
-            f"{r.spread:.0%} | {outcome} | {exact} | {ref} | {ratio} |"
+            f"| {r.name} | {r.ops} | {r.ops_per_s:,.0f} | {r.us_per_op:,.2f} | "
+            f"{r.spread:.0%} | {_num(r.floor_us_per_op, ',.2f')} | {_num(r.cost, ',.2f')} | "
+            f"{_num(r.reference_cost, ',.2f')} | {_num(r.ratio, ',.1f')}{'x' if r.ratio else ''} | "
+            f"{_num(r.goal, ',.2f')} | {met} | {outcome} | {exact} |"
         )
     return "\n".join(lines)

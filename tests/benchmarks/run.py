@@ -1,10 +1,12 @@
 """Run the registered benchmarks and print a table (or JSON).
 
     python tests/benchmarks/run.py [--json] [--only PATTERN ...] [--repeats N] [--warmup N]
+                                   [--reference DIR]
 
 Every ``workloads_*.py`` module in this folder is imported and registers its benchmarks with
 :mod:`harness`. Each benchmark runs ``--warmup`` untimed trials, then ``--repeats`` timed ones;
-figures are medians of the timed trials.
+figures are medians of the timed trials. The benchmarks of one group (a workload's floor,
+accelkit's rows and, with ``--reference``, the reference's rows) are timed in alternation.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import harness  # noqa: E402 - importable only once this folder is on sys.path
+from reference_allocmap import ReferenceUnavailable, load  # noqa: E402
 
 
 def load_workloads() -> None:
@@ -43,9 +46,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5, help="timed repeats (default 5)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed warm-up runs (default 1)")
     parser.add_argument("--list", action="store_true", help="list benchmark names and exit")
+    parser.add_argument(
+        "--reference",
+        metavar="DIR",
+        help="also measure Backend.AI's alloc maps from DIR (its src/ai/backend/agent) in the "
+        "same run; default: $ACCELKIT_BENCH_REFERENCE",
+    )
     args = parser.parse_args(argv)
 
+    try:
+        reference = load(args.reference)
+    except ReferenceUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     load_workloads()
+    if reference is not None:
+        workloads = importlib.import_module("workloads_allocmap")
+        if not any(b.role is harness.Role.REFERENCE for b in harness.registered().values()):
+            workloads.add_reference(reference)
     benches = harness.select(args.only)
     if args.list:
         print("\n".join(b.name for b in benches))
@@ -54,11 +72,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no benchmark matches {args.only}", file=sys.stderr)
         return 2
     rows = []
+    groups: dict[str | None, list[harness.Benchmark]] = {}
     for bench in benches:
-        row = harness.measure(bench, repeats=args.repeats, warmup=args.warmup)
-        rows.append(row)
-        if not args.json:
-            print(f"  {row.name}: {row.ops_per_s:,.0f} ops/s", file=sys.stderr, flush=True)
+        groups.setdefault(bench.group or bench.name, []).append(bench)
+    for members in groups.values():
+        for row in harness.measure_many(members, repeats=args.repeats, warmup=args.warmup):
+            rows.append(row)
+            if not args.json:
+                print(f"  {row.name}: {row.ops_per_s:,.0f} ops/s", file=sys.stderr, flush=True)
     if args.json:
         doc = {
             "python": platform.python_version(),

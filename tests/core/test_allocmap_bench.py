@@ -5,9 +5,10 @@ from __future__ import annotations
 import importlib
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -28,17 +29,19 @@ def bench() -> Iterator[tuple[ModuleType, ModuleType, ModuleType]]:
         sys.path.remove(str(BENCH_DIR))
 
 
-def test_every_reference_row_is_registered(bench: tuple[ModuleType, ...]) -> None:
+def test_every_goal_row_is_registered(bench: tuple[ModuleType, ...]) -> None:
     harness, workloads, _ = bench
     names = set(harness.registered())
-    assert set(workloads.REFERENCE) <= names
+    assert set(workloads.GOALS) <= names
     assert [b.name for b in harness.select(["W4.*"])] == [
+        "W4.loop-floor.null-map",
         "W4.discrete.FILL.nohint",
         "W4.discrete.EVENLY.nohint",
         "W4.fraction.EVENLY.nohint",
         "W4.fraction.FILL.nohint",
     ]
-    assert {b.name for b in harness.select(["hint-"])} == {n for n in names if "hint-" in n}
+    hinted = {n for n in names if "hint-" in n}
+    assert {b.name for b in harness.select(["hint-"])} == hinted | {"W1.loop-floor.null-map"}
 
 
 def test_registering_a_name_twice_is_refused(bench: tuple[ModuleType, ...]) -> None:
@@ -67,8 +70,9 @@ def test_traces_replay_exactly_with_exact_grants(bench: tuple[ModuleType, ...], 
     assert (row.ok, row.failed) == REFERENCE_COUNTS[name]
     assert row.exact is True
     assert row.ops == 20_000
-    assert row.ratio is not None
-    assert row.ratio > 0
+    # measured alone: no floor and no reference in this run, so no cost and no ratio
+    assert row.cost is None
+    assert row.ratio is None
 
 
 def test_w3_splits_fewer_small_requests_than_the_reference(bench: tuple[ModuleType, ...]) -> None:
@@ -83,8 +87,15 @@ def test_run_prints_json(bench: tuple[ModuleType, ...], capsys: pytest.CaptureFi
         run.main(["--json", "--only", "W4.discrete.FILL*", "--repeats", "1", "--warmup", "1"]) == 0
     )
     doc = json.loads(capsys.readouterr().out)
-    (row,) = doc["rows"]
+    floor, row = doc["rows"]
+    assert floor["name"] == "W4.loop-floor.null-map"
+    assert floor["role"] == "floor"
     assert row["name"] == "W4.discrete.FILL.nohint"
+    assert row["floor_us_per_op"] == floor["us_per_op"]
+    assert row["cost"] == pytest.approx(
+        (row["us_per_op"] - floor["us_per_op"]) / floor["us_per_op"]
+    )
+    assert row["ratio"] is None  # no reference measured in this run
     assert row["ops"] == 20_000
     assert row["exact"] is True
     assert row["ops_per_s"] > 0
@@ -99,4 +110,159 @@ def test_run_table_and_unknown_pattern(
     out = capsys.readouterr().out
     assert out.startswith("| configuration | ops | ops/s | µs/op |")
     assert "| W4.fraction.FILL.nohint | 20000 |" in out
+    assert "| W4.loop-floor.null-map | 20000 |" in out
+    assert ".reference" not in out
     assert run.main(["--only", "nothing-matches-this"]) == 2
+
+
+def _fixed(seconds: float) -> Callable[[], Any]:
+    def run() -> Any:
+        import harness
+
+        return harness.Trial(ops=1000, seconds=seconds)
+
+    return run
+
+
+def test_costs_and_ratios_come_from_the_same_run(bench: tuple[ModuleType, ...]) -> None:
+    harness = bench[0]
+    role = harness.Role
+    benches = [
+        harness.Benchmark("g.floor", _fixed(0.001), group="g", role=role.FLOOR),
+        harness.Benchmark("g.ours", _fixed(0.003), group="g", goal=1.5),
+        harness.Benchmark("g.ref", _fixed(0.021), group="g", role=role.REFERENCE, of="g.ours"),
+    ]
+    floor, ours, ref = harness.measure_many(benches, repeats=3, warmup=0)
+    assert floor.cost is None
+    assert ours.floor_us_per_op == pytest.approx(1.0)
+    assert ours.cost == pytest.approx(2.0)
+    assert ref.cost == pytest.approx(20.0)
+    assert ours.reference_cost == pytest.approx(20.0)
+    assert ours.ratio == pytest.approx(10.0)
+    assert ours.goal_met is True  # 10x cheaper than the reference beside it
+    # Without the reference, the goal (measured elsewhere) decides, and no ratio is made up.
+    _, alone = harness.measure_many(benches[:2], repeats=1, warmup=0)
+    assert alone.ratio is None
+    assert alone.goal_met is False  # cost 2.0 over a goal of 1.5
+    table = harness.format_table([ours, alone])
+    assert "| 10.0x |" in table
+    assert table.count("| - | 1.50 | no |") == 1
+
+
+def test_selecting_a_row_brings_its_floor_and_reference(bench: tuple[ModuleType, ...]) -> None:
+    harness = bench[0]
+    picked = [b.name for b in harness.select(["W3.fraction.FILL.nohint"])]
+    assert picked[0] == "W3.loop-floor.null-map"
+    assert "W3.fraction.FILL.nohint" in picked
+    assert "W3.fraction.EVENLY.nohint" not in picked
+
+
+FAKE_ALLOC_MAP = """
+from __future__ import annotations
+
+import enum
+from decimal import Decimal
+from typing import (
+    Any,
+    override,
+)
+
+import attr
+
+from ai.backend.common.types import SlotTypes
+
+from .affinity_map import AffinityHint
+from .errors import InsufficientResource
+
+
+class AllocationStrategy(enum.Enum):
+    FILL = 0
+    EVENLY = 1
+
+
+@attr.define()
+class DeviceSlotInfo:
+    slot_type: SlotTypes
+    slot_name: str
+    amount: Decimal
+
+
+def distribute[T](num_items: int, groups: list[T]) -> dict[T, int]:
+    return dict.fromkeys(groups, num_items // len(groups))
+
+
+class DiscretePropertyAllocMap:
+    def __init__(self, *, device_slots: Any, device_mask: Any, allocation_strategy: Any) -> None:
+        self.device_slots = device_slots
+        self.allocations = {
+            i.slot_name: {d: Decimal(0) for d in device_slots} for i in device_slots.values()
+        }
+
+    @override
+    def allocate(self, slots: Any, *, affinity_hint: AffinityHint | None = None) -> Any:
+        ((slot, amount),) = slots.items()
+        allocs = self.allocations[slot]
+        dev = max(allocs, key=lambda d: self.device_slots[d].amount - allocs[d])
+        if self.device_slots[dev].amount - allocs[dev] < amount:
+            raise InsufficientResource("no room", slot, amount, 0, {})
+        allocs[dev] += amount
+        return {slot: {dev: amount}}
+
+    def free(self, alloc: Any) -> None:
+        for slot, per in alloc.items():
+            for dev, amount in per.items():
+                self.allocations[slot][dev] -= amount
+
+
+FractionAllocMap = DiscretePropertyAllocMap
+"""
+
+
+@pytest.fixture
+def fake_reference(tmp_path: Path) -> Path:
+    (tmp_path / "alloc_map.py").write_text(FAKE_ALLOC_MAP)
+    (tmp_path / "affinity_map.py").write_text("import networkx\nAffinityHint = object\n")
+    return tmp_path
+
+
+def test_reference_loads_unchanged_files_and_replays_the_trace(
+    bench: tuple[ModuleType, ...], fake_reference: Path
+) -> None:
+    workloads = bench[1]
+    reference_allocmap = importlib.import_module("reference_allocmap")
+    ref = reference_allocmap.load(str(fake_reference))
+    assert not any(k == "ai" or k.startswith("ai.") for k in sys.modules)  # nothing left behind
+    make = ref.discrete(workloads.W4_DEVICES, "FILL")
+    trial = workloads.replay(
+        make(), "mem", workloads._draw_w4, seed=404, max_live=16, check=True, errors=ref.errors
+    )
+    assert (trial.ok, trial.failed, trial.exact) == (8823, 2370, True)
+
+
+def test_a_reference_folder_without_the_maps_is_a_clear_error(
+    bench: tuple[ModuleType, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = bench[2]
+    assert run.main(["--reference", str(tmp_path), "--only", "W4.discrete.FILL*"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ")
+    assert "alloc_map.py, affinity_map.py" in err
+    assert "Traceback" not in err
+
+
+def test_run_with_the_reference_prints_ratios_of_the_same_run(
+    bench: tuple[ModuleType, ...], fake_reference: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = bench[2]
+    argv = ["--json", "--reference", str(fake_reference), "--only", "W4.discrete.FILL*"]
+    assert run.main([*argv, "--repeats", "1"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert set(rows) == {
+        "W4.loop-floor.null-map",
+        "W4.discrete.FILL.nohint",
+        "W4.discrete.FILL.nohint.reference",
+    }
+    ours, ref = rows["W4.discrete.FILL.nohint"], rows["W4.discrete.FILL.nohint.reference"]
+    assert (ref["ok"], ref["failed"]) == (ours["ok"], ours["failed"])
+    assert ours["reference_cost"] == ref["cost"]
+    assert ours["ratio"] == pytest.approx(ref["cost"] / ours["cost"])

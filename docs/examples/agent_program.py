@@ -1,4 +1,4 @@
-"""An agent program: open the partition host, book a container workload, drive its lifecycle.
+"""An agent program: open the node, book a container workload, drive its lifecycle.
 
 Run it with a host config: ``python docs/examples/agent_program.py docs/examples/demo.toml``.
 """
@@ -11,7 +11,8 @@ import sys
 from decimal import Decimal
 
 from accelkit.config import load_host_config
-from accelkit.host import AgentView, PartitionHost
+from accelkit.host import AgentView
+from accelkit.node import Node
 from accelkit.types import AgentId, SlotName, Workload
 from accelkit.workload.render.docker import render_docker_create
 
@@ -27,21 +28,21 @@ def free_slots(agent: AgentView) -> dict[str, str]:
 
 async def main(config_path: str) -> None:
     config = load_host_config(config_path)
-    # Opening the host loads the plugins, splits the devices among the agents and
+    # Opening the node loads the plugins, splits the devices among the agents and
     # reconciles the allocation ledger (workloads a crashed agent left behind).
-    async with PartitionHost.open(config) as host:
-        agent = host.agents[AgentId("agent-1")]
+    async with Node.open(config) as node:
+        agent = node.agents[AgentId("agent-1")]
         print("devices:", agent.device_ids())
         print("capacity:", agent.available_slots())
         print("scaling:", agent.scaling_factors())
 
         # Book: allocate across plugins (accelerators, then cpu, then mem) and record it.
         slots = {SlotName("cuda.device"): Decimal(1), SlotName("cpu"): Decimal(2)}
-        record = await host.bookkeeper.book(agent.agent_id, Workload.container("job-42"), slots)
+        record = await node.book(agent.agent_id, Workload.container("job-42"), slots)
         print("granted:", record.allocation)
         print("free while it runs:", free_slots(agent))
 
-        lifecycle = host.bookkeeper.lifecycle(record)
+        lifecycle = node.lifecycle(record)
         merged = await lifecycle.prepare()  # every plugin's pre_create, merged and checked
         body = render_docker_create(merged)  # the POST /containers/create fragment
         print("container body:", json.dumps(body, sort_keys=True))

@@ -12,6 +12,7 @@ from accelkit.config import load_host_config
 from accelkit.errors import InsufficientResource, InvalidResourceArgument, WorkloadError
 from accelkit.events import WorkloadPhase
 from accelkit.host import PartitionHost
+from accelkit.node import Node
 from accelkit.types import AgentId, DeviceName, SlotName, Workload
 from accelkit.workload import Ledger, LedgerRecord, ProcessStamp
 from accelkit.workload.bookkeeper import Bookkeeper
@@ -300,9 +301,9 @@ def test_the_host_reconciles_the_ledger_as_it_starts(config):
     ledger.write(foreign("dead", device="cuda1", hooks=("cuda",)))
 
     async def main():
-        async with PartitionHost.open(config) as host:
-            report = host.bookkeeper.last_report
-            return report, used(host)
+        async with Node.open(config) as node:
+            report = node.last_report
+            return report, used(node)
 
     report, in_use = asyncio.run(main())
     assert [k[1] for k in report.kept] == ["live"]
@@ -311,14 +312,13 @@ def test_the_host_reconciles_the_ledger_as_it_starts(config):
     assert sorted(k[1] for k in ledger.scan().records) == ["live"]
 
 
-def test_a_host_opened_without_reconciling_leaves_the_ledger_alone(config):
+def test_a_bare_partition_host_leaves_the_ledger_alone(config):
     ledger = Ledger(config.resource.state_dir)
     ledger.write(foreign("dead", device="cuda1", hooks=("cuda",)))
 
     async def main():
-        async with PartitionHost.open(config, reconcile=False) as host:
-            with pytest.raises(RuntimeError, match="reconcile=False"):
-                _ = host.bookkeeper
+        async with PartitionHost.open(config) as host:
+            assert not hasattr(host, "bookkeeper")
             return used(host)
 
     assert asyncio.run(main()) == {}

@@ -47,14 +47,14 @@ def test_workload_metrics_come_from_the_ledgers_live_records(tmp_path):
     assert rss.value.value > 0
 
 
-def test_a_host_without_its_ledger_measures_no_workloads(tmp_path):
+def test_a_node_without_a_ledger_measures_no_workloads(tmp_path):
     (tmp_path / "host.toml").write_text(
         f'[resource]\nstate-dir = "{tmp_path / "state"}"\n[plugins]\nallowed = ["mem"]\n'
     )
     config = load_host_config(tmp_path / "host.toml")
 
     async def main():
-        async with PartitionHost.open(config, reconcile=False) as host:
+        async with PartitionHost.open(config) as host:
             return await MetricsGatherer(host).gather()
 
     snapshot = asyncio.run(main())

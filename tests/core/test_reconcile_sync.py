@@ -16,6 +16,7 @@ from accelkit.config import load_host_config
 from accelkit.errors import ConfigError
 from accelkit.events import WorkloadPhase
 from accelkit.host import PartitionHost
+from accelkit.node import Node
 from accelkit.types import AgentId, DeviceName, SlotName, Workload
 from accelkit.workload import Ledger, LedgerRecord, ProcessStamp
 from accelkit.workload.bookkeeper import Bookkeeper
@@ -51,9 +52,11 @@ def sleepers():
         proc.wait()
 
 
-def with_host(config, body, **options):
+def with_host(config, body, *, reconcile=True):
+    """Run ``body`` with a node (which reconciles on open), or with a bare partition host."""
+
     async def main():
-        async with PartitionHost.open(config, **options) as host:
+        async with Node.open(config) if reconcile else PartitionHost.open(config) as host:
             return await body(host, Ledger(config.resource.state_dir))
 
     return asyncio.run(main())
@@ -344,7 +347,7 @@ def test_a_state_dir_that_is_a_file_is_a_config_error_naming_the_key(config, tmp
     bad = load_host_config(host_toml)
 
     async def main():
-        async with PartitionHost.open(bad):
+        async with Node.open(bad):
             pass
 
     with pytest.raises(ConfigError) as info:

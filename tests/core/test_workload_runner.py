@@ -12,7 +12,7 @@ import pytest
 
 from accelkit.config import load_host_config
 from accelkit.errors import WorkloadError
-from accelkit.host import PartitionHost
+from accelkit.node import Node
 from accelkit.types import AgentId, SlotName, WorkloadConfig
 from accelkit.workload.memlimit import LimitMethod, MemoryLimit, choose_memory_limit
 from accelkit.workload.runner import run_workload
@@ -47,7 +47,7 @@ def test_affinity_and_memory_limit_reach_the_command(config, monkeypatch, tmp_pa
     steps: list[str] = []
 
     async def main():
-        async with PartitionHost.open(config) as host:
+        async with Node.open(config) as host:
             keeper = host.bookkeeper
             slots = {SlotName("cpu"): Decimal(1), SlotName("mem"): Decimal(2 * 1024**3)}
             return await run_workload(
@@ -164,7 +164,7 @@ def test_an_empty_cpu_set_is_refused_before_anything_runs(config, monkeypatch):
     steps: list[str] = []
 
     async def main():
-        async with PartitionHost.open(config) as host:
+        async with Node.open(config) as host:
             with pytest.raises(WorkloadError, match="plugin 'cpu': cpuset_cpus is empty"):
                 await run_workload(
                     host.bookkeeper,

@@ -17,7 +17,7 @@ import pytest
 
 from accelkit.config import load_host_config
 from accelkit.errors import InsufficientResource
-from accelkit.host import PartitionHost
+from accelkit.node import Node
 from accelkit.types import AgentId, SlotName
 from accelkit.workload import runner
 from accelkit.workload.process_tree import become_subreaper
@@ -67,7 +67,7 @@ async def _run(config, argv, *, checkpoint=None, slots=SLOTS, grace=5.0) -> Outc
         if checkpoint is not None:
             checkpoint(name)
 
-    async with PartitionHost.open(config) as host:
+    async with Node.open(config) as host:
         try:
             outcome.result = await run_workload(
                 host.bookkeeper,

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from accelkit.config import load_host_config
-from accelkit.host import PartitionHost
+from accelkit.node import Node
 from accelkit.types import AgentId
 from accelkit.workload import ProcessStamp
 
@@ -85,8 +85,8 @@ def reconcile(config: Path):
     host_config = load_host_config(config)
 
     async def main():
-        async with PartitionHost.open(host_config) as host:
-            report = host.bookkeeper.last_report  # the host reconciles as it starts
+        async with Node.open(host_config) as host:
+            report = host.bookkeeper.last_report  # the node reconciles as it opens
             maps = {
                 key: {
                     d: a for per in ctx.alloc_map.allocations.values() for d, a in per.items() if a

@@ -15,12 +15,12 @@ from accelkit.cli.options import config_option, read_config
 from accelkit.host import PartitionHost
 from accelkit.types import AgentId
 from accelkit.workload.cdi_spec import agent_cdi_spec, default_cdi_kind
-from accelkit.workload.validate import CDI_KIND
+from accelkit.workload.render.cdi import cdi_kind_problem
 
 
 async def _spec(config_path: Path | None, agent: str, kind: str | None) -> dict[str, Any]:
     config = read_config(config_path)
-    async with PartitionHost.open(config, reconcile=False) as host:
+    async with PartitionHost.open(config) as host:
         view = host.agents.get(AgentId(agent))
         if view is None:
             known = ", ".join(sorted(host.agents)) or "none"
@@ -29,11 +29,13 @@ async def _spec(config_path: Path | None, agent: str, kind: str | None) -> dict[
         return await agent_cdi_spec(view.agent_id, view.contexts, kind or default_cdi_kind(agent))
 
 
-def _write(directory: Path, spec: dict[str, Any]) -> Path:
+def _write(directory: Path, spec: dict[str, Any], *, replace: bool) -> Path:
     """Write ``<vendor>-<class>.json`` atomically (temp file, fsync, rename).
 
     A directory that cannot be created or written to is a :class:`click.ClickException` naming
-    the path; no temp file is left behind.
+    the path; no temp file is left behind. A file already there with other contents (another
+    agent's spec under the same kind, or this agent's before its devices changed) is replaced
+    only with ``replace``.
     """
     vendor, _, klass = spec["kind"].partition("/")
     path = directory / f"{vendor}-{klass}.json"
@@ -42,6 +44,9 @@ def _write(directory: Path, spec: dict[str, Any]) -> Path:
     except OSError as exc:
         msg = f"cannot create the directory {str(directory)!r}: {_reason(exc)}"
         raise click.ClickException(msg) from exc
+    if not replace and path.is_file() and _read_json(path) != spec:
+        msg = f"{str(path)!r} already holds another spec of kind {spec['kind']!r}; pass --replace"
+        raise click.ClickException(msg)
     temp = directory / f".{path.name}.tmp-{os.getpid()}"
     try:
         with temp.open("w", encoding="utf-8") as stream:
@@ -60,14 +65,20 @@ def _write(directory: Path, spec: dict[str, Any]) -> Path:
     return path
 
 
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
 def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
 def _check_kind(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    if value is not None and CDI_KIND.fullmatch(value) is None:
-        msg = f"{value!r} is not a CDI kind (vendor.com/class)"
-        raise click.BadParameter(msg)
+    if value is not None and (problem := cdi_kind_problem(value)) is not None:
+        raise click.BadParameter(problem)
     return value
 
 
@@ -88,10 +99,17 @@ def _check_kind(_ctx: click.Context, _param: click.Parameter, value: str | None)
     callback=_check_kind,
     help="CDI kind, vendor.com/class (default: accelkit.io/<agent>).",
 )
-def cdi(config_path: Path | None, agent: str, output: Path | None, kind: str | None) -> None:
-    """Print (or write) the CDI spec, version 1.1.0, of an agent's devices."""
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="With --output, replace a spec file of the same kind that holds other contents.",
+)
+def cdi(
+    config_path: Path | None, agent: str, output: Path | None, kind: str | None, replace: bool
+) -> None:
+    """Print (or write) the CDI spec of an agent's devices, at the lowest cdiVersion it needs."""
     spec = asyncio.run(_spec(config_path, agent, kind))
     if output is None:
         click.echo(json.dumps(spec, indent=2))
         return
-    click.echo(str(_write(output, spec)))
+    click.echo(str(_write(output, spec, replace=replace)))

@@ -42,7 +42,7 @@ async def check_config(config: HostConfig | HostConfigDraft) -> tuple[str, list[
     warnings = list(loader.warnings)
     if not problems and draft.config is not None:
         try:
-            async with PartitionHost.open(draft.config, loader=loader, reconcile=False) as host:
+            async with PartitionHost.open(draft.config, loader=loader) as host:
                 result = host.result
                 devices = sum(len(info.devices) for info in host.device_map.values())
                 summary = (

@@ -34,7 +34,7 @@ async def compute_plan(config: HostConfig) -> dict[str, Any]:
     """Start a partition host on ``config`` and return its plan."""
     from accelkit.host import PartitionHost
 
-    async with PartitionHost.open(config, reconcile=False) as host:
+    async with PartitionHost.open(config) as host:
         return host.plan()
 
 

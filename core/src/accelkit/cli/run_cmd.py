@@ -19,7 +19,7 @@ import click
 
 from accelkit.cli.options import config_option, read_config
 from accelkit.errors import InsufficientResource
-from accelkit.host import PartitionHost
+from accelkit.node import Node
 from accelkit.sizes import parse_binary_size
 from accelkit.types import AgentId, SlotName
 from accelkit.workload.process_tree import become_subreaper
@@ -108,12 +108,12 @@ async def _run(
 ) -> int:
     config = read_config(config_path)
     become_subreaper()
-    async with PartitionHost.open(config) as host:
-        for line in host.bookkeeper.last_report.messages():
+    async with Node.open(config) as node:
+        for line in node.last_report.messages():
             _echo(f"warning: {line}")
         try:
             return await run_workload(
-                host.bookkeeper,
+                node.bookkeeper,
                 AgentId(agent),
                 slots,
                 argv,

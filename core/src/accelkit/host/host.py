@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from accelkit.allocmap import AbstractAllocMap, AffinityPolicy
 from accelkit.config.model import AllocationMode, HostConfig
@@ -18,9 +18,6 @@ from accelkit.plugin import AbstractAgentContext, AbstractComputePlugin, MaskedA
 from accelkit.registry import PluginStatus
 from accelkit.types import AgentId, DeviceName
 
-if TYPE_CHECKING:
-    from accelkit.workload.bookkeeper import Bookkeeper
-
 log = logging.getLogger(__name__)
 
 
@@ -29,15 +26,13 @@ class PartitionHost:
 
     Use it as ``async with PartitionHost.open(config) as host:``; leaving the block (or a
     start-up that fails halfway) closes every context and cleans every started plugin up.
+    The host knows nothing of workloads or the allocation ledger: :class:`accelkit.node.Node`
+    composes a host with the ledger's bookkeeper.
     """
 
-    def __init__(
-        self, config: HostConfig, loader: PluginLoader | None = None, *, reconcile: bool = True
-    ) -> None:
+    def __init__(self, config: HostConfig, loader: PluginLoader | None = None) -> None:
         self.config = config
         self._loader = loader
-        self._reconcile = reconcile
-        self._bookkeeper: Bookkeeper | None = None
         self.plugins: dict[DeviceName, AbstractComputePlugin] = {}
         self.device_map: dict[DeviceName, GlobalDeviceInfo] = {}
         self.agents: dict[AgentId, AgentView] = {}
@@ -51,18 +46,15 @@ class PartitionHost:
         config: HostConfig | None = None,
         *,
         loader: PluginLoader | None = None,
-        reconcile: bool = True,
     ) -> PartitionHost:
         """A host for ``config`` (default: the installed plugins, defaults, one agent).
 
         ``loader`` replaces entry-point discovery, e.g. with plugins registered by a test.
-        With ``reconcile`` (the default) the host reconciles the allocation ledger in
-        ``state-dir`` on start: it re-applies the allocations of live workloads, finishes the
-        teardown of dead ones and reports double bookings (see :attr:`bookkeeper`). Read-only
-        tools (``accelkit plan``, ``check``) pass ``reconcile=False`` and never touch the ledger.
-        Nothing happens until the host is entered or :meth:`start` is awaited.
+        The host never touches the allocation ledger (read-only tools such as ``accelkit plan``
+        use it as it is; :class:`accelkit.node.Node` adds the ledger). Nothing happens until the
+        host is entered or :meth:`start` is awaited.
         """
-        return cls(config or HostConfig(), loader, reconcile=reconcile)
+        return cls(config or HostConfig(), loader)
 
     async def __aenter__(self) -> PartitionHost:
         await self.start()
@@ -128,28 +120,6 @@ class PartitionHost:
             self.agents[agent_id] = AgentView(
                 agent_id, contexts, scaling=result.scaling[agent_id], affinity_policy=policy
             )
-        if self._reconcile:
-            await self._reconcile_ledger()
-
-    async def _reconcile_ledger(self) -> None:
-        from accelkit.workload.bookkeeper import Bookkeeper
-        from accelkit.workload.ledger import Ledger
-
-        ledger = Ledger(self.config.resource.state_dir, source=self.config.source_name)
-        self._bookkeeper = Bookkeeper(ledger, self, notify=self.loader.notify_workload_event)
-        report = await self._bookkeeper.reconcile()
-        for line in report.messages():
-            log.warning("%s", line)
-        if not report.clean:
-            self._warnings.extend(report.messages())
-
-    @property
-    def bookkeeper(self) -> Bookkeeper:
-        """The ledger's bookkeeper, which books and releases this host's workloads."""
-        if self._bookkeeper is None:
-            msg = "the host was opened with reconcile=False or is not started"
-            raise RuntimeError(msg)
-        return self._bookkeeper
 
     async def close(self) -> None:
         """Close every context, then clean the plugins up; errors are logged, not raised."""
@@ -166,6 +136,10 @@ class PartitionHost:
     def warnings(self) -> list[str]:
         """Everything the operator should know about the plan."""
         return [*self.result.warnings, *self._warnings]
+
+    def add_warning(self, line: str) -> None:
+        """Add a line for the operator (the node adds what reconciling the ledger found)."""
+        self._warnings.append(line)
 
     def plan(self) -> dict[str, Any]:
         """The serialisable plan, in the shape ``accelkit plan --json`` prints."""

@@ -12,6 +12,7 @@ from accelkit.metrics import MetricContext, NodeMetric
 from accelkit.metrics_export.agent_share import agent_measurement, plugin_factor
 from accelkit.metrics_export.snapshot import AgentMetric, MetricsSnapshot, WorkloadSample
 from accelkit.types import AgentId, DeviceName, Workload
+from accelkit.workload.ledger import Ledger
 
 log = logging.getLogger(__name__)
 
@@ -50,15 +51,16 @@ class MetricsGatherer:
         return MetricContext(self._round.timestamp, previous, self._round.round_cache)
 
     def _workloads(self) -> Mapping[AgentId, Sequence[Workload]]:
-        """The workloads given, or else those the host's allocation ledger holds."""
+        """The workloads given, or else those the node's allocation ledger holds (read only)."""
         if self.workloads is not None:
             return self.workloads
+        ledger = Ledger(self.host.config.resource.state_dir, source=self.host.config.source_name)
         try:
-            ledger = self.host.bookkeeper.ledger
-        except RuntimeError:  # a host opened without its ledger
-            return {}
+            records = ledger.read_all()
+        finally:
+            ledger.close()
         found: dict[AgentId, list[Workload]] = {}
-        for (agent_id, _), record in sorted(ledger.scan().records.items()):
+        for (agent_id, _), record in sorted(records.items()):
             found.setdefault(agent_id, []).append(record.workload)
         return found
 

@@ -10,10 +10,9 @@ the event loop's thread, which runs them all): :meth:`~Bookkeeper.book` and
 :meth:`~Bookkeeper.reconcile` also hold an :class:`asyncio.Lock`, so a sync that awaits the
 teardown of a dead workload never interleaves with another sync of the same bookkeeper.
 
-To reconcile when a host starts, an agent program calls::
-
-    keeper = Bookkeeper(Ledger(config.resource.state_dir), host)
-    report = await keeper.reconcile()
+There is one bookkeeper per process: :class:`accelkit.node.Node` makes it and reconciles once on
+open. Agent programs use the node (``async with Node.open(config) as node:``), never a second
+bookkeeper, which would apply every live record to the maps a second time.
 """
 
 from __future__ import annotations
@@ -25,8 +24,10 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Protocol
 
 from accelkit.allocmap import AffinityPolicy
+from accelkit.calls import DEFAULT_HOOK_TIMEOUT
 from accelkit.errors import InvalidResourceArgument
 from accelkit.events import WorkloadEvent, WorkloadPhase
+from accelkit.runtime.base import Runtime, WorkloadHandle
 from accelkit.types import AgentId, DeviceName, SlotName, Workload
 from accelkit.workload.ledger import Ledger
 from accelkit.workload.lifecycle import HookTarget, PhaseListener, WorkloadLifecycle
@@ -55,9 +56,13 @@ class Bookkeeper:
         *,
         owner: ProcessStamp | None = None,
         notify: Callable[[WorkloadEvent], None] | None = None,
+        runtimes: Mapping[str, Runtime] | None = None,
+        hook_timeout: Decimal = DEFAULT_HOOK_TIMEOUT,
     ) -> None:
         self.ledger = ledger
         self.host = host
+        self.runtimes: Mapping[str, Runtime] = runtimes if runtimes is not None else {}
+        self.hook_timeout = hook_timeout
         self.owner = owner if owner is not None else ProcessStamp.of(os.getpid())
         self.notify = notify
         self.reconciler = Reconciler(ledger, host.agents, notify=notify)
@@ -139,6 +144,10 @@ class Bookkeeper:
     def set_leader(self, key: RecordKey, leader: ProcessStamp | None) -> None:
         """Record the workload's leader process."""
         self._update(key, self.owned[key].with_leader(leader))
+
+    def set_handle(self, key: RecordKey, handle: WorkloadHandle | None) -> None:
+        """Record what identifies the workload in its runtime."""
+        self._update(key, self.owned[key].with_handle(handle))
 
     def release(self, key: RecordKey) -> None:
         """Free a booked workload's allocation and remove its record."""

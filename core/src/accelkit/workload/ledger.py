@@ -107,6 +107,9 @@ class Ledger:
     def __repr__(self) -> str:
         return f"Ledger({str(self.directory)!r})"
 
+    def close(self) -> None:
+        """Nothing to close: every change opens and closes its files."""
+
     # -- locking -------------------------------------------------------------------------------
 
     @contextlib.contextmanager
@@ -175,6 +178,21 @@ class Ledger:
                     continue
                 records[record.key] = record
             return LedgerScan(records, tuple(problems))
+
+    def read_all(self) -> dict[tuple[AgentId, str], LedgerRecord]:
+        """Every readable record, without the lock and without changing anything."""
+        records: dict[tuple[AgentId, str], LedgerRecord] = {}
+        if not self.directory.is_dir():
+            return records
+        for path in sorted(self.directory.glob("*" + SUFFIX)):
+            if path.name.startswith("."):
+                continue
+            try:
+                record = self._read(path)
+            except (FileNotFoundError, LedgerFormatError):
+                continue
+            records[record.key] = record
+        return records
 
     def _rename_legacy(self, path: Path) -> Path:
         """Give a record named the old way (agent id starting with ``.``) its current name."""

@@ -10,11 +10,13 @@
      "hooks": {"cuda": ["pre_create", "post_create"], "cpu": ["pre_create"]},
      "owner": {"pid": 4240, "start_time": "1718000000.52"},
      "leader": {"pid": 4242, "start_time": "1718000000.61"},
+     "handle": {"runtime": "process", "ident": "/sys/fs/cgroup/...", "details": {}},
      "created_at": "2024-06-10T06:13:20Z"}
 
 Amounts are decimal strings. ``order`` is the allocation order (hooks run in it). ``hooks`` lists,
 per plugin, the phases that completed. ``owner`` is the accelkit process managing the workload,
-``leader`` the workload's leader process (``null`` until it exists, and for containers).
+``leader`` the workload's leader process (``null`` until it exists, and for containers),
+``handle`` what identifies the workload in its runtime (``null`` until the runtime made it).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 import attrs
 
 from accelkit.events import WorkloadPhase
+from accelkit.runtime.base import WorkloadHandle
 from accelkit.types import (
     AgentId,
     DeviceAllocation,
@@ -62,6 +65,7 @@ class LedgerRecord:
     hooks: Mapping[DeviceName, tuple[WorkloadPhase, ...]] = attrs.field(factory=dict)
     owner: ProcessStamp | None = None
     leader: ProcessStamp | None = None
+    handle: WorkloadHandle | None = None
     created_at: str = attrs.field(
         factory=lambda: dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     )
@@ -85,6 +89,10 @@ class LedgerRecord:
         """A copy naming the workload's leader process."""
         return attrs.evolve(self, leader=leader)
 
+    def with_handle(self, handle: WorkloadHandle | None) -> LedgerRecord:
+        """A copy naming what identifies the workload in its runtime."""
+        return attrs.evolve(self, handle=handle)
+
     # -- JSON ----------------------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
@@ -104,6 +112,7 @@ class LedgerRecord:
             "hooks": {plugin: [p.value for p in phases] for plugin, phases in self.hooks.items()},
             "owner": _stamp_json(self.owner),
             "leader": _stamp_json(self.leader),
+            "handle": None if self.handle is None else self.handle.to_json(),
             "created_at": self.created_at,
         }
 
@@ -131,6 +140,15 @@ def _stamp(data: Any) -> ProcessStamp | None:
         msg = f"malformed process stamp: {data!r}"
         raise LedgerFormatError(msg)
     return ProcessStamp(pid, data["start_time"])
+
+
+def _handle(data: Any) -> WorkloadHandle | None:
+    if data is None:
+        return None
+    if not isinstance(data, Mapping):
+        msg = f"malformed workload handle: {data!r}"
+        raise LedgerFormatError(msg)
+    return WorkloadHandle.from_json(data)
 
 
 def _text(value: Any, what: str) -> str:
@@ -204,5 +222,6 @@ def _parse(data: Any) -> LedgerRecord:
         hooks=hooks,
         owner=_stamp(data["owner"]),
         leader=_stamp(data["leader"]),
+        handle=_handle(data.get("handle")),
         created_at=_text(data["created_at"], "created_at"),
     )

@@ -1,0 +1,7 @@
+"""The node: one partition host, one ledger bookkeeper and the runtimes (DESIGN §9, §14)."""
+
+from __future__ import annotations
+
+from accelkit.node.node import Node
+
+__all__ = ["Node"]

@@ -1,0 +1,217 @@
+"""The node: one partition host and one ledger bookkeeper per process, plus the runtimes.
+
+``async with Node.open(config) as node:`` starts the host (plugins, devices, agents), opens the
+allocation ledger of ``state-dir`` and reconciles once: the allocations of live workloads are
+applied to the agents' maps, dead workloads' teardown is finished, double bookings are reported
+(:attr:`Node.last_report`, :attr:`Node.warnings`). Everything that books, runs or releases a
+workload goes through the node, so each record is applied to this process's maps exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from decimal import Decimal
+from types import TracebackType
+
+from accelkit.allocmap import AffinityPolicy
+from accelkit.config.model import HostConfig
+from accelkit.discovery import PluginLoader
+from accelkit.errors import InvalidResourceArgument
+from accelkit.host import AgentView, PartitionHost
+from accelkit.runtime.base import Runtime, WorkloadHandle
+from accelkit.runtime.registry import default_runtimes
+from accelkit.types import AgentId, SlotName, Workload
+from accelkit.workload.bookkeeper import Bookkeeper
+from accelkit.workload.ledger import Ledger
+from accelkit.workload.lifecycle import PhaseListener, WorkloadLifecycle
+from accelkit.workload.liveness import ProcessStamp
+from accelkit.workload.reconcile import ReconcileReport, RecordKey
+from accelkit.workload.record import LedgerRecord
+
+__all__ = ["Node"]
+
+log = logging.getLogger(__name__)
+
+Checkpoint = Callable[[str], None]
+Echo = Callable[[str], None]
+
+
+def _no_checkpoint(_name: str) -> None:
+    return None
+
+
+class Node:
+    """A started partition host with its ledger's bookkeeper; see the module docstring."""
+
+    def __init__(
+        self,
+        config: HostConfig,
+        *,
+        loader: PluginLoader | None = None,
+        runtimes: Mapping[str, Runtime] | None = None,
+    ) -> None:
+        self.config = config
+        self.host = PartitionHost(config, loader)
+        self._own_runtimes = runtimes is None
+        self.runtimes: Mapping[str, Runtime] = (
+            default_runtimes() if runtimes is None else dict(runtimes)
+        )
+        self._bookkeeper: Bookkeeper | None = None
+
+    @classmethod
+    def open(
+        cls,
+        config: HostConfig | None = None,
+        *,
+        loader: PluginLoader | None = None,
+        runtimes: Mapping[str, Runtime] | None = None,
+    ) -> Node:
+        """A node for ``config``; nothing starts until it is entered (``async with``).
+
+        ``loader`` replaces entry-point discovery (plugins registered by a test); ``runtimes``
+        replaces :func:`accelkit.runtime.registry.default_runtimes` (a node given runtimes does
+        not close them).
+        """
+        return cls(config or HostConfig(), loader=loader, runtimes=runtimes)
+
+    async def __aenter__(self) -> Node:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Start the host, open the ledger and reconcile it once."""
+        await self.host.start()
+        try:
+            ledger = Ledger(self.config.resource.state_dir, source=self.config.source_name)
+            self._bookkeeper = Bookkeeper(
+                ledger,
+                self.host,
+                notify=self.host.loader.notify_workload_event,
+                runtimes=self.runtimes,
+                hook_timeout=self.config.plugins.hook_timeout,
+            )
+            report = await self._bookkeeper.reconcile()
+        except BaseException:
+            await self.close()
+            raise
+        for line in report.messages():
+            log.warning("%s", line)
+            if not report.clean:
+                self.host.add_warning(line)
+
+    async def close(self) -> None:
+        """Close the ledger, the runtimes the node made, and the host."""
+        try:
+            if self._bookkeeper is not None:
+                self._bookkeeper.ledger.close()
+            if self._own_runtimes:
+                for runtime in self.runtimes.values():
+                    try:
+                        await runtime.close()
+                    except Exception:
+                        log.warning("closing runtime %r failed", runtime.name, exc_info=True)
+        finally:
+            await self.host.close()
+
+    # -- what the node holds ---------------------------------------------------------------------
+
+    @property
+    def bookkeeper(self) -> Bookkeeper:
+        """The process's one bookkeeper of the ledger."""
+        if self._bookkeeper is None:
+            msg = "the node is not started (use 'async with Node.open(config) as node:')"
+            raise RuntimeError(msg)
+        return self._bookkeeper
+
+    @property
+    def agents(self) -> Mapping[AgentId, AgentView]:
+        """The agents' views of the node."""
+        return self.host.agents
+
+    @property
+    def last_report(self) -> ReconcileReport:
+        """What the last reconciliation (on open, or before a booking) found and did."""
+        return self.bookkeeper.last_report
+
+    @property
+    def warnings(self) -> list[str]:
+        """The plan's warnings and what reconciling the ledger found."""
+        return self.host.warnings
+
+    # -- workloads ---------------------------------------------------------------------------------
+
+    async def book(
+        self,
+        agent_id: AgentId,
+        workload: Workload,
+        slots: Mapping[SlotName, Decimal],
+        *,
+        affinity_policy: AffinityPolicy | str | None = None,
+        leader: ProcessStamp | None = None,
+    ) -> LedgerRecord:
+        """Allocate ``slots`` to a new workload and record it, atomically across processes.
+
+        Raises ``InsufficientResource`` (naming who holds the devices) with nothing booked,
+        ``InvalidResourceArgument`` for an unknown agent or a workload id already in use.
+        """
+        return await self.bookkeeper.book(
+            agent_id, workload, slots, leader=leader, affinity_policy=affinity_policy
+        )
+
+    def lifecycle(
+        self, record: LedgerRecord, *, on_phase: PhaseListener | None = None
+    ) -> WorkloadLifecycle:
+        """The lifecycle driver of a booked workload; each hook call is recorded."""
+        return self.bookkeeper.lifecycle(record, on_phase=on_phase)
+
+    def record_handle(self, key: RecordKey, handle: WorkloadHandle | None) -> None:
+        """Record what identifies the workload in its runtime (liveness, release use it)."""
+        self.bookkeeper.set_handle(key, handle)
+
+    def set_leader(self, key: RecordKey, stamp: ProcessStamp | None) -> None:
+        """Record the workload's leader process."""
+        self.bookkeeper.set_leader(key, stamp)
+
+    async def run(
+        self,
+        agent_id: AgentId,
+        slots: Mapping[SlotName, Decimal],
+        argv: Sequence[str],
+        *,
+        runtime: str = "process",
+        image: str | None = None,
+        grace: float = 5.0,
+        no_memory_limit: bool = False,
+        checkpoint: Checkpoint = _no_checkpoint,
+        echo: Echo | None = None,
+    ) -> int:
+        """Run ``argv`` as a workload through the whole lifecycle; its exit status.
+
+        Raises ``InvalidResourceArgument`` for a runtime the runner cannot use yet.
+        """
+        if runtime != "process" or image is not None or no_memory_limit:
+            msg = (
+                f"runtime {runtime!r} (image {image!r}, no_memory_limit={no_memory_limit}) "
+                "is not available in this runner"
+            )
+            raise InvalidResourceArgument(msg)
+        from accelkit.workload.runner import run_workload  # only runs need the runner
+
+        return await run_workload(
+            self.bookkeeper,
+            agent_id,
+            slots,
+            argv,
+            grace=grace,
+            checkpoint=checkpoint,
+            echo=echo if echo is not None else (lambda _line: None),
+        )

@@ -1,0 +1,72 @@
+"""What ``accelkit status`` and ``accelkit release`` report: frozen values, plain JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from accelkit.types import AgentId, DeviceId, DeviceName
+
+
+@attrs.frozen
+class WorkloadStatus:
+    """One workload of the ledger as the operator sees it.
+
+    ``phase`` is how far its lifecycle got (``booked``, ``pre_create``, ``post_create``,
+    ``pre_terminate``, ``post_terminate``); ``liveness`` what the node can tell of it (``managed``:
+    its accelkit process runs; ``running``; ``gone``; ``unknown``); ``unfinished`` the teardown
+    hooks started and not done (a hook that hung or a process that was killed).
+    """
+
+    agent: AgentId
+    workload_id: str
+    workload_type: str
+    runtime: str | None
+    handle: str | None
+    devices: dict[DeviceName, tuple[DeviceId, ...]]
+    phase: str
+    age_s: int
+    liveness: str
+    owner_alive: bool
+    unfinished: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape ``accelkit status --json`` prints (one element of its list)."""
+        return {
+            "agent": self.agent,
+            "workload": self.workload_id,
+            "type": self.workload_type,
+            "runtime": self.runtime,
+            "handle": self.handle,
+            "devices": {plugin: list(ids) for plugin, ids in self.devices.items()},
+            "phase": self.phase,
+            "age_s": self.age_s,
+            "liveness": self.liveness,
+            "owner_alive": self.owner_alive,
+            "unfinished_teardown": list(self.unfinished),
+        }
+
+
+@attrs.frozen
+class ReleaseReport:
+    """What :meth:`accelkit.node.Node.release` did to one workload."""
+
+    agent: AgentId
+    workload_id: str
+    stopped: bool
+    post_terminated: tuple[DeviceName, ...] = ()
+    skipped: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+
+    def messages(self) -> list[str]:
+        """One line per fact, for the command line."""
+        lines = [
+            f"released workload {self.workload_id!r} of agent {self.agent!r}"
+            + (" (stopped it first)" if self.stopped else "")
+        ]
+        if self.post_terminated:
+            lines.append("post_terminate ran for: " + ", ".join(self.post_terminated))
+        lines += [f"skipped: {s}" for s in self.skipped]
+        lines += [f"error: {e}" for e in self.errors]
+        return lines

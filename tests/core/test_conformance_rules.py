@@ -55,9 +55,9 @@ def test_a_valid_config_has_no_problems():
         (WorkloadConfig(cdi_devices=["npu0"]), "'npu0' is not a fully qualified"),
         (
             WorkloadConfig(mounts=[Mount("dev/x", "/x")]),
-            "mount source 'dev/x' must be an absolute path",
+            "mount source 'dev/x' is not an absolute path",
         ),
-        (WorkloadConfig(mounts=[Mount("/x", "x")]), "mount target 'x' must be an absolute path"),
+        (WorkloadConfig(mounts=[Mount("/x", "x")]), "mount target 'x' is not an absolute path"),
         (tampered(WorkloadConfig(), mounts=("/x",)), "must be Mount objects, got str"),
         (WorkloadConfig(cpuset_cpus=(-1,)), "cpuset_cpus must hold non-negative integers"),
         (

@@ -106,14 +106,14 @@ def test_a_valid_config_passes():
         (WorkloadConfig(resource_data={"K": "a\rb"}), "resource data"),
         (WorkloadConfig(mounts=[Mount("/x", "rel")]), "not an absolute path"),
         (WorkloadConfig(mounts=[Mount("", "/t")]), "malformed source"),
-        (WorkloadConfig(mounts=[Mount("/x", "/t\n")]), "malformed source"),
+        (WorkloadConfig(mounts=[Mount("/x", "/t\n")]), "holds NUL or newline"),
         (WorkloadConfig(mounts=[Mount("/a", "/t"), Mount("/b", "/t/")]), "appears twice"),
         (WorkloadConfig(extra_gids=[-1]), "extra_gids"),
         (WorkloadConfig(cpuset_cpus=[-1]), "cpuset_cpus"),
         (WorkloadConfig(cpuset_cpus=()), "cpuset_cpus is empty"),
         (WorkloadConfig(cpuset_mems=[-2]), "cpuset_mems"),
-        (WorkloadConfig(cdi_devices=["nvidia.com/gpu"]), "not a CDI device name"),
-        (WorkloadConfig(cdi_devices=["gpu=0"]), "not a CDI device name"),
+        (WorkloadConfig(cdi_devices=["nvidia.com/gpu"]), "not a fully qualified name"),
+        (WorkloadConfig(cdi_devices=["gpu=0"]), "not a fully qualified name"),
         (WorkloadConfig(networks=[""]), "networks"),
         (WorkloadConfig(extra_syscalls=["a\nb"]), "extra_syscalls"),
         (WorkloadConfig(memory_limit=0), "memory_limit"),
@@ -126,7 +126,7 @@ def test_invalid_configs_are_refused_naming_the_plugin(config, match):
 
 
 def test_something_other_than_a_config_is_refused():
-    with pytest.raises(WorkloadError, match="not WorkloadConfig"):
+    with pytest.raises(WorkloadError, match="must return a WorkloadConfig, not dict"):
         validate_config("cuda", {"env_vars": {}})  # type: ignore[arg-type]
 
 

@@ -8,6 +8,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, NewType
 
 import attrs
+from frozendict import frozendict
 
 __all__ = [
     "AgentId",
@@ -100,7 +101,8 @@ def _non_empty(_inst: object, attribute: attrs.Attribute[Any], value: str) -> No
 
 
 def _frozen_str_map(value: Mapping[Any, Any] | None) -> Mapping[str, str]:
-    return dict(value or {})
+    """An immutable, hashable copy; a ``dict`` subclass, so JSON and ``attrs.asdict`` take it."""
+    return value if isinstance(value, frozendict) else frozendict(value or {})
 
 
 @attrs.frozen

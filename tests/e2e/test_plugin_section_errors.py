@@ -55,12 +55,13 @@ def test_check_reports_schema_plugin_and_device_file_problems_together(capsys, t
     )
     status, _, err = run(capsys, "check", "--config", str(path))
     assert status == 2
-    assert err.startswith("error: 4 problem(s) in the configuration:")
+    assert err.startswith("error: 5 problem(s) in the configuration:")
     devices = tmp_path / "devices.toml"
     for line in (
         f"{path}:1: key 'colour': unknown key",
         f"{path}:5: key 'plugins.config.cpu.overcommit-factor': must be from 1 to 10, got 11",
         f"{devices}:5: key 'kinds[0].devices[0].numa-node': expected a NUMA node number",
+        f"{devices}:7: key 'kinds[0].devices[1].id': duplicate device id 'a'",
         f"{devices}:9: key 'kinds[1].key': a kind needs a lower-case key",
     ):
         assert line in err

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from accelkit.errors import ConfigError
+from accelkit.errors import ConfigError, ConfigErrors
 from accelkit_mock.spec import load_kinds
 
 
@@ -159,3 +159,46 @@ def test_unknown_top_level_keys(tmp_path):
         load_kinds({"config-fil": "x"})
     with pytest.raises(ConfigError, match="not both"):
         load_kinds({"config-file": "x", "kinds": []})
+
+
+def test_every_problem_of_a_device_file_is_reported_with_its_line(tmp_path):
+    path = tmp_path / "devices.toml"
+    path.write_text(
+        '[[kinds]]\nkey = "cuda"\n'
+        '[[kinds.devices]]\nid = "a"\nnuma-node = -1\n'
+        '[[kinds.devices]]\nid = "a"\n'
+        '[[kinds.devices]]\nid = "b"\namount = "1.5"\n'
+        '[[kinds]]\nkey = "Bad"\n'
+        "colour = 1\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigErrors) as info:
+        load_kinds({"config-file": str(path)})
+    found = {(e.key, e.line) for e in info.value.errors}
+    assert found == {
+        ("kinds[0].devices[0].numa-node", 5),
+        ("kinds[0].devices[1].id", 7),  # a duplicate of the device whose NUMA node is wrong
+        ("kinds[0].devices[2].amount", 10),
+        ("kinds[1].key", 12),
+        ("kinds[1].colour", 13),
+    }
+    assert all(e.file == str(path) for e in info.value.errors)
+
+
+@pytest.mark.parametrize("name", ["/dev/zero", "fifo"])
+def test_a_device_file_that_is_not_a_regular_file(tmp_path, name):
+    import os
+
+    path = name if name.startswith("/") else str(tmp_path / name)
+    if not name.startswith("/"):
+        os.mkfifo(path)
+    with pytest.raises(ConfigError, match="not a regular file") as info:
+        load_kinds({"config-file": path})
+    assert info.value.key == "config-file"
+
+
+def test_a_device_file_that_is_not_utf8(tmp_path):
+    path = tmp_path / "devices.toml"
+    path.write_bytes(b'[[kinds]]\nkey = "\xc3\x28"\n')
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_kinds({"config-file": str(path)})

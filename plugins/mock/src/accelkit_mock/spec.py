@@ -187,14 +187,10 @@ def _device(kind: KindEntry, entry: DeviceEntry, at: KeyPath) -> MockDevice:
 
 
 def _device_problems(
-    kind: KindEntry, devices: Sequence[MockDevice], at: KeyPath
+    kind: KindEntry, devices: Sequence[tuple[int, MockDevice]], at: KeyPath
 ) -> Iterator[Problem]:
-    seen: set[str] = set()
-    for i, device in enumerate(devices):
+    for i, device in devices:
         here = (*at, "devices", i)
-        if device.id in seen:
-            yield (*here, "id"), f"duplicate device id {device.id!r}"
-        seen.add(device.id)
         if device.mig_profile and kind.key in ("cpu", "mem"):
             yield (*here, "mig-profile"), f"kind {kind.key!r} cannot have MIG profiles"
         if device.mig_profile and device.amount != 1:
@@ -204,39 +200,75 @@ def _device_problems(
             yield (*here, "amount"), msg
         if kind.allocation == "discrete" and device.amount != device.amount.to_integral_value():
             yield (*here, "amount"), "a discrete device's amount must be whole"
-    if kind.key == "mem" and [d.id for d in devices] not in ([], ["root"]):
+    if kind.key == "mem" and [d.id for _i, d in devices] not in ([], ["root"]):
         yield (*at, "devices"), "kind 'mem' has exactly one device, 'root'"
 
 
-def _kind(entry: KindEntry, at: KeyPath, problems: list[Problem]) -> MockKind:
-    devices = []
-    for i, raw in enumerate(entry.devices):
+def _kind(
+    entry: KindEntry, entries: Sequence[tuple[int, DeviceEntry]], at: KeyPath
+) -> tuple[MockKind, list[Problem]]:
+    devices: list[tuple[int, MockDevice]] = []
+    problems: list[Problem] = []
+    for i, raw in entries:
         try:
-            devices.append(_device(entry, raw, (*at, "devices", i)))
+            devices.append((i, _device(entry, raw, (*at, "devices", i))))
         except _Refused as refused:
             problems.append(refused.problem)
-    if len(devices) == len(entry.devices):
-        problems.extend(_device_problems(entry, devices, at))
-    return MockKind(entry.key, entry.allocation, entry.quantum, tuple(devices))
+    problems.extend(_device_problems(entry, devices, at))
+    kind = MockKind(entry.key, entry.allocation, entry.quantum, tuple(d for _i, d in devices))
+    return kind, problems
+
+
+def _duplicate_ids(raw_devices: Sequence[Any], at: KeyPath) -> Iterator[Problem]:
+    """Ids given twice, read from the file as written so that a device with another problem
+    still counts."""
+    seen: set[str] = set()
+    for i, raw in enumerate(raw_devices):
+        device_id = raw.get("id", "root") if isinstance(raw, Mapping) else None
+        if not isinstance(device_id, str):
+            continue
+        if device_id in seen:
+            yield (*at, "devices", i, "id"), f"duplicate device id {device_id!r}"
+        seen.add(device_id)
+
+
+def _kind_entry(item: Any) -> tuple[KindEntry, list[tuple[int, DeviceEntry]]] | None:
+    """The kind and, by index, its devices that are well-formed on their own.
+
+    Problems of the others are reported by the pass over the whole file; reading the devices
+    one by one means one bad device never hides the problems of the rest.
+    """
+    if not isinstance(item, Mapping):
+        return None
+    raw_devices = item.get("devices", [])
+    header, _errors = structure({**item, "devices": []}, KindEntry, file=None)
+    if header is None or not isinstance(raw_devices, list):
+        return None
+    read = [(i, structure(d, DeviceEntry, file=None)[0]) for i, d in enumerate(raw_devices)]
+    return header, [(i, d) for i, d in read if d is not None]
 
 
 def read_kinds(raw: Any, file: str | None) -> tuple[tuple[MockKind, ...], list[ConfigError]]:
     """The kinds of a ``[[kinds]]`` array and every problem found in it, keyed ``kinds[i]…``.
 
-    Each kind is read on its own, so a problem in one never hides those of the others.
+    Each kind and each device is read on its own, so a problem in one never hides those of
+    the others.
     """
     _whole, errors = structure({"kinds": raw}, DeviceFile, file=file)
     kinds: list[MockKind] = []
     problems: list[Problem] = []
     seen: set[str] = set()
     for i, item in enumerate(raw if isinstance(raw, list) else ()):
-        entry, kind_errors = structure(item, KindEntry, file=file, prefix=("kinds", i))
-        if entry is None or kind_errors:
+        if (read := _kind_entry(item)) is None:
             continue
+        entry, devices = read
         if entry.key in seen:
             problems.append((("kinds", i, "key"), f"kind {entry.key!r} is declared twice"))
         seen.add(entry.key)
-        kinds.append(_kind(entry, ("kinds", i), problems))
+        kind, kind_problems = _kind(entry, devices, ("kinds", i))
+        kinds.append(kind)
+        problems += kind_problems
+        problems += _duplicate_ids(item.get("devices", []), ("kinds", i))
     errors += [ConfigError(message, file=file, key=format_key(path)) for path, message in problems]
     return tuple(kinds), errors
 

@@ -14,16 +14,17 @@ from hypothesis import strategies as st
 from accelkit.errors import WorkloadError
 from accelkit.types import Mount, MountType, WorkloadConfig
 from accelkit.workload.render import (
-    CDI_VERSION,
+    CDI_VERSIONS,
     ProcessPlan,
     format_cpu_list,
+    minimum_cdi_version,
     parse_resource_txt,
     render_cdi_spec,
     render_docker_create,
     render_process,
     render_resource_txt,
 )
-from accelkit.workload.render.cdi import cdi_device_name
+from accelkit.workload.render.cdi import cdi_device_name, cdi_kind_problem
 from accelkit.workload.render.docker import DockerApiVersion, docker_networks_to_connect
 
 SCHEMA = json.loads((Path(__file__).parents[1] / "fixtures" / "cdi-schema.json").read_text())
@@ -146,16 +147,16 @@ def test_docker_fragment_of_an_empty_config_is_empty():
 def test_cdi_spec_is_valid_against_the_schema():
     spec = render_cdi_spec(
         "accelkit.io/agent-1",
-        [("cuda-cuda0", FULL), ("empty", WorkloadConfig())],
+        [("cuda-cuda0", FULL), ("env-only", WorkloadConfig(env_vars={"A": "1"}))],
         common=WorkloadConfig(env_vars={"ACCELKIT": "1"}),
     )
     jsonschema.validate(spec, SCHEMA)
-    assert spec["cdiVersion"] == CDI_VERSION == "1.1.0"
+    # additionalGids are a 0.7.0 feature
+    assert spec["cdiVersion"] == "0.7.0"
     edits = spec["devices"][0]["containerEdits"]
     assert edits["env"] == ["CUDA_VISIBLE_DEVICES=0,1", "OMP_NUM_THREADS=4"]
-    assert edits["deviceNodes"] == [
-        {"path": "/dev/nvidia0", "hostPath": "/dev/nvidia0", "permissions": "rwm"}
-    ]
+    # hostPath equal to path is left out: the field needs 0.5.0 and the runtime reads path
+    assert edits["deviceNodes"] == [{"path": "/dev/nvidia0", "permissions": "rwm"}]
     assert edits["mounts"][0] == {
         "hostPath": "/opt/lib",
         "containerPath": "/usr/local/lib/vendor",
@@ -163,16 +164,77 @@ def test_cdi_spec_is_valid_against_the_schema():
         "options": ["ro", "nosuid", "nodev", "bind"],
     }
     assert edits["additionalGids"] == [44, 109]
-    assert spec["devices"][1]["containerEdits"] == {}
+    assert spec["devices"][1]["containerEdits"] == {"env": ["A=1"]}
     assert spec["containerEdits"] == {"env": ["ACCELKIT=1"]}
+
+
+def _spec(kind="vendor.com/gpu", name="gpu0", config=None):
+    return render_cdi_spec(kind, [(name, config or WorkloadConfig(env_vars={"A": "1"}))])
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "config", "version"),
+    [
+        ("vendor.com/gpu", "gpu0", WorkloadConfig(env_vars={"A": "1"}), "0.3.0"),
+        ("vendor.com/gpu", "gpu0", WorkloadConfig(mounts=[Mount.device("/dev/x")]), "0.3.0"),
+        ("vendor.com/gpu", "gpu0", WorkloadConfig(mounts=[Mount("/a", "/b")]), "0.4.0"),
+        (
+            "vendor.com/gpu",
+            "gpu0",
+            WorkloadConfig(mounts=[Mount("/dev/x", "/dev/y", MountType.DEVICE)]),
+            "0.5.0",
+        ),
+        ("vendor.com/gpu", "0", WorkloadConfig(env_vars={"A": "1"}), "0.5.0"),
+        ("vendor.com/gpu.x", "gpu0", WorkloadConfig(env_vars={"A": "1"}), "0.6.0"),
+        ("vendor.com/gpu", "gpu0", WorkloadConfig(extra_gids=[5]), "0.7.0"),
+    ],
+)
+def test_cdi_version_is_the_lowest_the_contents_need(kind, name, config, version):
+    spec = render_cdi_spec(kind, [(name, config)])
+    assert spec["cdiVersion"] == version
+    jsonschema.validate(spec, SCHEMA)
+
+
+def test_minimum_version_follows_the_reference_library_for_fields_accelkit_never_writes():
+    base = _spec()
+    assert minimum_cdi_version(base) == "0.3.0"
+    assert minimum_cdi_version({**base, "annotations": {"a": "b"}}) == "0.6.0"
+    device = {"name": "d", "containerEdits": {"intelRdt": {"closID": "x"}}}
+    assert minimum_cdi_version({**base, "devices": [device]}) == "0.7.0"
+    device = {"name": "d", "containerEdits": {"netDevices": [{"hostInterfaceName": "eth0"}]}}
+    assert minimum_cdi_version({**base, "devices": [device]}) == "1.1.0"
+    spec = {**base, "containerEdits": {"intelRdt": {"enableMonitoring": True}}}
+    assert minimum_cdi_version(spec) == "1.1.0"
+    assert CDI_VERSIONS[0] == "0.3.0"
+
+
+@given(
+    name=st.from_regex(r"[A-Za-z0-9]([A-Za-z0-9_.:-]{0,10}[A-Za-z0-9])?", fullmatch=True),
+    gids=st.lists(st.integers(0, 2**32 - 1), max_size=2),
+    bind=st.booleans(),
+    host_path=st.booleans(),
+)
+def test_a_spec_never_claims_less_than_its_fields_need(name, gids, bind, host_path):
+    mounts = [Mount("/a", "/b")] if bind else []
+    node = Mount("/dev/x", "/dev/y" if host_path else "/dev/x", MountType.DEVICE)
+    config = WorkloadConfig(env_vars={"A": "1"}, mounts=[*mounts, node], extra_gids=gids)
+    spec = render_cdi_spec("vendor.com/gpu", [(name, config)])
+    version = CDI_VERSIONS.index(spec["cdiVersion"])
+    assert version >= CDI_VERSIONS.index("0.7.0") * bool(gids)
+    assert version >= CDI_VERSIONS.index("0.5.0") * (host_path or not name[0].isalpha())
+    assert version >= CDI_VERSIONS.index("0.4.0") * bind
+    jsonschema.validate(spec, SCHEMA)
 
 
 def test_the_schema_fixture_rejects_what_the_spec_forbids():
     good = render_cdi_spec("vendor.com/gpu", [("gpu0", FULL)])
     for broken in (
-        {**good, "cdiVersion": "0.5.0"},
+        {**good, "cdiVersion": "0.2.0"},
         {**good, "kind": "no-slash"},
-        {**good, "devices": [{"name": "-bad-", "containerEdits": {}}]},
+        {**good, "kind": "9vendor.com/gpu"},
+        {**good, "devices": []},
+        {**good, "devices": [{"name": "-bad-", "containerEdits": {"env": ["A=1"]}}]},
+        {**good, "devices": [{"name": "x", "containerEdits": {}}]},
         {**good, "devices": [{"name": "x", "containerEdits": {"env": ["NOEQUALS"]}}]},
         {**good, "devices": [{"name": "x", "containerEdits": {"additionalGids": [-1]}}]},
         {**good, "surplus": 1},
@@ -182,16 +244,28 @@ def test_the_schema_fixture_rejects_what_the_spec_forbids():
 
 
 @pytest.mark.parametrize(
-    ("kind", "devices"),
+    ("kind", "devices", "match"),
     [
-        ("not a kind", [("a", WorkloadConfig())]),
-        ("vendor.com/gpu", [("bad name!", WorkloadConfig())]),
-        ("vendor.com/gpu", [("a", WorkloadConfig()), ("a", WorkloadConfig())]),
+        ("not a kind", [("a", FULL)], "not a CDI kind"),
+        ("9vendor.com/gpu", [("a", FULL)], "vendor '9vendor.com' must start with a letter"),
+        ("vendor.com/0", [("a", FULL)], "class '0' must start with a letter"),
+        ("vendor.com/g", [("a", FULL)], "at least two characters"),
+        ("vendor.com/gpu-", [("a", FULL)], "end with a letter or digit"),
+        ("vendor.com/gpu", [("bad name!", FULL)], "not a valid CDI device name"),
+        ("vendor.com/gpu", [("a", FULL), ("a", FULL)], "not unique"),
+        ("vendor.com/gpu", [("a", WorkloadConfig(cpuset_cpus=[0]))], "no container edits"),
+        ("vendor.com/gpu", [], "at least one device"),
     ],
 )
-def test_cdi_spec_refuses_invalid_names(kind, devices):
-    with pytest.raises(ValueError, match="CDI"):
+def test_cdi_spec_refuses_what_the_cdi_library_refuses(kind, devices, match):
+    with pytest.raises(ValueError, match=match):
         render_cdi_spec(kind, devices)
+
+
+def test_cdi_kind_problem_accepts_valid_kinds():
+    assert cdi_kind_problem("nvidia.com/gpu") is None
+    assert cdi_kind_problem("accelkit.io/agent-1") is None
+    assert "not a CDI kind" in str(cdi_kind_problem("vendor.com/"))
 
 
 def test_cdi_device_names_are_made_valid():

@@ -1,4 +1,4 @@
-"""`accelkit cdi`: the CDI spec of an agent's devices, valid against the CDI 1.1.0 schema."""
+"""`accelkit cdi`: the CDI spec of an agent's devices, as the CDI reference library accepts it."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+
+from accelkit.types import Mount, WorkloadConfig
+from accelkit.workload.cdi_spec import default_cdi_kind, unique_names, without_colliding_env
 
 ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 SCHEMA = json.loads((Path(__file__).parents[1] / "fixtures" / "cdi-schema.json").read_text())
@@ -56,15 +59,13 @@ def test_prints_a_valid_spec_of_the_agents_devices_only(node):
     assert result.returncode == 0, result.stderr
     spec = json.loads(result.stdout)
     jsonschema.validate(spec, SCHEMA)
-    assert spec["cdiVersion"] == "1.1.0"
+    assert spec["cdiVersion"] == "0.3.0"  # env only: the oldest version the library reads
     assert spec["kind"] == "accelkit.io/agent-1"
     edits = {d["name"]: d["containerEdits"] for d in spec["devices"]}
-    # auto-split: agent-1 holds cuda0 and cuda1; cpu is not a CDI device
-    assert edits == {
-        "cuda-cuda0": {"env": ["MOCK_CUDA_DEVICES=cuda0"]},
-        "cuda-cuda1": {"env": ["MOCK_CUDA_DEVICES=cuda1"]},
-        "all": {"env": ["MOCK_CUDA_DEVICES=cuda0,cuda1"]},
-    }
+    # auto-split: agent-1 holds cuda0 and cuda1; cpu is not a CDI device. Each mock device sets
+    # only MOCK_CUDA_DEVICES, which two requested devices would overwrite: it stays in "all" and
+    # the single devices, left without edits, are not listed
+    assert edits == {"all": {"env": ["MOCK_CUDA_DEVICES=cuda0,cuda1"]}}
 
 
 def test_writes_the_spec_into_a_directory(node, tmp_path):
@@ -85,8 +86,60 @@ def test_writes_the_spec_into_a_directory(node, tmp_path):
     assert result.stdout.strip() == str(written)
     spec = json.loads(written.read_text())
     jsonschema.validate(spec, SCHEMA)
+    # one device: its variables cannot collide, so it keeps them
     assert [d["name"] for d in spec["devices"]] == ["cuda-cuda2", "all"]
+    assert spec["devices"][0]["containerEdits"] == {"env": ["MOCK_CUDA_DEVICES=cuda2"]}
     assert [p.name for p in out.iterdir()] == ["example.com-gpu.json"]
+
+
+def test_output_never_silently_replaces_another_spec(node, tmp_path):
+    out = tmp_path / "cdi"
+    common = ("cdi", "--config", str(node), "--output", str(out), "--kind", "example.com/gpu")
+    assert accelkit(*common, "--agent", "agent-1").returncode == 0
+    written = out / "example.com-gpu.json"
+    first = written.read_text()
+    # the same spec again is fine (idempotent)
+    assert accelkit(*common, "--agent", "agent-1").returncode == 0
+    result = accelkit(*common, "--agent", "agent-2")
+    assert result.returncode == 2
+    assert f"error: '{written}' already holds another spec of kind 'example.com/gpu'" in (
+        result.stderr
+    )
+    assert "--replace" in result.stderr
+    assert written.read_text() == first
+    result = accelkit(*common, "--agent", "agent-2", "--replace")
+    assert result.returncode == 0, result.stderr
+    assert "cuda2" in written.read_text()
+
+
+def test_agents_whose_ids_make_the_same_class_get_distinct_kinds(tmp_path):
+    (tmp_path / "devices.toml").write_text(DEVICES)
+    config = tmp_path / "host.toml"
+    assert default_cdi_kind("agent-1") == "accelkit.io/agent-1"
+    assert default_cdi_kind("gpu.node") != default_cdi_kind("gpu-node")
+    assert "." not in default_cdi_kind("gpu.node").partition("/")[2]  # a dot needs spec 0.6.0
+    agents = "".join(f'[[agents]]\n[agents.agent]\nid = "{a}"\n' for a in ("x", "x-", "0"))
+    config.write_text(
+        '[resource]\nallocation-mode = "auto-split"\nreserved-cpu = 0\n'
+        f'state-dir = "{tmp_path / "state"}"\n'
+        '[plugins]\nallowed = ["mock"]\n[plugins.config.mock]\nconfig-file = "devices.toml"\n'
+        + agents
+    )
+    out = tmp_path / "cdi"
+    kinds = []
+    for agent in ("x", "x-", "0"):
+        result = accelkit("cdi", "--config", str(config), "--agent", agent, "--output", str(out))
+        assert result.returncode == 0, result.stderr
+        spec = json.loads(Path(result.stdout.strip()).read_text())
+        jsonschema.validate(spec, SCHEMA)
+        kinds.append(spec["kind"])
+    # a one-letter class would crash the CDI library's check: both get a digest of their id
+    assert kinds[0].startswith("accelkit.io/x-")
+    assert kinds[1].startswith("accelkit.io/x-")
+    assert kinds[1] != kinds[0]
+    # a class must start with a letter
+    assert kinds[2].startswith("accelkit.io/agent-0-")
+    assert len(list(out.iterdir())) == 3
 
 
 def test_unknown_agent_and_bad_kind_exit_2(node):
@@ -96,32 +149,41 @@ def test_unknown_agent_and_bad_kind_exit_2(node):
     result = accelkit("cdi", "--config", str(node), "--agent", "agent-1", "--kind", "nokind")
     assert result.returncode == 2
     assert "not a CDI kind" in result.stderr
+    result = accelkit("cdi", "--config", str(node), "--agent", "agent-1", "--kind", "9vendor.com/x")
+    assert result.returncode == 2
+    assert "the vendor '9vendor.com' must start with a letter" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
-def test_devices_whose_names_collide_get_unique_names(tmp_path):
-    (tmp_path / "devices.toml").write_text(
-        '[[kinds]]\nkey = "cuda"\n'
-        '[[kinds.devices]]\nid = "gpu 0"\n'
-        '[[kinds.devices]]\nid = "gpu-0"\n'
-        '[[kinds.devices]]\nid = "gpu-0-2"\n'
-    )
+def test_an_agent_without_accelerators_is_an_error(tmp_path):
+    (tmp_path / "devices.toml").write_text('[[kinds]]\nkey = "cpu"\n[[kinds.devices]]\nid = "0"\n')
     config = tmp_path / "host.toml"
     config.write_text(
         f'[resource]\nreserved-cpu = 0\nstate-dir = "{tmp_path / "state"}"\n'
         '[plugins]\nallowed = ["mock"]\n[plugins.config.mock]\nconfig-file = "devices.toml"\n'
     )
     result = accelkit("cdi", "--config", str(config), "--agent", "agent-1")
-    assert result.returncode == 0, result.stderr
-    spec = json.loads(result.stdout)
-    jsonschema.validate(spec, SCHEMA)
-    edits = {d["name"]: d["containerEdits"]["env"] for d in spec["devices"]}
+    assert result.returncode == 2
+    assert "error: agent 'agent-1' has no device a CDI spec can describe" in result.stderr
+
+
+def test_devices_whose_names_collide_get_unique_names():
     # the first keeps its name; the second takes the first suffix no other device's name uses
-    assert edits == {
-        "cuda-gpu-0": ["MOCK_CUDA_DEVICES=gpu 0"],
-        "cuda-gpu-0-3": ["MOCK_CUDA_DEVICES=gpu-0"],
-        "cuda-gpu-0-2": ["MOCK_CUDA_DEVICES=gpu-0-2"],
-        "all": ["MOCK_CUDA_DEVICES=gpu 0,gpu-0,gpu-0-2"],
-    }
+    names = ["cuda-gpu-0", "cuda-gpu-0", "cuda-gpu-0-2", "all"]
+    assert unique_names(names) == ["cuda-gpu-0", "cuda-gpu-0-3", "cuda-gpu-0-2", "all-2"]
+
+
+def test_only_variables_that_two_devices_set_differently_leave_the_single_devices():
+    node = Mount.device("/dev/null")
+    devices = [
+        ("a", WorkloadConfig(env_vars={"LIST": "0", "SAME": "x", "ONLY_A": "1"}, mounts=[node])),
+        ("b", WorkloadConfig(env_vars={"LIST": "1", "SAME": "x"})),
+    ]
+    combined = WorkloadConfig(env_vars={"LIST": "0,1", "SAME": "x", "ONLY_A": "1"})
+    kept = dict(without_colliding_env(devices, combined))
+    assert kept["a"].env_vars == {"SAME": "x", "ONLY_A": "1"}
+    assert kept["a"].mounts == (node,)
+    assert kept["b"].env_vars == {"SAME": "x"}
 
 
 def test_an_output_directory_that_cannot_be_created_is_an_error_naming_it(node, tmp_path):

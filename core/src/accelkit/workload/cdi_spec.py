@@ -6,6 +6,13 @@ runs ``pre_create`` for an allocation of that whole device, and the config it re
 device's ``containerEdits``. A device named ``all`` carries the merged edits of every such device
 at once. Each hook whose ``pre_create`` ran gets its ``post_terminate``; nothing is booked.
 
+CDI runtimes apply the edits of every requested device in turn and an environment variable set
+twice keeps the **last** value, while device nodes and mounts add up. So a variable whose value
+differs between the devices (``CUDA_VISIBLE_DEVICES=0`` and ``=1``) is left out of the single
+devices and kept in ``all`` only, with the combined value; variables every device sets alike stay
+on each device. A device left with no edits at all is not listed (the CDI library refuses empty
+devices): request ``<kind>=all`` to get the lists.
+
 Characters a CDI name cannot hold become ``-``. When two devices end up with the same name
 (``gpu 0`` and ``gpu-0``), the later one in the plugins' listing order gets ``-2`` (``-3`` …)
 appended, a suffix no other device's name uses.
@@ -13,26 +20,42 @@ appended, a suffix no other device's name uses.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import attrs
+
+from accelkit.errors import WorkloadError
 from accelkit.plugin import AbstractAgentContext
-from accelkit.types import AgentId, DeviceAllocation, DeviceId, DeviceName, Workload
+from accelkit.types import AgentId, DeviceAllocation, DeviceId, DeviceName, Workload, WorkloadConfig
 from accelkit.workload.lifecycle import HookTarget, WorkloadLifecycle
-from accelkit.workload.render.cdi import cdi_device_name, render_cdi_spec
+from accelkit.workload.render.cdi import cdi_container_edits, cdi_device_name, render_cdi_spec
 
 #: plugins left out of CDI specs: what they configure is not a container edit
 NOT_CDI = frozenset({"cpu", "mem"})
 #: the device carrying every device's edits at once
 ALL = "all"
-_CLASS_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_CLASS_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+_CLASS_AS_IS = re.compile(r"[A-Za-z][A-Za-z0-9_-]*[A-Za-z0-9]")
 
 
 def default_cdi_kind(agent_id: str) -> str:
-    """``accelkit.io/<agent>``, the agent id made a valid CDI class."""
-    klass = _CLASS_UNSAFE.sub("-", agent_id).strip("-_.") or "agent"
-    return f"accelkit.io/{klass}"
+    """``accelkit.io/<agent>``: the agent id as the CDI class where the CDI library accepts it.
+
+    Otherwise the id is made valid (other characters become ``-``, ``agent-`` goes before one
+    that does not start with a letter; dots are replaced, as a class with a dot needs spec
+    0.6.0) and a digest of the original id is appended, so ``x`` and ``x-`` get distinct kinds
+    and file names.
+    """
+    if _CLASS_AS_IS.fullmatch(agent_id):
+        return f"accelkit.io/{agent_id}"
+    klass = _CLASS_UNSAFE.sub("-", agent_id).strip("-_")
+    if not klass[:1].isalpha():
+        klass = f"agent-{klass}".rstrip("-")
+    digest = hashlib.sha256(agent_id.encode()).hexdigest()[:8]
+    return f"accelkit.io/{klass}-{digest}"
 
 
 def _whole(ctx: AbstractAgentContext, device_ids: list[DeviceId]) -> DeviceAllocation:
@@ -63,17 +86,48 @@ async def agent_cdi_spec(
         if ids:
             listed.append((key, ctx, ids))
     names = iter(unique_names([cdi_device_name(key, i) for key, _ctx, ids in listed for i in ids]))
-    devices = []
+    singles: list[tuple[str, WorkloadConfig]] = []
     every: list[HookTarget] = []
     for key, ctx, ids in listed:
         for device_id in ids:
             target = HookTarget(key, ctx, _whole(ctx, [device_id]))
             name = next(names)
-            devices.append((name, await _edits(agent_id, f"cdi-{name}", [target])))
+            singles.append((name, await _edits(agent_id, f"cdi-{name}", [target])))
         every.append(HookTarget(key, ctx, _whole(ctx, ids)))
-    if every:
-        devices.append((ALL, await _edits(agent_id, "cdi-all", every)))
-    return render_cdi_spec(kind, devices)
+    if not every:
+        msg = f"agent {agent_id!r} has no device a CDI spec can describe"
+        raise WorkloadError(msg)
+    combined: WorkloadConfig = await _edits(agent_id, "cdi-all", every)
+    devices = [
+        (name, config)
+        for name, config in without_colliding_env(singles, combined)
+        if _has_edits(config)
+    ]
+    return render_cdi_spec(kind, [*devices, (ALL, combined)])
+
+
+def without_colliding_env(
+    devices: Sequence[tuple[str, WorkloadConfig]], combined: WorkloadConfig
+) -> list[tuple[str, WorkloadConfig]]:
+    """``devices`` without the variables that another device or ``combined`` sets differently."""
+    values: dict[str, set[str]] = {}
+    for config in [*(c for _n, c in devices), combined]:
+        for env_name, value in config.env_vars.items():
+            values.setdefault(env_name, set()).add(value)
+    return [
+        (
+            name,
+            attrs.evolve(
+                config,
+                env_vars={k: v for k, v in config.env_vars.items() if len(values[k]) == 1},
+            ),
+        )
+        for name, config in devices
+    ]
+
+
+def _has_edits(config: WorkloadConfig) -> bool:
+    return bool(cdi_container_edits(config))
 
 
 def unique_names(names: Sequence[str]) -> list[str]:

@@ -55,7 +55,7 @@ def test_check_reports_schema_plugin_and_device_file_problems_together(capsys, t
     )
     status, _, err = run(capsys, "check", "--config", str(path))
     assert status == 2
-    assert err.startswith("error: 5 problem(s) in the configuration:")
+    assert "\nerror: 5 problem(s) in the configuration:" in err
     devices = tmp_path / "devices.toml"
     for line in (
         f"{path}:1: key 'colour': unknown key",
@@ -85,3 +85,12 @@ def test_check_warns_about_plugin_names_nothing_answers_to(capsys, tmp_path, mon
     ):
         assert f"warning: {origin} names {name!r}, which matches no installed plugin" in err
     assert "'cuda', which" not in err
+
+
+def test_check_prints_its_warnings_before_its_problems(capsys, tmp_path):
+    path = tmp_path / "host.toml"
+    path.write_text('colour = 1\n[plugins]\nallowed = ["cpu", "mem", "gpu"]\n', encoding="utf-8")
+    status, _out, err = run(capsys, "check", "--config", str(path))
+    assert status == 2
+    warning = err.index("warning: plugins.allowed names 'gpu'")
+    assert warning < err.index(f"error: {path}:1: key 'colour': unknown key")

@@ -13,6 +13,15 @@ from accelkit.config.plugin_sections import errors_of, raise_all
 from accelkit.errors import ConfigError
 
 
+@attrs.frozen
+class CheckOutcome:
+    """What ``check`` found: the summary (empty when there are problems), warnings, problems."""
+
+    summary: str
+    warnings: tuple[str, ...]
+    problems: tuple[ConfigError, ...]
+
+
 async def check_config(config: HostConfig | HostConfigDraft) -> tuple[str, list[str]]:
     """Validate a config on this node: a one-line summary and the warnings.
 
@@ -21,15 +30,21 @@ async def check_config(config: HostConfig | HostConfigDraft) -> tuple[str, list[
     (checked even when other keys are wrong), plugins that failed to load (whatever
     ``plugins.strict`` says) and, when all of those are fine, every problem of the partition.
     """
+    outcome = await inspect_config(config)
+    raise_all(outcome.problems)
+    return outcome.summary, list(outcome.warnings)
+
+
+async def inspect_config(config: HostConfig | HostConfigDraft) -> CheckOutcome:
+    """Everything :func:`check_config` finds, problems included, without raising them."""
     from accelkit.discovery import PluginLoader
     from accelkit.host import PartitionHost
     from accelkit.registry import PluginStatus
 
-    draft = (
-        config
-        if isinstance(config, HostConfigDraft)
-        else HostConfigDraft(config, config.plugins, ())
-    )
+    if isinstance(config, HostConfigDraft):
+        draft = config
+    else:
+        draft = HostConfigDraft(config, config.plugins, ())
     problems: list[ConfigError] = list(draft.errors)
     selection = attrs.evolve(draft.plugins.with_environment(), strict=False)
     loader = PluginLoader(selection)
@@ -59,8 +74,7 @@ async def check_config(config: HostConfig | HostConfigDraft) -> tuple[str, list[
         ConfigError(f"plugin {r.name!r} failed: {r.error}", file=source, key="plugins")
         for r in failed
     ]
-    raise_all(problems)
-    return summary, warnings
+    return CheckOutcome("" if problems else summary, tuple(warnings), tuple(problems))
 
 
 @click.command()
@@ -75,7 +89,8 @@ def check(config_path: Path) -> None:
     """Validate a host config: exit 0 with a summary, or 2 with every problem found."""
     import asyncio
 
-    summary, warnings = asyncio.run(check_config(read_host_config(config_path)))
-    for warning in warnings:
+    outcome = asyncio.run(inspect_config(read_host_config(config_path)))
+    for warning in outcome.warnings:
         click.echo(f"warning: {warning}", err=True)
-    click.echo(summary)
+    raise_all(outcome.problems)
+    click.echo(outcome.summary)

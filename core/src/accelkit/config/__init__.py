@@ -1,28 +1,74 @@
-"""The host configuration (DESIGN §7): value objects and the TOML loader."""
+"""The host configuration (DESIGN §7): value objects, the declarative schema and the loader.
+
+Every TOML table accelkit reads (the host config, each plugin's ``[plugins.config.NAME]``
+section, the mock device file) is a frozen attrs class structured by one cattrs converter
+(:mod:`accelkit.config.converter`). A plugin declares its section's schema with the names
+exported here (provisional, see the stability policy): :func:`read_section`, :class:`Rule` and
+the rules such as :func:`int_between`.
+"""
 
 from __future__ import annotations
 
-from accelkit.config.load import load_host_config, parse_host_config
+from accelkit.config.converter import Rule
+from accelkit.config.load import (
+    HostConfigDraft,
+    load_host_config,
+    parse_host_config,
+    read_host_config,
+)
 from accelkit.config.model import (
     DEFAULT_AGENT,
     AffinityPolicyName,
     AgentConfig,
     AgentResources,
     AllocationMode,
+    BridgeConfig,
+    HealthConfig,
     HostConfig,
+    K8sBridgeConfig,
     ResourceConfig,
+    SlurmBridgeConfig,
     default_state_dir,
+)
+from accelkit.config.plugin_sections import read_section
+from accelkit.config.rules import (
+    BYTE_SIZE,
+    NON_EMPTY_STRING,
+    NON_NEGATIVE_INT,
+    POSITIVE_BYTE_SIZE,
+    SECONDS,
+    choice,
+    decimal_between,
+    int_between,
+    positive_decimal,
 )
 
 __all__ = [
+    "BYTE_SIZE",
     "DEFAULT_AGENT",
+    "NON_EMPTY_STRING",
+    "NON_NEGATIVE_INT",
+    "POSITIVE_BYTE_SIZE",
+    "SECONDS",
     "AffinityPolicyName",
     "AgentConfig",
     "AgentResources",
     "AllocationMode",
+    "BridgeConfig",
+    "HealthConfig",
     "HostConfig",
+    "HostConfigDraft",
+    "K8sBridgeConfig",
     "ResourceConfig",
+    "Rule",
+    "SlurmBridgeConfig",
+    "choice",
+    "decimal_between",
     "default_state_dir",
+    "int_between",
     "load_host_config",
     "parse_host_config",
+    "positive_decimal",
+    "read_host_config",
+    "read_section",
 ]

@@ -7,8 +7,7 @@ from typing import Annotated, Any
 
 import attrs
 
-from accelkit.config.plugin_sections import read_section
-from accelkit.config.rules import int_between
+from accelkit.config import int_between, read_section
 
 MAX_OVERCOMMIT = 10
 

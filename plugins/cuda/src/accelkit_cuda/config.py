@@ -9,8 +9,7 @@ from typing import Annotated, Any
 
 import attrs
 
-from accelkit.config.plugin_sections import read_section
-from accelkit.config.rules import choice, positive_decimal
+from accelkit.config import choice, positive_decimal, read_section
 from accelkit.errors import ConfigError
 
 

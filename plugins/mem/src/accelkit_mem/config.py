@@ -8,8 +8,7 @@ from typing import Annotated, Any
 
 import attrs
 
-from accelkit.config.converter import Rule
-from accelkit.config.plugin_sections import read_section
+from accelkit.config import Rule, read_section
 
 MAX_OVERCOMMIT = Decimal(10)
 

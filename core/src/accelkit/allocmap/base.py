@@ -11,6 +11,7 @@ from fnmatch import fnmatchcase
 from accelkit.allocmap import fastpath
 from accelkit.allocmap.checks import as_strings
 from accelkit.allocmap.operations import MapOperations
+from accelkit.allocmap.placement import Grants
 from accelkit.allocmap.pool import SlotPool
 from accelkit.allocmap.strategy import AllocationStrategy
 from accelkit.errors import InvalidResourceArgument
@@ -81,13 +82,17 @@ class AbstractAllocMap(MapOperations):
         for name in self._pools:
             if matched := frozenset(p for p in self._patterns if fnmatchcase(name, p)):
                 self._exclusive[name] = matched
-        fastpath.install(self)
+        fastpath.install(self, self._quick_place)
 
     # -- conversions between Decimal amounts and a pool's integer units -------------------
 
     @abstractmethod
     def _capacity_units(self, slot_type: SlotType, amount: Decimal) -> int:
         """Whole units a device of ``amount`` capacity contributes."""
+
+    @abstractmethod
+    def _quick_place(self, pool: SlotPool, units: int, requested: Decimal) -> Grants:
+        """Grants for a request without a hint on a pool of several devices, not UNIQUE."""
 
     # -- views ------------------------------------------------------------------------------
 

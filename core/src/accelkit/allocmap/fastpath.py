@@ -1,21 +1,38 @@
-"""Specialised allocate/free for a map of one single-device slot (the ``mem`` root).
+"""The one fast path of ``allocate`` and ``free``: one slot, amounts seen before.
 
-Such a map needs no placement decision, and allocate/free then cost little more than the
-Python call itself, so attribute lookups and checks dominate. The closures here keep
-everything they need in local cells and handle only the plain case: one slot, one known
-Decimal amount, enough room. Anything else (and every error except the plain "not enough
-free") goes to the general methods, which validate it fully.
+At a microsecond per call, attribute lookups, method calls and argument passing are most of
+an alloc map's cost, so every map gets closures that keep what they need in local cells and
+handle the common case in one frame: one slot, a Decimal amount the map has converted before
+(the conversion cache only ever holds validated positive amounts), no exclusive slot check
+(one slot cannot clash with itself). Everything else, and every error except "not enough
+free", goes to the general methods of :class:`~accelkit.allocmap.operations.MapOperations`,
+which validate fully. Both paths run under the map's lock, so the fast path is exactly as
+atomic and thread-safe as the general one.
+
+The special cases kept inside the closures, and the benchmark rows they buy
+(``tests/benchmarks``):
+
+- a one-device pool (a ``mem`` root) needs no placement: W4, all four rows;
+- a grant on one device keeps the caller's own Decimal and updates one bucket inline: W3 (most
+  requests fit one device), W1/W2 single-core and single-GPU requests;
+- freeing several devices of one slot validates in the same frame: W3's split grants and every
+  W1/W2 multi-device grant.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 
 from accelkit.allocmap.affinity import AffinityHint
-from accelkit.allocmap.checks import insufficient
 from accelkit.allocmap.operations import MapOperations
+from accelkit.allocmap.placement import Grants
+from accelkit.allocmap.pool import SlotPool
+from accelkit.errors import InsufficientResource
 from accelkit.types import DeviceAllocation, SlotName
+
+#: the placement of a request without a hint: ``(pool, units, requested) -> grants``
+QuickPlace = Callable[[SlotPool, int, Decimal], Grants]
 
 
 def _overrides(m: MapOperations) -> bool:
@@ -23,15 +40,27 @@ def _overrides(m: MapOperations) -> bool:
     return type(m).allocate is not MapOperations.allocate or type(m).free is not MapOperations.free
 
 
-def install(m: MapOperations) -> None:
-    """Give ``m`` specialised ``allocate`` and ``free`` if it is a one-device, one-slot map."""
-    pools = list(m._pools.values())
-    if _overrides(m) or len(pools) != 1 or not pools[0].simple:
+def install(m: MapOperations, quick_place: QuickPlace) -> None:
+    """Give ``m`` the fast ``allocate`` and ``free``; ``quick_place`` places hint-less requests."""
+    if _overrides(m):
         return
-    pool = pools[0]
+    pools = list(m._pools.values())
+    if len(pools) == 1 and pools[0].simple:
+        _install_one_device(m, pools[0])
+    else:
+        _install_general(m, quick_place)
+
+
+def _install_one_device(m: MapOperations, pool: SlotPool) -> None:
+    """W4, all four rows: a map of one slot on one device (a ``mem`` root).
+
+    Slot and device are known in advance, so a request is checked with one lookup and
+    nothing needs placing; this buys about a third of the map cost of the general closures.
+    """
     slot, dev, units_of, free = pool.name, pool.ids[0], pool.units_of, pool.free
+    cap, amount_of = pool.cap[0], pool.amount_of
     acquire, release = m._acquire, m._release
-    amount_of = m._amount
+    amount = m._amount
     general_allocate, general_free = m.allocate, m.free
 
     def allocate(
@@ -48,16 +77,25 @@ def install(m: MapOperations) -> None:
                 except TypeError:  # a signalling NaN cannot be hashed
                     units = None
                 if units is not None:
+                    left = free[0]
+                    if units > left:
+                        # Refused on a snapshot: a refusal changes nothing, so it needs no
+                        # lock (it is what a locked call at the moment of the read would say).
+                        raise InsufficientResource(
+                            slot=slot,
+                            requested=raw,
+                            allocatable=amount_of.get(left) or amount(pool, left),
+                            context_tag=context_tag,
+                        )
                     acquire()
                     try:
-                        if units > pool.total_free:
-                            free_amount = amount_of(pool, pool.total_free)
-                            raise insufficient(pool, raw, free_amount, context_tag)
-                        free[0] -= units
-                        pool.total_free -= units
-                        return {slot: {dev: raw}}
+                        left = free[0] - units
+                        if left >= 0:
+                            free[0] = pool.total_free = left
+                            return {slot: {dev: raw}}
                     finally:
                         release()
+                    # another thread took the room since the snapshot: the general path says so
         return general_allocate(slots, affinity_hint=affinity_hint, context_tag=context_tag)
 
     def free_(alloc: DeviceAllocation) -> None:
@@ -73,9 +111,9 @@ def install(m: MapOperations) -> None:
                     if units is not None:
                         acquire()
                         try:
-                            if units <= pool.total_cap - pool.total_free:
-                                free[0] += units
-                                pool.total_free += units
+                            left = free[0] + units
+                            if left <= cap:
+                                free[0] = pool.total_free = left
                                 return
                         finally:
                             release()
@@ -83,5 +121,123 @@ def install(m: MapOperations) -> None:
 
     allocate.__doc__ = general_allocate.__doc__
     free_.__doc__ = general_free.__doc__
-    # Instance attributes shadow the class's methods for this map only.
     vars(m).update(allocate=allocate, free=free_)
+
+
+def _install_general(m: MapOperations, quick_place: QuickPlace) -> None:
+    """Every other map: W1-W3, and maps of several slots."""
+    general_allocate, general_free = m.allocate, m.free
+    allocate = _general_allocate(m, quick_place, general_allocate)
+    free_ = _general_free(m, general_free)
+    allocate.__doc__ = general_allocate.__doc__
+    free_.__doc__ = general_free.__doc__
+    vars(m).update(allocate=allocate, free=free_)
+
+
+def _general_allocate(
+    m: MapOperations, quick_place: QuickPlace, general: Callable[..., DeviceAllocation]
+) -> Callable[..., DeviceAllocation]:
+    pools = m._pools
+    acquire, release = m._acquire, m._release
+    amount = m._amount
+    place = m._place
+
+    def allocate(
+        slots: Mapping[SlotName, Decimal],
+        *,
+        affinity_hint: AffinityHint | None = None,
+        context_tag: str | None = None,
+    ) -> DeviceAllocation:
+        if len(slots) == 1:
+            ((slot, raw),) = slots.items()
+            pool = pools.get(slot)
+            # quick: several devices, not UNIQUE (one-device pools of maps of several slots,
+            # and UNIQUE requests, take the general path)
+            if pool is not None and pool.quick and raw.__class__ is Decimal:
+                try:
+                    units = pool.units_of.get(raw)
+                except TypeError:  # a signalling NaN cannot be hashed
+                    units = None
+                if units:
+                    left = pool.total_free
+                    if units > left:
+                        # Refused on a snapshot: a refusal changes nothing, so it needs no
+                        # lock (it is what a locked call at the moment of the read would say).
+                        raise InsufficientResource(
+                            slot=slot,
+                            requested=raw,
+                            allocatable=amount(pool, left),
+                            context_tag=context_tag,
+                        )
+                    acquire()
+                    try:
+                        if units <= pool.total_free:
+                            grants = (
+                                quick_place(pool, units, raw)
+                                if affinity_hint is None
+                                else place(pool, units, affinity_hint, raw)
+                            )
+                            if len(grants) > 1:
+                                pool.shift(grants, 1)
+                                ids = pool.ids
+                                return {slot: {ids[i]: amount(pool, u) for i, u in grants}}
+                            # W3, and W1/W2 requests of one unit: one device, one bucket move.
+                            ((i, _),) = grants
+                            free, buckets, bit = pool.free, pool.buckets, pool.bits[i]
+                            old = free[i]
+                            free[i] = new = old - units
+                            pool.total_free -= units
+                            rest = buckets[old] ^ bit
+                            if rest:
+                                buckets[old] = rest
+                            else:
+                                del buckets[old]
+                            if new:
+                                buckets[new] = buckets.get(new, 0) | bit
+                            return {slot: {pool.ids[i]: raw}}
+                    finally:
+                        release()
+                    # another thread took the room since the snapshot: the general path says so
+        return general(slots, affinity_hint=affinity_hint, context_tag=context_tag)
+
+    return allocate
+
+
+def _general_free(
+    m: MapOperations, general: Callable[[DeviceAllocation], None]
+) -> Callable[[DeviceAllocation], None]:
+    pools = m._pools
+    acquire, release = m._acquire, m._release
+
+    def free_(alloc: DeviceAllocation) -> None:
+        if len(alloc) == 1:
+            ((slot, per_device),) = alloc.items()
+            pool = pools.get(slot)
+            if pool is not None:
+                index, units_of = pool.index, pool.units_of
+                grants: Grants = []
+                try:
+                    for dev, raw in per_device.items():
+                        units = units_of.get(raw) if raw.__class__ is Decimal else None
+                        i = index.get(dev)
+                        if not units or i is None:
+                            break
+                        grants.append((i, units))
+                    else:
+                        acquire()
+                        try:
+                            cap, free = pool.cap, pool.free
+                            for i, units in grants:
+                                if units > cap[i] - free[i]:
+                                    break
+                            else:
+                                # W1-W3: a grant on one or several devices of one slot.
+                                pool.shift(grants, -1)
+                                return
+                        finally:
+                            release()
+                except (TypeError, AttributeError):  # unhashable amounts, not a mapping
+                    pass
+        general(alloc)
+
+    return free_

@@ -136,6 +136,33 @@ class FractionAllocMap(AbstractAllocMap):
         assert grants is not None  # without a device limit a placement always exists
         return grants
 
+    def _quick_place(self, pool: SlotPool, units: int, requested: Decimal) -> Grants:
+        # A request without a hint on a pool of several devices (not UNIQUE).
+        buckets = pool.buckets
+        if self._fill:
+            most = max(buckets)
+            if most >= units:
+                bits = buckets[most]
+                return [((bits & -bits).bit_length() - 1, units)]
+        else:
+            fit = best_fit(pool, pool.all_mask, units)
+            if fit >= 0:
+                return [(fit, units)]
+        limit = None if self._allow_fragmentation else -(-units // pool.max_cap)
+        grants = self._split(pool, pool.all_mask, units, limit)
+        if grants is None:
+            raise self._fragmented(pool, requested, limit)
+        return grants
+
+    def _fragmented(
+        self, pool: SlotPool, requested: Decimal, limit: int | None
+    ) -> FractionalResourceFragmented:
+        msg = (
+            f"slot {pool.name!r}: {format_amount(requested)} cannot be placed on "
+            f"{limit} device(s) without fragmenting it"
+        )
+        return FractionalResourceFragmented(msg)
+
     def _place(
         self, pool: SlotPool, units: int, hint: AffinityHint | None, requested: Decimal
     ) -> Grants:
@@ -147,29 +174,15 @@ class FractionAllocMap(AbstractAllocMap):
         if not pool.bucketed:
             return [(0, units)]
         if hint is None:
-            # The most common case, inlined: the request fits on one device.
-            if self._fill:
-                most = max(pool.buckets)
-                if most >= units:
-                    bits = pool.buckets[most]
-                    return [((bits & -bits).bit_length() - 1, units)]
-            else:
-                fit = best_fit(pool, pool.all_mask, units)
-                if fit >= 0:
-                    return [(fit, units)]
-        limit = None if self._allow_fragmentation else -(-units // pool.max_cap)
-        if hint is None:
-            grants = self._split(pool, pool.all_mask, units, limit)
-        else:
-            grants = place(pool, units, hint, self._place_in, single_fit=True)
-            if limit is not None and len(grants) > limit:
+            return self._quick_place(pool, units, requested)
+        grants = place(pool, units, hint, self._place_in, single_fit=True)
+        if not self._allow_fragmentation:
+            limit = -(-units // pool.max_cap)
+            if len(grants) > limit:
                 # Affinity is a preference, the fragmentation guard a rule: try once more
                 # over all devices before refusing.
-                grants = self._split(pool, pool.all_mask, units, limit)
-        if grants is None:
-            msg = (
-                f"slot {pool.name!r}: {format_amount(requested)} cannot be placed on "
-                f"{limit} device(s) without fragmenting it"
-            )
-            raise FractionalResourceFragmented(msg)
+                retry = self._split(pool, pool.all_mask, units, limit)
+                if retry is None:
+                    raise self._fragmented(pool, requested, limit)
+                grants = retry
         return grants

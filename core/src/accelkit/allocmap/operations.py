@@ -1,7 +1,8 @@
 """allocate, apply_allocation and free: the operations every alloc map shares.
 
-The hot paths (one slot, one device) are inlined on purpose: at a few microseconds per call,
-each extra function call is a measurable share of the cost.
+These are the general, fully validating paths; the common single-slot calls take the fast
+path of :mod:`accelkit.allocmap.fastpath`, which hands over to these whatever it does not
+handle.
 """
 
 from __future__ import annotations
@@ -85,36 +86,11 @@ class MapOperations(ABC):
         together and :class:`~accelkit.errors.InsufficientResource` when a slot lacks free
         capacity; nothing is allocated then.
         """
-        # A single slot cannot clash with itself: exclusivity only matters for several.
+        # The common single-slot case never gets here: the fast path of
+        # :mod:`accelkit.allocmap.fastpath` handles it and hands over only what it does not.
         if self._exclusive and len(slots) > 1:
             check_exclusive(self._exclusive, slots, context_tag)
-        # acquire/release in try/finally: measurably cheaper than ``with`` on the hot path.
-        self._acquire()
-        try:
-            if len(slots) == 1:
-                # One slot is by far the most common request; a single-device pool (a mem
-                # root) needs no placement either. This path is inlined for speed.
-                for slot, raw in slots.items():
-                    requested = raw
-                    try:
-                        pool = self._pools[slot]
-                        units = pool.units_of[raw] if type(raw) is Decimal else 0
-                    except (KeyError, TypeError):
-                        units = 0
-                    if not units:
-                        pool, requested, units = self._check_request(slot, raw, context_tag)
-                        if not units:
-                            return {}
-                    if units > pool.total_free:
-                        raise insufficient(
-                            pool, requested, self._amount(pool, pool.total_free), context_tag
-                        )
-                    if pool.simple:
-                        pool.free[0] -= units
-                        pool.total_free -= units
-                        return {slot: {pool.ids[0]: requested}}
-                    grants = self._place(pool, units, affinity_hint, requested)
-                    return {slot: self._commit(pool, grants, requested, units)}
+        with self._lock:
             plan: list[tuple[SlotPool, Grants, Decimal, int]] = []
             for slot, raw in slots.items():
                 pool, requested, units = self._request(slot, raw, context_tag)
@@ -122,8 +98,6 @@ class MapOperations(ABC):
                     grants = self._grants(pool, units, affinity_hint, requested)
                     plan.append((pool, grants, requested, units))
             return {p.name: self._commit(p, g, r, u) for p, g, r, u in plan}
-        finally:
-            self._release()
 
     def apply_allocation(self, alloc: DeviceAllocation) -> None:
         """Mark ``alloc`` as allocated, e.g. to restore allocations after a restart.
@@ -143,34 +117,9 @@ class MapOperations(ABC):
         cases :meth:`apply_allocation` refuses and for freeing more than is allocated on a
         device.
         """
-        self._acquire()
-        try:
-            if len(alloc) == 1:
-                # Fast path, inlined: one valid amount on one device, the common case.
-                # Anything unusual falls through to the full validation below.
-                for slot, per_device in alloc.items():
-                    pool = self._pools.get(slot)
-                    if pool is not None and len(per_device) == 1:
-                        for dev, raw in per_device.items():
-                            i = pool.index.get(dev)
-                            if i is None or type(raw) is not Decimal:
-                                break
-                            try:
-                                units = pool.units_of[raw]
-                            except (KeyError, TypeError):  # TypeError: a signalling NaN
-                                break
-                            if units > pool.cap[i] - pool.free[i]:
-                                break
-                            if pool.bucketed:
-                                pool.shift([(i, units)], -1)
-                            else:
-                                pool.free[i] += units
-                                pool.total_free += units
-                            return
+        with self._lock:
             for pool, grants in self._resolve(alloc, freeing=True):
                 pool.shift(grants, -1)
-        finally:
-            self._release()
 
     # -- the steps of allocate ----------------------------------------------------------------
 

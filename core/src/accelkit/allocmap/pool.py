@@ -56,6 +56,7 @@ class SlotPool:
         "node",
         "node_mask",
         "nodes",
+        "quick",
         "simple",
         "slot_type",
         "total_cap",
@@ -88,6 +89,8 @@ class SlotPool:
         self.bucketed = len(self.ids) > 1
         # One device and whole-amount requests: allocate and free need no placement at all.
         self.simple = len(self.ids) == 1 and not self.unique
+        # Several devices, whole-amount requests: what the general fast path places.
+        self.quick = self.bucketed and not self.unique
         self.buckets: dict[int, int] = {}
         self.node_mask: dict[Node, int] = {}
         for i, (c, n) in enumerate(zip(self.cap, self.node, strict=True)):

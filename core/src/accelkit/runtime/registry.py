@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from accelkit.runtime.base import Runtime
+from accelkit.runtime.docker import DockerRuntime
 
 
 def default_runtimes() -> dict[str, Runtime]:
     """The runtimes shipped with accelkit, ready to use; built on demand, nothing starts yet."""
     runtimes: dict[str, Runtime] = {}
+    runtimes[DockerRuntime.name] = DockerRuntime()  # connects on first use
     return runtimes

@@ -1,0 +1,115 @@
+"""The docker runtime: a container per workload, through the Docker Engine API (DESIGN §14).
+
+It drives dockerd and podman's Docker-compatible service alike, through ``aiodocker``. The
+container is created with the rendered body (fitted to the engine, see
+:mod:`accelkit.runtime.docker_body`) and the labels ``io.accelkit.agent``,
+``io.accelkit.workload`` and ``io.accelkit.ledger-key``, so that any later process finds it by
+id (:meth:`DockerRuntime.is_alive`) or by label (:meth:`DockerRuntime.containers`).
+
+The engine client (aiohttp) takes a tenth of a second to import, paid by every ``accelkit``
+command that builds the runtimes; it is imported on the first call that needs the engine.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from accelkit.runtime.base import LaunchSpec, Runtime, WorkloadHandle
+from accelkit.runtime.docker_body import container_name, docker_host
+from accelkit.runtime.docker_values import TERMINAL, ContainerExit, ContainerRecord, OutputTarget
+from accelkit.types import AgentId, Workload, WorkloadType
+
+if TYPE_CHECKING:
+    from accelkit.runtime.docker_ops import ContainerOps
+
+__all__ = ["TERMINAL", "ContainerExit", "ContainerRecord", "DockerRuntime", "OutputTarget"]
+
+
+class DockerRuntime(Runtime):
+    """Workloads as containers of a Docker Engine API (dockerd or podman).
+
+    ``url`` is the engine's address (``unix:///path``, ``tcp://host:port``); without it
+    ``DOCKER_HOST``, else ``/var/run/docker.sock``. The containers' output is copied to
+    ``output`` while they run (our own stdout and stderr by default; ``None`` copies nothing).
+    Engine failures are :class:`~accelkit.runtime.base.RuntimeUnavailable` (no engine, no such
+    image) or :class:`~accelkit.errors.WorkloadError` (the engine refused), never aiohttp's.
+    """
+
+    name = "docker"
+    workload_type = WorkloadType.CONTAINER
+
+    def __init__(self, url: str | None = None, *, output: OutputTarget | None = TERMINAL) -> None:
+        self.url = docker_host(url)
+        self._output = output
+        self._ops: ContainerOps | None = None
+
+    def _engine(self) -> ContainerOps:
+        if self._ops is None:
+            from accelkit.runtime.docker_ops import ContainerOps
+
+            self._ops = ContainerOps(self.url, self._output)
+        return self._ops
+
+    async def new_workload(self, agent_id: AgentId) -> Workload:
+        """A workload named like the container it becomes: ``accelkit-<agent>-<hex>``."""
+        return Workload.container(container_name(agent_id))
+
+    async def create(self, spec: LaunchSpec) -> WorkloadHandle:
+        """Create the container, not started; ``RuntimeUnavailable`` for a missing image.
+
+        The handle's ident is the container id; its details name the container, the engine
+        and the image.
+        """
+        return await self._engine().create(spec)
+
+    async def start(self, handle: WorkloadHandle) -> None:
+        """Start the container, its output copied from its first byte."""
+        await self._engine().start(handle)
+
+    async def wait(self, handle: WorkloadHandle) -> int:
+        """The container's exit status; an OOM kill is 137 and logged as such."""
+        return (await self.wait_exit(handle)).status
+
+    async def wait_exit(self, handle: WorkloadHandle) -> ContainerExit:
+        """Wait for the container to exit: its status and whether it was OOM-killed."""
+        return await self._engine().wait_exit(handle)
+
+    async def signal(self, handle: WorkloadHandle, signum: int) -> None:
+        """Send ``signum`` to the container's main process; nothing if it no longer runs."""
+        await self._engine().signal(handle, signum)
+
+    async def stop(self, handle: WorkloadHandle, grace: float) -> None:
+        """The engine's stop (SIGTERM, SIGKILL after ``grace`` seconds), then removal."""
+        await self._engine().stop(handle, grace)
+
+    async def discard(self, workload: Workload, handle: WorkloadHandle | None) -> None:
+        """Remove the container (by its name when its creation was not recorded)."""
+        await self._engine().discard(workload, handle)
+
+    async def is_alive(self, handle: WorkloadHandle) -> bool | None:
+        """Inspect the container by id: a missing one is gone, a silent engine ``None``."""
+        return await self._engine().is_alive(handle)
+
+    async def adopt(self, handle: WorkloadHandle) -> bool:
+        """Whether the container still runs; ``RuntimeUnavailable`` when the engine cannot
+        say (a live container must not be taken for a dead one)."""
+        return await self._engine().adopt(handle)
+
+    async def containers(self, agent_id: AgentId | None = None) -> list[ContainerRecord]:
+        """The containers accelkit made on this engine (of one agent, or all), in any state."""
+        return await self._engine().containers(agent_id)
+
+    def describe(self, handle: WorkloadHandle) -> list[str]:
+        """The container, its image and the engine."""
+        name = handle.details.get("name")
+        image = handle.details.get("image")
+        line = f"docker container {name or handle.ident[:12]} ({handle.ident[:12]})"
+        return [
+            line + (f" of {image}" if image else ""),
+            f"engine {handle.details.get('engine', self.url)}",
+        ]
+
+    async def close(self) -> None:
+        """Stop copying output and close the engine connection."""
+        if self._ops is not None:
+            await self._ops.close()

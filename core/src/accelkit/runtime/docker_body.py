@@ -1,0 +1,171 @@
+"""What accelkit asks the engine for: a container's name, labels and create body.
+
+The body is the renderer's (:func:`accelkit.workload.render.docker.render_docker_create`) plus the
+image, the command and accelkit's labels, fitted to the engine: CDI device requests are dropped
+where the engine has no CDI support (the config's DEVICE mounts already give ``Devices``
+entries for the same nodes), and below API 1.44 only one network is attached at create time,
+the others right after.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from accelkit.errors import WorkloadError
+from accelkit.runtime.base import LaunchSpec
+from accelkit.types import AgentId, MountType
+from accelkit.workload.render.docker import render_docker_create
+
+__all__ = [
+    "DEFAULT_DOCKER_HOST",
+    "LABEL_AGENT",
+    "LABEL_LEDGER_KEY",
+    "LABEL_WORKLOAD",
+    "CreatePlan",
+    "EngineFacts",
+    "container_name",
+    "docker_host",
+    "parse_api_version",
+    "plan_create",
+]
+
+#: where the engine listens when ``DOCKER_HOST`` is not set
+DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
+
+LABEL_AGENT = "io.accelkit.agent"
+LABEL_WORKLOAD = "io.accelkit.workload"
+LABEL_LEDGER_KEY = "io.accelkit.ledger-key"
+
+#: several networks in one create call arrived with API 1.44
+MULTI_NETWORK_API = (1, 44)
+#: what the engine accepts as a name after the ``accelkit-`` prefix: ``[a-zA-Z0-9][a-zA-Z0-9_.-]+``
+_NOT_NAME = re.compile(r"[^a-zA-Z0-9_.-]+")
+_AGENT_PART_MAX = 40
+
+
+def docker_host(url: str | None = None) -> str:
+    """The engine's address: ``url``, else ``DOCKER_HOST``, else the default socket."""
+    return url or os.environ.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST
+
+
+def parse_api_version(text: str) -> tuple[int, int]:
+    """``"1.41"`` as ``(1, 41)``; ``ValueError`` on anything else."""
+    major, _, minor = text.strip().lstrip("v").partition(".")
+    return int(major), int(minor)
+
+
+@attrs.frozen
+class EngineFacts:
+    """What the engine told us about itself; the create body is fitted to it."""
+
+    api_version: tuple[int, int]
+    #: the engine resolves CDI device requests (it reports CDI spec directories)
+    cdi: bool
+    #: ``Docker Engine 20.10.24``, ``Podman Engine 4.3.1``: for messages and ``-v``
+    product: str
+
+    @classmethod
+    def from_engine(cls, version: Mapping[str, Any], info: Mapping[str, Any]) -> EngineFacts:
+        """Build from the answers to ``GET /version`` and ``GET /info``."""
+        api = parse_api_version(str(version.get("ApiVersion", "0.0")))
+        components = version.get("Components") or []
+        product = next(
+            (
+                f"{c.get('Name')} {c.get('Version')}"
+                for c in components
+                if "Engine" in str(c.get("Name"))
+            ),
+            f"Docker Engine {version.get('Version', '?')}",
+        )
+        return cls(api_version=api, cdi=bool(info.get("CDISpecDirs")), product=product)
+
+    @property
+    def api_text(self) -> str:
+        """The API version as the engine writes it (``1.41``)."""
+        return f"{self.api_version[0]}.{self.api_version[1]}"
+
+
+def container_name(agent_id: AgentId) -> str:
+    """``accelkit-<agent>-<12 hex digits>``: a valid, fresh container name for any agent id."""
+    agent = _NOT_NAME.sub("-", agent_id).strip("-.")[:_AGENT_PART_MAX].strip("-.")
+    suffix = uuid.uuid4().hex[:12]
+    return f"accelkit-{agent}-{suffix}" if agent else f"accelkit-{suffix}"
+
+
+@attrs.frozen
+class CreatePlan:
+    """The create body and the networks to connect after creation (old engines)."""
+
+    body: dict[str, Any]
+    later_networks: tuple[str, ...] = ()
+
+
+def _labels(spec: LaunchSpec) -> dict[str, str]:
+    return {
+        LABEL_AGENT: spec.agent_id,
+        LABEL_WORKLOAD: spec.workload.id,
+        LABEL_LEDGER_KEY: spec.ledger_key,
+    }
+
+
+def _fit_devices(host: dict[str, Any], spec: LaunchSpec, facts: EngineFacts) -> None:
+    requests = host.get("DeviceRequests") or []
+    cdi = [r for r in requests if r.get("Driver") == "cdi"]
+    if not cdi or facts.cdi:
+        return
+    if not any(m.type is MountType.DEVICE for m in spec.config.mounts):
+        names = ", ".join(spec.config.cdi_devices)
+        msg = (
+            f"the engine ({facts.product}) has no CDI support and the workload's config "
+            f"names no device nodes for the CDI devices {names}; enable CDI in the engine"
+        )
+        raise WorkloadError(msg)
+    if kept := [r for r in requests if r.get("Driver") != "cdi"]:
+        host["DeviceRequests"] = kept
+    else:
+        del host["DeviceRequests"]
+
+
+def _fit_networks(body: dict[str, Any], facts: EngineFacts) -> tuple[str, ...]:
+    endpoints: dict[str, Any] = body.get("NetworkingConfig", {}).get("EndpointsConfig", {})
+    if not endpoints:
+        return ()
+    names = list(endpoints)
+    body.setdefault("HostConfig", {})["NetworkMode"] = names[0]
+    if facts.api_version >= MULTI_NETWORK_API or len(names) == 1:
+        return ()
+    body["NetworkingConfig"] = {"EndpointsConfig": {names[0]: endpoints[names[0]]}}
+    return tuple(names[1:])
+
+
+def plan_create(spec: LaunchSpec, facts: EngineFacts) -> CreatePlan:
+    """The create body for ``spec`` on an engine described by ``facts``.
+
+    The container's environment is the image's plus the hooks' ``env_vars``; accelkit's own
+    environment (``spec.base_env``) belongs to process trees and is not copied in.
+    """
+    if not spec.image:
+        msg = "the docker runtime needs an image (accelkit run --runtime docker --image IMAGE)"
+        raise WorkloadError(msg)
+    body = copy.deepcopy(render_docker_create(spec.config))
+    body.update(
+        Image=spec.image,
+        Labels=_labels(spec),
+        AttachStdout=True,
+        AttachStderr=True,
+        Tty=False,
+        OpenStdin=False,
+    )
+    if spec.argv:
+        body["Cmd"] = list(spec.argv)
+    if host := body.get("HostConfig"):
+        _fit_devices(host, spec, facts)
+    later = _fit_networks(body, facts)
+    return CreatePlan(body, later)

@@ -1,0 +1,109 @@
+"""The connection to a Docker Engine API (dockerd, or podman's Docker-compatible service).
+
+One :class:`DockerEngine` per runtime: it opens an ``aiodocker`` client on first use (in the
+running event loop), asks the engine once for its API version and CDI support, and turns
+every failure of the engine into a clear accelkit error instead of an aiohttp traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+
+import aiodocker
+import aiohttp
+
+from accelkit.errors import WorkloadError
+from accelkit.runtime.base import RuntimeUnavailable
+from accelkit.runtime.docker_body import EngineFacts, docker_host
+
+__all__ = ["MIN_API_VERSION", "DockerEngine"]
+
+#: ``HostConfig.Mounts`` arrived in API 1.25; older engines cannot run the rendered body
+MIN_API_VERSION = (1, 25)
+#: a dead engine must not hang accelkit: connecting gets this long; long calls (wait) have no limit
+_CONNECT_TIMEOUT_S = 10.0
+_CALL_TIMEOUT_S = 120.0
+
+
+def _reason(exc: BaseException) -> str:
+    """The operating-system reason behind a failed connection, else the error's own text."""
+    cause = exc.__cause__ or exc.__context__
+    os_error = getattr(cause, "os_error", None)
+    if isinstance(os_error, OSError) and os_error.strerror:
+        return os_error.strerror
+    if isinstance(cause, OSError) and cause.strerror:
+        return cause.strerror
+    if isinstance(exc, aiodocker.DockerError):
+        return exc.message
+    return str(exc) or type(exc).__name__
+
+
+class DockerEngine:
+    """An ``aiodocker`` client for one engine address, opened lazily, errors translated."""
+
+    def __init__(self, url: str | None = None) -> None:
+        self.url = docker_host(url)
+        self._client: aiodocker.Docker | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._facts: EngineFacts | None = None
+
+    def unreachable(self, exc: BaseException) -> RuntimeUnavailable:
+        """The error for an engine that does not answer."""
+        return RuntimeUnavailable(f"cannot reach the Docker engine at {self.url}: {_reason(exc)}")
+
+    @contextlib.contextmanager
+    def errors(self, doing: str) -> Iterator[None]:
+        """Turn engine failures while ``doing`` something into accelkit errors.
+
+        An engine that cannot be reached is :class:`RuntimeUnavailable`; an engine that refuses
+        a request is a :class:`WorkloadError` with its message. Callers that expect a status
+        (404 for a container that is gone) catch ``aiodocker.DockerError`` inside this block.
+        """
+        try:
+            yield
+        except aiodocker.DockerError as exc:
+            if exc.status == 900:  # aiodocker's code for "could not connect"
+                raise self.unreachable(exc) from None
+            msg = f"Docker engine at {self.url}: {doing} failed: {exc.message}"
+            raise WorkloadError(msg) from None
+        except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
+            # ValueError: aiodocker refuses an address it cannot parse
+            raise self.unreachable(exc) from None
+
+    async def client(self) -> aiodocker.Docker:
+        """The client for the running event loop, pinned to the engine's API version."""
+        loop = asyncio.get_running_loop()
+        if self._client is not None and self._loop is loop:
+            return self._client
+        if self._client is not None:
+            self._client = None  # made in another (finished) loop; its session cannot be reused
+        timeout = aiohttp.ClientTimeout(total=_CALL_TIMEOUT_S, sock_connect=_CONNECT_TIMEOUT_S)
+        with self.errors("connecting"):
+            client = aiodocker.Docker(url=self.url, timeout=timeout)
+        self._client, self._loop = client, loop
+        return client
+
+    async def facts(self) -> EngineFacts:
+        """Ask the engine once for its API version and CDI support."""
+        if self._facts is not None:
+            return self._facts
+        client = await self.client()
+        with self.errors("asking its version"):
+            facts = EngineFacts.from_engine(await client.version(), await client.system.info())
+        if facts.api_version < MIN_API_VERSION:
+            need = ".".join(map(str, MIN_API_VERSION))
+            msg = (
+                f"the Docker engine at {self.url} speaks API {facts.api_text}; "
+                f"accelkit needs {need} or newer"
+            )
+            raise RuntimeUnavailable(msg)
+        self._facts = facts
+        return facts
+
+    async def close(self) -> None:
+        """Close the client's session (only in the loop that opened it)."""
+        client, self._client = self._client, None
+        if client is not None and self._loop is asyncio.get_running_loop():
+            await client.close()

@@ -3,6 +3,7 @@ for later parts (health, bridges), and the converter's key paths."""
 
 from __future__ import annotations
 
+import json
 import os
 from decimal import Decimal
 from pathlib import Path
@@ -254,3 +255,68 @@ def test_format_key_round_trips_through_the_rendered_path(parts):
     text = format_key(parts)
     for part in parts:
         assert (f"[{part}]" if isinstance(part, int) else str(part)) in text
+
+
+SECTIONS = {
+    "resource": [
+        "allocation-mode",
+        "reserved-cpu",
+        "reserved-mem",
+        "memory-align-size",
+        "state-dir",
+        "numa-aware-split",
+        "reserved-gpu",
+    ],
+    "plugins": ["allowed", "blocked", "strict", "call-timeout", "hook-timeout", "allow"],
+    "health": ["rediscover-interval", "interval"],
+}
+VALUES = st.one_of(
+    st.integers(-5, 10**12),
+    st.booleans(),
+    st.text(max_size=6),
+    st.sampled_from(["16M", "shared", "manual", "2.5", "-1G", "interleaved"]),
+    st.lists(st.one_of(st.text(max_size=3), st.integers(0, 3)), max_size=3),
+)
+
+
+def toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, str):  # \x7f is the one control character JSON leaves unescaped
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+    return str(value)
+
+
+@given(
+    st.lists(
+        st.sampled_from(sorted(SECTIONS)).flatmap(
+            lambda s: st.tuples(
+                st.just(s),
+                st.dictionaries(st.sampled_from(SECTIONS[s]), VALUES, max_size=4),
+            )
+        ),
+        max_size=3,
+        unique_by=lambda pair: pair[0],
+    )
+)
+def test_every_problem_points_at_the_line_of_its_key(tmp_path_factory, sections):
+    lines: list[str] = []
+    where: dict[str, int] = {}
+    for section, values in sections:
+        lines.append(f"[{section}]")
+        for key, value in values.items():
+            lines.append(f"{key} = {toml_value(value)}")
+            where[f"{section}.{key}"] = len(lines)
+    path = tmp_path_factory.mktemp("lines") / "host.toml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    try:
+        load_host_config(path)
+    except ConfigError as exc:
+        errors = exc.errors if isinstance(exc, ConfigErrors) else [exc]
+        assert errors
+        for error in errors:
+            assert error.file == str(path)
+            assert error.key in where, error
+            assert error.line == where[error.key], error

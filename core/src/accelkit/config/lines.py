@@ -52,7 +52,8 @@ def line_of(text: str, path: KeyPath) -> int | None:
     current: KeyPath = ()
     holder: int | None = None
     depth = 0
-    for number, line in enumerate(text.splitlines(), 1):
+    # TOML ends lines with \n only; str.splitlines would also split at \x85 or \u2028
+    for number, line in enumerate(text.split("\n"), 1):
         if header := _HEADER.match(line):
             names = _parts(header[2])
             if header[1] == "[[":

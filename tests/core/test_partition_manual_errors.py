@@ -104,6 +104,18 @@ def test_empty_cpu():
     assert "no cpu core" in err.message
 
 
+def test_missing_cpu():
+    err = one_error(("a", {"mem": G}), OK_B)
+    assert (err.agent, err.key) == ("a", "agents[0].resource.cpu")
+    assert "missing 'cpu'" in err.message
+
+
+def test_missing_cpu_is_fine_without_a_cpu_plugin():
+    node = {"cuda": NODE["cuda"]}
+    result = run(("a", {"devices": {"cuda": ("cuda0",)}}), ("b", {}), node=node)
+    assert result.assignments[AgentId("a")][DeviceName("cuda")].device_ids == ("cuda0",)
+
+
 def test_empty_device_list():
     err = one_error(("a", {"cpu": ("1",), "mem": G, "devices": {"cuda": ()}}), OK_B)
     assert "no cuda device" in err.message

@@ -52,6 +52,9 @@ class ManualAssigner:
             key = f"{where}.resource"
             if resources.cpu is not None:
                 parts[CPU] = self._devices(agent.id, CPU, resources.cpu, f"{key}.cpu")
+            elif CPU in self.device_map:
+                msg = 'missing \'cpu\': list the agent\'s cpu core ids, e.g. cpu = ["0", "1"]'
+                self.problems.add(f"{key}.cpu", msg, agent.id)
             for name, ids in resources.devices.items():
                 parts[DeviceName(name)] = self._devices(
                     agent.id, DeviceName(name), ids, f"{key}.devices.{name}"

@@ -320,3 +320,27 @@ def test_every_problem_points_at_the_line_of_its_key(tmp_path_factory, sections)
             assert error.file == str(path)
             assert error.key in where, error
             assert error.line == where[error.key], error
+
+
+def _silent(value: object) -> int:
+    raise ValueError  # a rule that forgot its message
+
+
+@attrs.frozen
+class Required:
+    name: str
+    odd: Annotated[int, Rule(_silent)] = 0
+
+
+def test_a_missing_key_and_a_rule_without_a_message_are_still_named():
+    _value, errors = structure({"odd": 1}, Required, file=None)
+    assert {(e.key, e.message) for e in errors} == {
+        ("name", "missing (required)"),
+        ("odd", "invalid value (ValueError: )"),
+    }
+
+
+def test_a_value_of_the_wrong_toml_type_is_not_coerced():
+    _value, errors = structure({"name": 5, "odd": "1"}, Required, file=None)
+    assert {e.key for e in errors} == {"name", "odd"}
+    assert [e.message for e in errors if e.key == "name"] == ["expected a string, got 5"]

@@ -182,3 +182,13 @@ def test_names_that_match_no_plugin_are_warned_about(tmp_path, monkeypatch, capl
 def test_unmatched_names_are_silent_when_every_name_is_installed():
     selection = PluginSelection(allowed=["cpu"], blocked=["mem"], configs={"cpu": {}})
     assert unmatched_names(selection, ["cpu", "mem"]) == []
+
+
+def test_an_unreadable_host_file_only_costs_the_line_numbers(tmp_path):
+    selection = PluginSelection(source=str(tmp_path / "gone.toml"))
+    (placed,) = place_in_host_config("dial", [ConfigError("bad", key="level")], selection)
+    assert (placed.file, placed.key, placed.line) == (
+        str(tmp_path / "gone.toml"),
+        "plugins.config.dial.level",
+        None,
+    )

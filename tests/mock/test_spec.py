@@ -202,3 +202,9 @@ def test_a_device_file_that_is_not_utf8(tmp_path):
     path.write_bytes(b'[[kinds]]\nkey = "\xc3\x28"\n')
     with pytest.raises(ConfigError, match="not UTF-8"):
         load_kinds({"config-file": str(path)})
+
+
+def test_a_config_file_that_is_not_a_path():
+    with pytest.raises(ConfigError, match="expected a file path, got 3") as info:
+        load_kinds({"config-file": 3})
+    assert info.value.key == "config-file"

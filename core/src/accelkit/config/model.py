@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated
 
 import attrs
+from frozendict import frozendict
 
 from accelkit.config.rules import NON_EMPTY_STRING, SECONDS
 from accelkit.selection import PluginSelection
@@ -90,13 +91,19 @@ class BridgeConfig:
     slurm: SlurmBridgeConfig | None = None
 
 
+def _frozen_devices(value: Mapping[str, tuple[str, ...]]) -> Mapping[str, tuple[str, ...]]:
+    return frozendict(value)
+
+
 @attrs.frozen
 class AgentResources:
     """``[agents.resource]`` of one agent (MANUAL mode only)."""
 
     cpu: tuple[str, ...] | None = None
     mem: int | None = None
-    devices: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
+    devices: Mapping[str, tuple[str, ...]] = attrs.field(
+        factory=frozendict, converter=_frozen_devices
+    )
 
 
 @attrs.frozen

@@ -45,7 +45,7 @@ def test_prometheus_text_parses_and_every_name_is_prefixed(config, capsys):
     found = list(text_string_to_metric_families(capsys.readouterr().out))
     assert found
     assert all(f.name.startswith("accelkit_") for f in found)
-    agents = {s.labels["agent_id"] for f in found if "_agent_" in f.name for s in f.samples}
+    agents = {s.labels["agent"] for f in found if "_agent_" in f.name for s in f.samples}
     assert agents == {"agent-1", "agent-2"}
 
 

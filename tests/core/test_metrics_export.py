@@ -28,6 +28,7 @@ from accelkit.metrics_export import (
     plugin_factor,
 )
 from accelkit.metrics_export.agent_share import combine, scale
+from accelkit.metrics_export.prometheus import device_labels
 from accelkit.plugin import AbstractComputePlugin, AbstractLifecycleHook, MaskedAgentContext
 from accelkit.types import (
     AgentId,
@@ -129,15 +130,29 @@ def test_the_plugin_factor_is_that_of_its_first_slot():
 @pytest.mark.parametrize(
     ("args", "name"),
     [
-        (("cuda", "memory_used", "bytes"), "accelkit_cuda_memory_used_bytes"),
+        (("cuda", "memory_used", "bytes"), "accelkit_cuda_node_memory_used_bytes"),
         (("cuda", "memory_used", "bytes", "device"), "accelkit_cuda_device_memory_used_bytes"),
-        (("mem", "used_bytes", "bytes"), "accelkit_mem_used_bytes"),
-        (("acme-npu", "util", "%/s"), "accelkit_acme_npu_util_percent_per_s"),
-        (("cpu", "cpu_used", ""), "accelkit_cpu_cpu_used"),
+        (("mem", "used_bytes", "bytes"), "accelkit_mem_node_used_bytes"),
+        (("acme-npu", "rx", "pkt/s"), "accelkit_acme_npu_node_rx_pkt_per_s"),
+        (("cpu", "cpu_used", ""), "accelkit_cpu_node_cpu_used"),
+        (("cpu", "cpu_used", "msec", "agent"), "accelkit_cpu_agent_cpu_used_seconds"),
+        (("cuda", "power", "mW", "device"), "accelkit_cuda_device_power_watts"),
+        (("cuda", "energy", "mJ"), "accelkit_cuda_node_energy_joules"),
+        (("cuda", "temperature", "celsius"), "accelkit_cuda_node_temperature_celsius"),
+        (
+            ("cuda", "gpu_util", "percent", "device", MetricType.UTILIZATION),
+            "accelkit_cuda_device_gpu_util_ratio",
+        ),
+        (("npu", "busy", "", "node", MetricType.UTILIZATION), "accelkit_npu_node_busy_ratio"),
     ],
 )
-def test_family_names_carry_prefix_plugin_level_key_and_unit(args, name):
+def test_family_names_carry_prefix_plugin_level_key_and_base_unit(args, name):
     assert family_name(*args) == name
+
+
+def test_capacity_goes_before_the_unit():
+    name = family_name("mem", "mem_used", "bytes", "agent", capacity=True)
+    assert name == "accelkit_mem_agent_mem_used_capacity_bytes"
 
 
 SNAPSHOT = MetricsSnapshot(
@@ -184,45 +199,173 @@ SNAPSHOT = MetricsSnapshot(
 )
 
 
-def exposition(snapshot: MetricsSnapshot) -> dict[str, Any]:
+def exposition(snapshot: MetricsSnapshot, devices=None) -> dict[str, Any]:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SnapshotCollector(lambda: snapshot))
+    source = None if devices is None else (lambda: devices)
+    registry.register(SnapshotCollector(lambda: snapshot, source))
     text = generate_latest(registry).decode()
     return {f.name: f for f in text_string_to_metric_families(text)}
 
 
-def test_the_exposition_parses_with_one_family_per_level():
+def test_the_exposition_parses_with_one_family_per_level_in_base_units():
     found = exposition(SNAPSHOT)
     assert set(found) == {
-        "accelkit_cpu_cpu_used_msec",
-        "accelkit_cpu_device_cpu_used_msec",
-        "accelkit_mem_mem_used_bytes",
-        "accelkit_mem_mem_used_bytes_capacity",
-        "accelkit_cpu_agent_cpu_used_msec",
+        "accelkit_cpu_node_cpu_used_seconds",
+        "accelkit_cpu_device_cpu_used_seconds",
+        "accelkit_mem_node_mem_used_bytes",
+        "accelkit_mem_node_mem_used_capacity_bytes",
+        "accelkit_cpu_agent_cpu_used_seconds",
         "accelkit_mem_agent_mem_used_bytes",
-        "accelkit_mem_agent_mem_used_bytes_capacity",
+        "accelkit_mem_agent_mem_used_capacity_bytes",
         "accelkit_mem_workload_mem_used_bytes",
     }
-    counter = found["accelkit_cpu_device_cpu_used_msec"]
+    counter = found["accelkit_cpu_device_cpu_used_seconds"]
     assert counter.type == "counter"
     assert [(s.name, s.labels, s.value) for s in counter.samples] == [
         (
-            "accelkit_cpu_device_cpu_used_msec_total",
+            "accelkit_cpu_device_cpu_used_seconds_total",
             {"device_name": "cpu", "device_id": "0"},
-            1000.0,
+            1.0,
         ),
         (
-            "accelkit_cpu_device_cpu_used_msec_total",
+            "accelkit_cpu_device_cpu_used_seconds_total",
             {"device_name": "cpu", "device_id": "1"},
-            500.5,
+            0.5005,
         ),
     ]
-    assert found["accelkit_mem_mem_used_bytes"].type == "gauge"
-    (agent,) = found["accelkit_mem_agent_mem_used_bytes_capacity"].samples
-    assert agent.labels == {"device_name": "mem", "agent_id": "a1"}
+    assert found["accelkit_mem_node_mem_used_bytes"].type == "gauge"
+    (agent,) = found["accelkit_mem_agent_mem_used_capacity_bytes"].samples
+    assert agent.labels == {"device_name": "mem", "agent": "a1"}
     assert agent.value == 50.0
     (workload,) = found["accelkit_mem_workload_mem_used_bytes"].samples
-    assert workload.labels == {"device_name": "mem", "agent_id": "a1", "workload_id": "w1"}
+    assert workload.labels == {"device_name": "mem", "agent": "a1", "workload": "w1"}
+
+
+def _gpu_snapshot() -> MetricsSnapshot:
+    return MetricsSnapshot(
+        node={
+            "cuda": [
+                NodeMetric(
+                    "gpu_util",
+                    MetricType.UTILIZATION,
+                    "percent",
+                    reading("50", "100"),
+                    {"cuda0": reading("80", "100"), "cuda1-mig1": reading("20")},
+                ),
+                NodeMetric(
+                    "power", MetricType.GAUGE, "mW", reading("250000", "400000"),
+                    {"cuda0": reading("250000", "400000")},
+                ),
+            ],
+            "cpu": [
+                NodeMetric(
+                    "cpu_util",
+                    MetricType.UTILIZATION,
+                    "percent",
+                    reading("350", "800"),  # eight cores, three and a half of them busy
+                    {"0": reading("100", "100")},
+                )
+            ],
+        }
+    )  # fmt: skip
+
+
+def test_utilisations_are_ratios_and_power_is_in_watts():
+    found = exposition(_gpu_snapshot())
+    node = found["accelkit_cpu_node_cpu_util_ratio"].samples
+    assert [s.value for s in node] == [0.4375]
+    per_gpu = {
+        s.labels["device_id"]: s.value for s in found["accelkit_cuda_device_gpu_util_ratio"].samples
+    }
+    assert per_gpu == {"cuda0": 0.8, "cuda1-mig1": 0.2}
+    assert "accelkit_cuda_device_gpu_util_capacity_ratio" not in found
+    assert [s.value for s in found["accelkit_cuda_device_power_watts"].samples] == [250.0]
+    capacity = found["accelkit_cuda_device_power_capacity_watts"].samples
+    assert [s.value for s in capacity] == [400.0]
+
+
+def test_device_series_carry_the_labels_dcgm_exporter_users_join_on():
+    gpu = ComputeDevice(
+        "cuda",
+        "cuda0",
+        "0000:3b:00.0",
+        0,
+        80 * 2**30,
+        132,
+        "NVIDIA H100 80GB HBM3",
+        "GPU-aaa",
+        extra={"index": "0", "minor": "0", "pci_bus_id": "00000000:3B:00.0"},
+    )
+    mig = ComputeDevice(
+        "cuda", "cuda1-mig1", "0000:86:00.0/gi1/ci0", 1, 10 * 2**30, 16, "NVIDIA H100 MIG 1g.10gb",
+        "MIG-bbb",
+        extra={
+            "index": "1", "pci_bus_id": "00000000:86:00.0", "parent_uuid": "GPU-ccc",
+            "parent_model": "NVIDIA H100 80GB HBM3", "mig_profile": "1g.10gb",
+            "gpu_instance_id": "1",
+        },
+    )  # fmt: skip
+    found = exposition(_gpu_snapshot(), {"cuda": [gpu, mig], "cpu": []})
+    labels = {
+        s.labels["device_id"]: s.labels
+        for s in found["accelkit_cuda_device_gpu_util_ratio"].samples
+    }
+    assert labels["cuda0"] == {
+        "device_name": "cuda",
+        "device_id": "cuda0",
+        "gpu": "0",
+        "UUID": "GPU-aaa",
+        "pci_bus_id": "00000000:3B:00.0",
+        "modelName": "NVIDIA H100 80GB HBM3",
+    }
+    assert labels["cuda1-mig1"] == {
+        "device_name": "cuda",
+        "device_id": "cuda1-mig1",
+        "gpu": "1",
+        "UUID": "GPU-ccc",
+        "pci_bus_id": "00000000:86:00.0",
+        "modelName": "NVIDIA H100 80GB HBM3",
+        "GPU_I_PROFILE": "1g.10gb",
+        "GPU_I_ID": "1",
+    }
+    cpu = ComputeDevice("cpu", "0", "cpu0", 0, 0, 1, "Xeon")
+    assert device_labels(cpu) == {}  # the labels are those of GPUs
+    # node series are not per device and carry no device labels
+    (node,) = found["accelkit_cuda_node_gpu_util_ratio"].samples
+    assert node.labels == {"device_name": "cuda"}
+
+
+def test_a_key_that_starts_with_a_level_never_merges_two_families():
+    snapshot = MetricsSnapshot(
+        node={
+            "npu": [
+                NodeMetric("device_temp", MetricType.GAUGE, "celsius", reading("40")),
+                NodeMetric(
+                    "temp", MetricType.GAUGE, "celsius", reading("41"), {"n0": reading("41")}
+                ),
+            ]
+        }
+    )
+    found = exposition(snapshot)
+    assert set(found) == {
+        "accelkit_npu_node_device_temp_celsius",
+        "accelkit_npu_node_temp_celsius",
+        "accelkit_npu_device_temp_celsius",
+    }
+
+
+def test_a_family_claimed_by_two_metrics_keeps_the_first_and_logs_the_other(caplog):
+    snapshot = MetricsSnapshot(
+        node={
+            "npu": [
+                NodeMetric("busy", MetricType.GAUGE, "ms", reading("1000")),
+                NodeMetric("busy_seconds", MetricType.GAUGE, "s", reading("7")),
+            ]
+        }
+    )
+    found = exposition(snapshot)
+    assert [s.value for s in found["accelkit_npu_node_busy_seconds"].samples] == [1.0]
+    assert "busy_seconds of npu is left out" in caplog.text
 
 
 def test_families_of_an_empty_snapshot_are_none():

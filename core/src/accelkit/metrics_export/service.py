@@ -27,7 +27,8 @@ def registry_for(gatherer: MetricsGatherer, loop: asyncio.AbstractEventLoop) -> 
 
     # auto_describe stays off: registering must not gather, the loop is busy registering
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SnapshotCollector(snapshot))
+    found = gatherer.host.device_map  # the DCGM labels of each device series come from here
+    registry.register(SnapshotCollector(snapshot, lambda: {k: v.devices for k, v in found.items()}))
     return registry
 
 

@@ -157,9 +157,24 @@ def test_negative_request_is_refused() -> None:
         m.allocate({SlotName("cpu"): D(-1)})
 
 
-def test_unknown_slot_is_refused() -> None:
+def test_a_slot_no_device_offers_is_insufficient_with_nothing_allocatable() -> None:
     m = DiscretePropertyAllocMap(slots([4]))
-    with pytest.raises(InvalidResourceArgument, match="unknown slot 'gpu'"):
+    for request in ({SlotName("gpu"): D(1)}, {SlotName("cpu"): D(1), SlotName("gpu"): D(2)}):
+        with pytest.raises(InsufficientResource, match="no device offers slot 'gpu'") as err:
+            m.allocate(request, context_tag="agent-1")
+        assert (err.value.slot, err.value.requested) == ("gpu", D(len(request)))
+        assert err.value.allocatable == 0
+        assert str(err.value).startswith("[agent-1] ")
+    assert m.allocatable() == {"cpu": D(4)}  # nothing was allocated
+    # a malformed amount is still malformed, whatever the slot
+    with pytest.raises(InvalidResourceArgument, match="negative"):
+        m.allocate({SlotName("gpu"): D(-1)})
+
+
+def test_a_slot_whose_devices_are_all_masked_offers_nothing() -> None:
+    devices = {**slots([4]), DeviceId("g0"): DeviceSlotInfo(SlotType.COUNT, SlotName("gpu"), D(1))}
+    m = DiscretePropertyAllocMap(devices, device_mask=["d0"])
+    with pytest.raises(InsufficientResource, match="no device offers slot 'gpu'"):
         m.allocate({SlotName("gpu"): D(1)})
 
 
@@ -220,7 +235,7 @@ def test_multi_slot_allocation_grants_every_slot() -> None:
     [
         ({"cpu": D(2), "mem": D(3)}, InsufficientResource),
         ({"cpu": D(2), "mem": D("0.5")}, InvalidResourceArgument),
-        ({"cpu": D(2), "gpu": D(1)}, InvalidResourceArgument),
+        ({"cpu": D(2), "gpu": D(1)}, InsufficientResource),
         ({"cpu": D(2), "mem": D(-1)}, InvalidResourceArgument),
     ],
 )
@@ -493,7 +508,7 @@ def test_single_device_map_refuses_what_the_general_path_refuses() -> None:
             m.allocate({mem: bad})  # type: ignore[dict-item]
     assert m.allocate({mem: 5}) == {"mem": {"root": D(5)}}  # type: ignore[dict-item]
     assert m.allocate({mem: D(0)}) == {}
-    with pytest.raises(InvalidResourceArgument):
+    with pytest.raises(InsufficientResource, match="no device offers slot 'cpu'"):
         m.allocate({SlotName("cpu"): D(1)})
     bad_frees = [
         {mem: {DeviceId("other"): D(1)}},

@@ -230,7 +230,7 @@ def test_unknown_slot_is_refused_before_anything_is_allocated():
                 InvalidResourceArgument, match=r"no plugin offers slot 'rocm\.device'"
             ):
                 view.allocate({"cuda.device": Decimal(1), "rocm.device": Decimal(1)})
-            with pytest.raises(InvalidResourceArgument, match=r"unknown slot 'cuda\.shares'"):
+            with pytest.raises(InsufficientResource, match=r"no device offers slot 'cuda\.shares'"):
                 view.allocate({"cpu": Decimal(1), "cuda.shares": Decimal(1)})
             assert allocated(host) == {}
 

@@ -17,7 +17,7 @@ from accelkit.allocmap.affinity import AffinityHint
 from accelkit.allocmap.checks import check_exclusive, coerce, insufficient, over, tag, why_not_in
 from accelkit.allocmap.placement import Grants
 from accelkit.allocmap.pool import CACHE_LIMIT, SlotPool
-from accelkit.errors import InvalidResourceArgument, NotMultipleOfQuantum
+from accelkit.errors import InsufficientResource, InvalidResourceArgument, NotMultipleOfQuantum
 from accelkit.types import DeviceAllocation, DeviceId, DeviceSlotInfo, SlotName, SlotType
 
 _ZERO = Decimal(0)
@@ -84,7 +84,8 @@ class MapOperations(ABC):
         :class:`~accelkit.errors.InvalidResourceArgument` for malformed requests,
         :class:`~accelkit.errors.InvalidResourceCombination` for exclusive slots requested
         together and :class:`~accelkit.errors.InsufficientResource` when a slot lacks free
-        capacity; nothing is allocated then.
+        capacity, a slot no device of the map offers included (allocatable 0, "no device
+        offers slot 'y'"); nothing is allocated then.
         """
         # The common single-slot case never gets here: the fast path of
         # :mod:`accelkit.allocmap.fastpath` handles it and hands over only what it does not.
@@ -172,13 +173,14 @@ class MapOperations(ABC):
             raise InvalidResourceArgument(msg)
         pool = self._pools.get(slot)
         if pool is None:
-            msg = f"{tag(context_tag)}unknown slot {slot!r}"
-            raise InvalidResourceArgument(msg)
+            raise _offered_by_none(slot, requested, context_tag)
         try:
             units = self._units(pool, requested)
         except (InvalidResourceArgument, NotMultipleOfQuantum) as exc:
             msg = f"{tag(context_tag)}{exc}"
             raise type(exc)(msg) from None
+        if not pool.ids:  # every device of the slot is outside the mask
+            raise _offered_by_none(slot, requested, context_tag)
         if units > pool.total_free:
             raise insufficient(pool, requested, self._amount(pool, pool.total_free), context_tag)
         return pool, requested, units
@@ -237,3 +239,13 @@ class MapOperations(ABC):
             # an amount off the quantum is a malformed allocation here, not a request
             msg = f"cannot {op} on {dev!r}: {exc}"
             raise InvalidResourceArgument(msg) from None
+
+
+def _offered_by_none(
+    slot: SlotName, requested: Decimal, context_tag: str | None
+) -> InsufficientResource:
+    # DESIGN §5: a slot no device of the map offers is a lack of capacity (none at all).
+    msg = f"{tag(context_tag)}no device offers slot {slot!r}"
+    return InsufficientResource(
+        msg, slot=slot, requested=requested, allocatable=_ZERO, context_tag=context_tag
+    )

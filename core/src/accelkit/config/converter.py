@@ -134,11 +134,14 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook_factory(_is_homogeneous_sequence, _array_hook_factory)
     converter.register_structure_hook_factory(is_mapping, _table_of_hook_factory)
     # registered last, so a rule wins over the hooks of the type it annotates
-    converter.register_structure_hook_func(
-        lambda t: _rule_of(t) is not None,
-        lambda value, t: _rule_of(t).parse(value),  # type: ignore[union-attr]
-    )
+    converter.register_structure_hook_func(lambda t: _rule_of(t) is not None, _apply_rule)
     return converter
+
+
+def _apply_rule(value: Any, type_: Any) -> Any:
+    rule = _rule_of(type_)
+    assert rule is not None  # the hook is registered for annotated types only
+    return rule.parse(value)
 
 
 CONVERTER = _make_converter()

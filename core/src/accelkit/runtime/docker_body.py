@@ -1,15 +1,14 @@
 """What accelkit asks the engine for: a container's name, labels and create body.
 
-The body is the renderer's (:func:`accelkit.workload.render.docker.render_docker_create`) plus the
-image, the command and accelkit's labels, fitted to the engine: CDI device requests are dropped
-where the engine has no CDI support (the config's DEVICE mounts already give ``Devices``
-entries for the same nodes), and below API 1.44 only one network is attached at create time,
-the others right after.
+The body is the renderer's (:func:`accelkit.workload.render.docker.render_docker_create`, fitted
+to the engine's API version and CDI support) plus the image, the command and accelkit's labels.
+Where the engine has no CDI support the config's DEVICE mounts are all the container gets, so
+CDI devices without device nodes are refused; below API 1.44 the networks after the first are
+connected right after the create.
 """
 
 from __future__ import annotations
 
-import copy
 import os
 import re
 import uuid
@@ -21,7 +20,12 @@ import attrs
 from accelkit.errors import WorkloadError
 from accelkit.runtime.base import LaunchSpec
 from accelkit.types import AgentId, MountType
-from accelkit.workload.render.docker import render_docker_create
+from accelkit.workload.render.docker import (
+    MIN_API_VERSION,
+    DockerApiVersion,
+    docker_networks_to_connect,
+    render_docker_create,
+)
 
 __all__ = [
     "DEFAULT_DOCKER_HOST",
@@ -32,7 +36,6 @@ __all__ = [
     "EngineFacts",
     "container_name",
     "docker_host",
-    "parse_api_version",
     "plan_create",
 ]
 
@@ -43,8 +46,6 @@ LABEL_AGENT = "io.accelkit.agent"
 LABEL_WORKLOAD = "io.accelkit.workload"
 LABEL_LEDGER_KEY = "io.accelkit.ledger-key"
 
-#: several networks in one create call arrived with API 1.44
-MULTI_NETWORK_API = (1, 44)
 #: what the engine accepts as a name after the ``accelkit-`` prefix: ``[a-zA-Z0-9][a-zA-Z0-9_.-]+``
 _NOT_NAME = re.compile(r"[^a-zA-Z0-9_.-]+")
 _AGENT_PART_MAX = 40
@@ -55,17 +56,11 @@ def docker_host(url: str | None = None) -> str:
     return url or os.environ.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST
 
 
-def parse_api_version(text: str) -> tuple[int, int]:
-    """``"1.41"`` as ``(1, 41)``; ``ValueError`` on anything else."""
-    major, _, minor = text.strip().lstrip("v").partition(".")
-    return int(major), int(minor)
-
-
 @attrs.frozen
 class EngineFacts:
     """What the engine told us about itself; the create body is fitted to it."""
 
-    api_version: tuple[int, int]
+    api_version: DockerApiVersion
     #: the engine resolves CDI device requests (it reports CDI spec directories)
     cdi: bool
     #: ``Docker Engine 20.10.24``, ``Podman Engine 4.3.1``: for messages and ``-v``
@@ -74,7 +69,7 @@ class EngineFacts:
     @classmethod
     def from_engine(cls, version: Mapping[str, Any], info: Mapping[str, Any]) -> EngineFacts:
         """Build from the answers to ``GET /version`` and ``GET /info``."""
-        api = parse_api_version(str(version.get("ApiVersion", "0.0")))
+        api = DockerApiVersion.parse(str(version.get("ApiVersion", "")))
         components = version.get("Components") or []
         product = next(
             (
@@ -87,9 +82,9 @@ class EngineFacts:
         return cls(api_version=api, cdi=bool(info.get("CDISpecDirs")), product=product)
 
     @property
-    def api_text(self) -> str:
-        """The API version as the engine writes it (``1.41``)."""
-        return f"{self.api_version[0]}.{self.api_version[1]}"
+    def supported(self) -> bool:
+        """Whether accelkit can drive this engine (API 1.40 or later)."""
+        return self.api_version >= MIN_API_VERSION
 
 
 def container_name(agent_id: AgentId) -> str:
@@ -115,10 +110,8 @@ def _labels(spec: LaunchSpec) -> dict[str, str]:
     }
 
 
-def _fit_devices(host: dict[str, Any], spec: LaunchSpec, facts: EngineFacts) -> None:
-    requests = host.get("DeviceRequests") or []
-    cdi = [r for r in requests if r.get("Driver") == "cdi"]
-    if not cdi or facts.cdi:
+def _check_devices(spec: LaunchSpec, facts: EngineFacts) -> None:
+    if not spec.config.cdi_devices or facts.cdi:
         return
     if not any(m.type is MountType.DEVICE for m in spec.config.mounts):
         names = ", ".join(spec.config.cdi_devices)
@@ -127,22 +120,6 @@ def _fit_devices(host: dict[str, Any], spec: LaunchSpec, facts: EngineFacts) -> 
             f"names no device nodes for the CDI devices {names}; enable CDI in the engine"
         )
         raise WorkloadError(msg)
-    if kept := [r for r in requests if r.get("Driver") != "cdi"]:
-        host["DeviceRequests"] = kept
-    else:
-        del host["DeviceRequests"]
-
-
-def _fit_networks(body: dict[str, Any], facts: EngineFacts) -> tuple[str, ...]:
-    endpoints: dict[str, Any] = body.get("NetworkingConfig", {}).get("EndpointsConfig", {})
-    if not endpoints:
-        return ()
-    names = list(endpoints)
-    body.setdefault("HostConfig", {})["NetworkMode"] = names[0]
-    if facts.api_version >= MULTI_NETWORK_API or len(names) == 1:
-        return ()
-    body["NetworkingConfig"] = {"EndpointsConfig": {names[0]: endpoints[names[0]]}}
-    return tuple(names[1:])
 
 
 def plan_create(spec: LaunchSpec, facts: EngineFacts) -> CreatePlan:
@@ -154,7 +131,8 @@ def plan_create(spec: LaunchSpec, facts: EngineFacts) -> CreatePlan:
     if not spec.image:
         msg = "the docker runtime needs an image (accelkit run --runtime docker --image IMAGE)"
         raise WorkloadError(msg)
-    body = copy.deepcopy(render_docker_create(spec.config))
+    _check_devices(spec, facts)
+    body = render_docker_create(spec.config, api_version=facts.api_version, cdi=facts.cdi)
     body.update(
         Image=spec.image,
         Labels=_labels(spec),
@@ -165,7 +143,7 @@ def plan_create(spec: LaunchSpec, facts: EngineFacts) -> CreatePlan:
     )
     if spec.argv:
         body["Cmd"] = list(spec.argv)
-    if host := body.get("HostConfig"):
-        _fit_devices(host, spec, facts)
-    later = _fit_networks(body, facts)
+    if spec.config.networks:
+        body.setdefault("HostConfig", {})["NetworkMode"] = spec.config.networks[0]
+    later = docker_networks_to_connect(spec.config, api_version=facts.api_version)
     return CreatePlan(body, later)

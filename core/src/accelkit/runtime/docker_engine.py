@@ -17,11 +17,9 @@ import aiohttp
 from accelkit.errors import WorkloadError
 from accelkit.runtime.base import RuntimeUnavailable
 from accelkit.runtime.docker_body import EngineFacts, docker_host
+from accelkit.workload.render.docker import MIN_API_VERSION
 
-__all__ = ["MIN_API_VERSION", "DockerEngine"]
-
-#: ``HostConfig.Mounts`` arrived in API 1.25; older engines cannot run the rendered body
-MIN_API_VERSION = (1, 25)
+__all__ = ["DockerEngine"]
 #: a dead engine must not hang accelkit: connecting gets this long; long calls (wait) have no limit
 _CONNECT_TIMEOUT_S = 10.0
 _CALL_TIMEOUT_S = 120.0
@@ -92,11 +90,10 @@ class DockerEngine:
         client = await self.client()
         with self.errors("asking its version"):
             facts = EngineFacts.from_engine(await client.version(), await client.system.info())
-        if facts.api_version < MIN_API_VERSION:
-            need = ".".join(map(str, MIN_API_VERSION))
+        if not facts.supported:
             msg = (
-                f"the Docker engine at {self.url} speaks API {facts.api_text}; "
-                f"accelkit needs {need} or newer"
+                f"the Docker engine at {self.url} ({facts.product}) speaks API "
+                f"{facts.api_version}; accelkit needs {MIN_API_VERSION} or newer"
             )
             raise RuntimeUnavailable(msg)
         self._facts = facts

@@ -1,7 +1,8 @@
 """A container's stdout and stderr copied to ours, byte for byte, while it runs.
 
-The pump attaches to the container *before* it starts (and asks for what was already logged),
-so no output is lost; it ends when the container's streams close.
+The pump attaches to the container *before* it starts, so no output is lost (asking for the
+logged output as well would repeat what arrives while attaching); it ends when the container's
+streams close.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class OutputPump:
             self._task.result()  # re-raise the attach failure
 
     async def _run(self) -> None:
-        stream = self._container.attach(stdout=True, stderr=True, logs=True)
+        stream = self._container.attach(stdout=True, stderr=True)
         async with stream:
             self._attached.set_result(None)
             while (message := await stream.read_out()) is not None:

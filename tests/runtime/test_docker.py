@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import logging
 import os
 import signal
 import socket
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiodocker
 import pytest
+from aiohttp import web
 
 from accelkit.errors import WorkloadError
 from accelkit.runtime.base import LaunchSpec, RuntimeUnavailable, WorkloadHandle
@@ -206,23 +206,30 @@ def test_a_signal_reaches_the_containers_main_process(dockerd: Engine) -> None:
     assert run(scenario()) == 7
 
 
-def test_an_oom_kill_is_137_and_reported(dockerd: Engine, caplog: pytest.LogCaptureFixture) -> None:
+def test_an_oom_kill_is_137_and_reported(dockerd: Engine) -> None:
     config = WorkloadConfig(memory_limit=32 * 1024 * 1024)
     fill = "x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo survived"
 
-    async def scenario() -> tuple[int, bool]:
+    async def scenario() -> tuple[int, bool, list[str], list[str]]:
         runtime = DockerRuntime(dockerd.url, output=None)
         try:
             handle = await launch(runtime, dockerd, "sh", "-c", fill, config=config)
             ended = await runtime.wait_exit(handle)
-            await runtime.stop(handle, 0)
-            return ended.status, ended.oom_killed
+            notes = await runtime.exit_notes(handle)
+            calm = await launch(runtime, dockerd, "true")
+            await runtime.wait(calm)
+            calm_notes = await runtime.exit_notes(calm)
+            for done in (handle, calm):
+                await runtime.stop(done, 0)
+            return ended.status, ended.oom_killed, notes, calm_notes
         finally:
             await runtime.close()
 
-    with caplog.at_level(logging.WARNING, logger="accelkit.runtime.docker_ops"):
-        assert run(scenario()) == (137, True)
-    assert "OOM killer" in caplog.text
+    status, oom_killed, notes, calm_notes = run(scenario())
+    assert (status, oom_killed) == (137, True)
+    assert len(notes) == 1
+    assert "killed by the kernel's OOM killer: it reached its memory limit" in notes[0]
+    assert calm_notes == []
 
 
 def test_a_missing_image_is_a_clear_error_and_leaves_nothing(dockerd: Engine) -> None:
@@ -388,5 +395,36 @@ def test_an_engine_error_is_never_an_aiohttp_traceback(dockerd: Engine) -> None:
         finally:
             await runtime.discard(workload, handle)
             await runtime.close()
+
+    run(scenario())
+
+
+def test_an_engine_older_than_api_1_40_is_refused(tmp_path: Path) -> None:
+    """An HTTP server on a unix socket answering like Docker 18.09 (API 1.39)."""
+
+    async def version(_request: web.Request) -> web.Response:
+        return web.json_response({"ApiVersion": "1.39", "Version": "18.09.9"})
+
+    async def info(_request: web.Request) -> web.Response:
+        return web.json_response({})
+
+    async def scenario() -> None:
+        app = web.Application()
+        app.router.add_get("/version", version)
+        app.router.add_get("/{api}/version", version)
+        app.router.add_get("/{api}/info", info)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.UnixSite(runner, str(tmp_path / "old.sock")).start()
+        runtime = DockerRuntime(f"unix://{tmp_path / 'old.sock'}", output=None)
+        try:
+            workload = await runtime.new_workload(AGENT)
+            with pytest.raises(
+                RuntimeUnavailable, match=r"speaks API 1\.39; accelkit needs 1\.40 or newer$"
+            ):
+                await runtime.create(LaunchSpec(AGENT, workload, ["true"], image="x"))
+        finally:
+            await runtime.close()
+            await runner.cleanup()
 
     run(scenario())

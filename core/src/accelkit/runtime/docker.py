@@ -67,12 +67,16 @@ class DockerRuntime(Runtime):
         await self._engine().start(handle)
 
     async def wait(self, handle: WorkloadHandle) -> int:
-        """The container's exit status; an OOM kill is 137 and logged as such."""
+        """The container's exit status; an OOM kill is 137 (see :meth:`exit_notes`)."""
         return (await self.wait_exit(handle)).status
 
     async def wait_exit(self, handle: WorkloadHandle) -> ContainerExit:
         """Wait for the container to exit: its status and whether it was OOM-killed."""
         return await self._engine().wait_exit(handle)
+
+    async def exit_notes(self, handle: WorkloadHandle) -> list[str]:
+        """An OOM kill or the engine's error, after :meth:`wait` and before :meth:`stop`."""
+        return await self._engine().exit_notes(handle)
 
     async def signal(self, handle: WorkloadHandle, signum: int) -> None:
         """Send ``signum`` to the container's main process; nothing if it no longer runs."""

@@ -51,6 +51,10 @@ def container_label(handle: WorkloadHandle) -> str:
     return f"{name} ({handle.ident[:12]})" if name else handle.ident[:12]
 
 
+def _oom_note(label: str) -> str:
+    return f"container {label} was killed by the kernel's OOM killer: it reached its memory limit"
+
+
 def _signal_name(signum: int) -> str:
     try:
         return signals.Signals(signum).name
@@ -137,15 +141,23 @@ class ContainerOps:
                 raise
         if pump := self._pumps.pop(handle.ident, None):
             await pump.drain(_DRAIN_S)
-        state = await self._state(handle.ident) or {}
+        with self._engine.errors(f"inspecting container {label}"):
+            state = await self._state(handle.ident) or {}
         error = (result.get("Error") or {}).get("Message", "") or str(state.get("Error", ""))
         ended = ContainerExit(int(result.get("StatusCode", 0)), bool(state.get("OOMKilled")), error)
         if ended.oom_killed:
-            log.warning(
-                "container %s was killed by the kernel's OOM killer: it reached its memory limit",
-                label,
-            )
+            log.info("%s", _oom_note(label))
         return ended
+
+    async def exit_notes(self, handle: WorkloadHandle) -> list[str]:
+        """Why the container ended, where the engine knows more than its status."""
+        label = self._label(handle)
+        with self._engine.errors(f"inspecting container {label}"):
+            state = await self._state(handle.ident) or {}
+        notes = [_oom_note(label)] if state.get("OOMKilled") else []
+        if error := state.get("Error"):
+            notes.append(f"container {label}: {error}")
+        return notes
 
     async def signal(self, handle: WorkloadHandle, signum: int) -> None:
         """Send ``signum`` to the container's main process; nothing if it no longer runs."""

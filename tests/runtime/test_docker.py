@@ -428,3 +428,41 @@ def test_an_engine_older_than_api_1_40_is_refused(tmp_path: Path) -> None:
             await runner.cleanup()
 
     run(scenario())
+
+
+def test_a_network_that_cannot_be_connected_leaves_no_container(dockerd: Engine) -> None:
+    """Below API 1.44 the second network is connected after the create; its failure removes
+    the container."""
+
+    async def scenario() -> None:
+        runtime = DockerRuntime(dockerd.url, output=None)
+        try:
+            workload = await runtime.new_workload(AGENT)
+            config = WorkloadConfig(networks=["none", "no-such-network"])
+            spec = LaunchSpec(AGENT, workload, ["true"], config, image=dockerd.image)
+            refusal = r"connecting container .* to its networks failed: .*no-such-network"
+            with pytest.raises(WorkloadError, match=refusal):
+                await runtime.create(spec)
+            assert await runtime.containers(AGENT) == []
+        finally:
+            await runtime.close()
+
+    run(scenario())
+
+
+def test_a_missing_network_is_refused_at_start(dockerd: Engine) -> None:
+    async def scenario() -> None:
+        runtime = DockerRuntime(dockerd.url, output=None)
+        try:
+            workload = await runtime.new_workload(AGENT)
+            config = WorkloadConfig(networks=["no-such-network"])
+            spec = LaunchSpec(AGENT, workload, ["true"], config, image=dockerd.image)
+            handle = await runtime.create(spec)  # the engine looks for it only at start
+            with pytest.raises(WorkloadError, match=r"starting container .*no-such-network"):
+                await runtime.start(handle)
+            await runtime.discard(workload, handle)
+            assert await runtime.containers(AGENT) == []
+        finally:
+            await runtime.close()
+
+    run(scenario())

@@ -1,14 +1,15 @@
-"""The ledger's files: JSON records, atomic writes, the lock, set-aside, and process stamps."""
+"""The ledger database: JSON records, transactions, the change counter, the device index,
+set-aside rows, read-only reading, and process stamps."""
 
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
 from decimal import Decimal
-from pathlib import Path
 
 import psutil
 import pytest
@@ -17,7 +18,7 @@ from accelkit.errors import ConfigError
 from accelkit.events import WorkloadPhase
 from accelkit.types import AgentId, DeviceName, Workload
 from accelkit.workload import Ledger, LedgerFormatError, LedgerRecord, ProcessStamp
-from accelkit.workload.ledger import is_temp_file_name, record_file_name
+from accelkit.workload.ledger import MAX_RECORD_BYTES, REMOVALS_KEPT, parse_record
 
 
 def record(agent="agent-1", workload="pid:42", **changes) -> LedgerRecord:
@@ -39,7 +40,8 @@ def test_round_trip_keeps_amounts_exact_as_strings(tmp_path):
     rec = record().with_phase(DeviceName("cuda"), WorkloadPhase.PRE_CREATE)
     rec = rec.with_leader(ProcessStamp(42, "1700000000.25"))
     ledger.write(rec)
-    data = json.loads(ledger.path_of("agent-1", "pid:42").read_text())
+    [(body,)] = ledger.db.execute("SELECT body FROM records").fetchall()
+    data = json.loads(body)
     assert data["allocation"]["cuda"]["cuda.shares"] == {"cuda0": "0.25", "cuda1": "0.5"}
     assert data["hooks"] == {"cuda": ["pre_create"]}
     assert ledger.read("agent-1", "pid:42") == rec
@@ -47,66 +49,16 @@ def test_round_trip_keeps_amounts_exact_as_strings(tmp_path):
     assert ledger.read("agent-1", "nope") is None
 
 
-def test_file_names_quote_every_id():
-    assert record_file_name("a/b", "x+y") == "a%2Fb+x%2By.json"
-    assert record_file_name("agent-1", "pid:42") == "agent-1+pid%3A42.json"
-    assert record_file_name("a.b", ".w") == "a.b+.w.json"
+def _valid_json() -> dict:
+    return record().to_json()
 
 
-@pytest.mark.parametrize(
-    ("agent", "name"),
-    [
-        ("..", "%2E.+pid%3A1.json"),
-        (".tmp-gpu", "%2Etmp-gpu+pid%3A1.json"),
-        (".x", "%2Ex+pid%3A1.json"),
-    ],
-)
-def test_file_names_never_start_with_a_dot(agent, name):
-    assert record_file_name(agent, "pid:1") == name
-    assert not is_temp_file_name(name)
-
-
-@pytest.mark.parametrize("agent", [".tmp-gpu", ".x", "..", "%2Ex"])
-def test_records_of_agents_named_with_a_leading_dot_survive_scans(tmp_path, agent):
-    ledger = Ledger(tmp_path)
-    rec = record(agent=agent)
-    ledger.write(rec)
-    assert ledger.scan().records == {rec.key: rec}
-    assert ledger.scan().records == {rec.key: rec}  # not deleted as a temp file, nor skipped
-    assert ledger.read(agent, "pid:42") == rec
-    assert not any(p.name.startswith(".") for p in ledger.directory.iterdir() if p.name != ".lock")
-
-
-def test_temp_files_are_told_by_the_writers_pattern_only():
-    assert is_temp_file_name(".agent-1+pid%3A42.json.tmp-999")
-    assert is_temp_file_name(".%2Etmp-gpu+w.json.tmp-12")
-    assert not is_temp_file_name(".tmp-gpu+w.json")
-    assert not is_temp_file_name(".lock")
-    assert not is_temp_file_name(".agent-1+w.json.tmp-")
-    assert not is_temp_file_name(".agent-1+w.json.tmp-12.json")
-    assert not is_temp_file_name("agent-1+w.json.tmp-12")
-    assert not is_temp_file_name("a.tmp-b+w.json")
-
-
-def test_other_dot_files_are_left_alone(tmp_path):
-    ledger = Ledger(tmp_path)
-    ledger.write(record())
-    (ledger.directory / ".notes.tmp-x").write_text("mine")
-    (ledger.directory / ".x+w.json").write_text("{")
-    assert len(ledger.scan().records) == 1
-    assert (ledger.directory / ".notes.tmp-x").read_text() == "mine"
-    assert (ledger.directory / ".x+w.json").exists()
-
-
-def test_a_record_named_the_old_way_is_read_under_its_current_name(tmp_path):
-    ledger = Ledger(tmp_path)
-    rec = record(agent=".x")
-    ledger.directory.mkdir(parents=True)
-    old = ledger.directory / ".x+pid%3A42.json"
-    old.write_text(json.dumps(rec.to_json()))
-    assert ledger.scan().records == {rec.key: rec}
-    assert not old.exists()
-    assert ledger.read(".x", "pid:42") == rec
+def put_raw(ledger, agent, workload, body, seq=0):
+    """Store a row as another writer could: any text under any key."""
+    with ledger.transaction():
+        ledger.db.execute(
+            "INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?)", (agent, workload, seq, body)
+        )
 
 
 def test_remove(tmp_path):
@@ -115,36 +67,86 @@ def test_remove(tmp_path):
     assert ledger.remove("agent-1", "pid:42")
     assert not ledger.remove("agent-1", "pid:42")
     assert ledger.scan().records == {}
+    assert ledger.read("agent-1", "pid:42") is None
+    assert not ledger.exists("agent-1", "pid:42")
 
 
-def test_a_failed_write_leaves_the_old_record_and_no_temp_file(tmp_path, monkeypatch):
+def test_records_are_readable_json_in_the_database(tmp_path):
     ledger = Ledger(tmp_path)
-    old = record()
-    ledger.write(old)
-
-    def broken_replace(src, dst):
-        raise OSError("disk full")
-
-    monkeypatch.setattr(os, "replace", broken_replace)
-    with pytest.raises(OSError, match="disk full"):
-        ledger.write(old.with_phase(DeviceName("cpu"), WorkloadPhase.PRE_CREATE))
-    monkeypatch.undo()
-    assert ledger.read("agent-1", "pid:42") == old
-    assert [p.name for p in ledger.directory.iterdir() if "tmp" in p.name] == []
+    rec = record()
+    ledger.write(rec)
+    ledger.close()
+    with sqlite3.connect(tmp_path / "ledger.db") as db:
+        [(body,)] = db.execute("SELECT body FROM records").fetchall()
+    data = json.loads(body)
+    assert data["allocation"]["cuda"]["cuda.shares"] == {"cuda0": "0.25", "cuda1": "0.5"}
+    assert data["handle"] is None
+    assert LedgerRecord.from_json(data) == rec
 
 
-def test_stale_temp_files_of_a_crashed_writer_are_cleaned(tmp_path):
+def test_the_state_dir_and_database_are_private(tmp_path):
+    state = tmp_path / "state"
+    Ledger(state).write(record())
+    assert state.stat().st_mode & 0o777 == 0o700
+    assert (state / "ledger.db").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_failed_transaction_changes_nothing(tmp_path):
     ledger = Ledger(tmp_path)
-    ledger.write(record())
-    (ledger.directory / ".agent-1+pid%3A42.json.tmp-999").write_text("{")
-    scan = ledger.scan()
-    assert len(scan.records) == 1
-    assert scan.set_aside == ()
-    assert not (ledger.directory / ".agent-1+pid%3A42.json.tmp-999").exists()
+    ledger.write(record(workload="old"))
+
+    def crash() -> None:
+        with ledger.transaction():
+            ledger.write(record(workload="new"))
+            ledger.remove("agent-1", "old")
+            raise RuntimeError("crash in the middle")
+
+    with pytest.raises(RuntimeError):
+        crash()
+    assert list(ledger.scan().records) == [(AgentId("agent-1"), "old")]
 
 
-def _valid_json() -> dict:
-    return record().to_json()
+def test_changes_are_what_was_written_and_removed_since_a_counter_value(tmp_path):
+    ledger = Ledger(tmp_path)
+    ledger.write(record(workload="a"))
+    ledger.write(record(workload="b"))
+    start = ledger.seq
+    ledger.write(record(workload="c"))
+    ledger.write(record(workload="a").with_leader(ProcessStamp(7, "1")))
+    ledger.remove("agent-1", "b")
+    changes = ledger.changes(start)
+    assert changes.complete
+    assert sorted(k[1] for k in changes.records) == ["a", "c"]
+    assert changes.removed == (("agent-1", "b"),)
+    assert changes.seq == ledger.seq == start + 3
+    assert ledger.changes(changes.seq).records == {}
+
+
+def test_a_sync_too_far_behind_is_told_to_scan_everything(tmp_path):
+    ledger = Ledger(tmp_path)
+    with ledger.transaction():
+        for i in range(REMOVALS_KEPT + 1000):
+            ledger.write(record(workload=f"w{i}"))
+            ledger.remove("agent-1", f"w{i}")
+    assert not ledger.changes(0).complete
+    assert ledger.changes(ledger.seq - 10).complete
+
+
+def test_the_device_index_names_the_holders(tmp_path):
+    ledger = Ledger(tmp_path)
+    ledger.write(record(workload="x"))
+    ledger.write(
+        record(
+            workload="y",
+            allocation={DeviceName("cuda"): {"cuda.shares": {"cuda1": Decimal("0.5")}}},
+            order=(DeviceName("cuda"),),
+        )
+    )
+    held = ledger.holders("cuda", ["cuda1"])
+    assert [(h.workload_id, h.amount) for h in held] == [("x", "0.5"), ("y", "0.5")]
+    ledger.remove("agent-1", "x")
+    assert [h.workload_id for h in ledger.holders("cuda", ["cuda0", "cuda1"])] == ["y"]
+    assert ledger.holders("cuda", []) == []
 
 
 @pytest.mark.parametrize(
@@ -191,25 +193,48 @@ def _valid_json() -> dict:
 def test_unreadable_records_are_set_aside_and_reported(tmp_path, content):
     ledger = Ledger(tmp_path)
     ledger.write(record(workload="pid:1"))
-    bad = ledger.path_of("agent-1", "pid:42")
-    bad.write_bytes(content)
+    put_raw(ledger, "agent-1", "pid:42", content)
     scan = ledger.scan()
     assert list(scan.records) == [(AgentId("agent-1"), "pid:1")]
     [aside] = scan.set_aside
-    assert aside.path == bad
-    assert aside.moved_to is not None
-    assert aside.moved_to.read_bytes() == content
-    assert not bad.exists()
+    assert aside.key == ("agent-1", "pid:42")
+    assert aside.moved_to == "set_aside"
+    [(agent, workload, _reason, _at)] = ledger.set_aside_rows()
+    assert (agent, workload) == ("agent-1", "pid:42")
+    [(kept,)] = ledger.db.execute("SELECT body FROM set_aside").fetchall()
+    assert kept == content
     assert ledger.scan().set_aside == ()  # reported once, then out of the way
 
 
-def test_a_record_in_the_wrong_file_is_set_aside(tmp_path):
+def test_a_record_under_the_wrong_key_is_set_aside(tmp_path):
     ledger = Ledger(tmp_path)
-    ledger.write(record())
-    os.replace(ledger.path_of("agent-1", "pid:42"), ledger.path_of("agent-2", "pid:42"))
+    put_raw(ledger, "agent-2", "pid:42", json.dumps(record().to_json()))
     scan = ledger.scan()
     assert scan.records == {}
-    assert "belongs in another file" in scan.set_aside[0].reason
+    assert "stored under another key" in scan.set_aside[0].reason
+
+
+def test_a_deeply_nested_record_is_set_aside_unparsed(tmp_path):
+    ledger = Ledger(tmp_path)
+    ledger.write(record(workload="good"))
+    put_raw(ledger, "agent-1", "deep", "[" * 200_000 + "]" * 200_000)
+    scan = ledger.scan()
+    assert list(scan.records) == [(AgentId("agent-1"), "good")]
+    [aside] = scan.set_aside
+    assert "nested 200000 levels deep" in aside.reason
+
+
+def test_an_oversized_record_is_set_aside_unparsed(tmp_path):
+    ledger = Ledger(tmp_path)
+    data = {**_valid_json(), "padding": "x" * MAX_RECORD_BYTES}
+    put_raw(ledger, "agent-1", "pid:42", json.dumps(data))
+    [aside] = ledger.scan().set_aside
+    assert "larger than the limit" in aside.reason
+
+
+def test_nesting_inside_strings_does_not_count():
+    rec = record(workload="[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[")
+    assert parse_record(json.dumps(rec.to_json())) == rec
 
 
 @pytest.mark.parametrize(
@@ -230,13 +255,10 @@ def test_a_record_in_the_wrong_file_is_set_aside(tmp_path):
 def test_absurd_amounts_are_set_aside(tmp_path, amount):
     ledger = Ledger(tmp_path)
     data = {**_valid_json(), "allocation": {"cpu": {"cpu": {"0": amount}}}, "order": ["cpu"]}
-    bad = ledger.path_of("agent-1", "pid:42")
-    ledger.directory.mkdir(parents=True)
-    bad.write_text(json.dumps(data))
+    put_raw(ledger, "agent-1", "pid:42", json.dumps(data))
     scan = ledger.scan()
     assert scan.records == {}
     [aside] = scan.set_aside
-    assert aside.path == bad
     assert "out of range" in aside.reason or "finite" in aside.reason
     assert len(aside.reason) < 300
 
@@ -263,17 +285,24 @@ def test_a_state_dir_that_cannot_hold_the_ledger_is_a_config_error(tmp_path):
     assert state.read_text() == ""  # the file is untouched
 
 
+def test_a_file_that_is_not_a_database_is_a_config_error_with_the_fix(tmp_path):
+    (tmp_path / "ledger.db").write_bytes(b"not sqlite at all" * 100)
+    (tmp_path / "ledger.db").chmod(0o600)
+    with pytest.raises(ConfigError, match="move the file away"):
+        Ledger(tmp_path).scan()
+
+
 def test_from_json_refuses_garbage():
     with pytest.raises(LedgerFormatError):
         LedgerRecord.from_json(None)
 
 
 LOCK_PROBE = """
-import fcntl, os, sys
-fd = os.open(sys.argv[1], os.O_RDWR)
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], timeout=0.2, isolation_level=None)
 try:
-    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-except BlockingIOError:
+    db.execute("BEGIN IMMEDIATE")
+except sqlite3.OperationalError:
     sys.exit(3)
 sys.exit(0)
 """
@@ -283,12 +312,27 @@ def _probe(path) -> int:
     return subprocess.run([sys.executable, "-c", LOCK_PROBE, str(path)], check=False).returncode
 
 
-def test_the_lock_excludes_other_processes_and_is_reentrant(tmp_path):
+def test_a_transaction_excludes_other_processes_and_is_reentrant(tmp_path):
     ledger = Ledger(tmp_path)
-    with ledger.locked(), ledger.locked():
-        assert _probe(ledger.directory / ".lock") == 3
-        ledger.write(record())  # writing takes the lock again: re-entrant
-    assert _probe(ledger.directory / ".lock") == 0
+    with ledger.transaction(), ledger.transaction():
+        assert _probe(ledger.path) == 3
+        ledger.write(record())  # writing opens a transaction again: re-entrant
+    assert _probe(ledger.path) == 0
+
+
+def test_reading_needs_no_write_access_and_never_waits_for_writers(tmp_path):
+    ledger = Ledger(tmp_path)
+    ledger.write(record())
+    reader = Ledger(tmp_path)
+    with ledger.transaction():
+        ledger.write(record(workload="uncommitted"))
+        assert list(reader.read_all()) == [(AgentId("agent-1"), "pid:42")]
+    assert sorted(k[1] for k in reader.read_all()) == ["pid:42", "uncommitted"]
+
+
+def test_reading_an_absent_ledger_creates_nothing(tmp_path):
+    assert Ledger(tmp_path / "state").read_all() == {}
+    assert not (tmp_path / "state").exists()
 
 
 def test_stamps_tell_our_process_from_a_reused_pid():
@@ -315,23 +359,3 @@ def test_stamps_of_exited_and_zombie_processes_are_not_running():
 def test_stamps_refuse_malformed_start_times(start):
     with pytest.raises(ValueError, match="start time"):
         ProcessStamp(1, start)
-
-
-def test_a_record_that_cannot_be_read_now_is_never_set_aside(tmp_path, monkeypatch):
-    # an I/O or permission error is not the record's fault: hiding it would free its devices
-    ledger = Ledger(tmp_path)
-    ledger.write(record(workload="pid:7"))
-    path = ledger.path_of("agent-1", "pid:7")
-    real = Path.read_bytes
-
-    def failing(self):
-        if self == path:
-            raise PermissionError(13, "Permission denied", str(self))
-        return real(self)
-
-    monkeypatch.setattr(Path, "read_bytes", failing)
-    with pytest.raises(ConfigError, match="cannot read the ledger record") as exc:
-        ledger.scan()
-    assert exc.value.key == "resource.state-dir"
-    monkeypatch.undo()
-    assert list(ledger.scan().records) == [(AgentId("agent-1"), "pid:7")]

@@ -301,7 +301,7 @@ def test_a_record_whose_liveness_or_teardown_raises_is_reported(config, sleepers
                 raise OSError("cannot read /proc")
             return liveness_of(record)
 
-        keeper.reconciler.liveness = liveness
+        keeper.reconciler.liveness_override = liveness
         report = await keeper.reconcile()
         text = "\n".join(report.problems)
         assert "'dead'" in text
@@ -321,14 +321,18 @@ def test_an_absurd_amount_in_the_ledger_does_not_stop_the_host(config, sleepers,
     ledger.write(good)
     data = claim("huge", owner=other).to_json()
     data["allocation"] = {"cuda": {"cuda.device": {"cuda0": amount}}}
-    ledger.path_of(AGENT, "huge").write_text(json.dumps(data))
+    with ledger.transaction():
+        ledger.db.execute(
+            "INSERT INTO records VALUES (?, ?, 0, ?)", (AGENT, "huge", json.dumps(data))
+        )
+    ledger.close()
 
     async def body(host, _ledger):
         return host.bookkeeper.last_report, gpus(host)
 
     report, in_use = with_host(config, body)
     [aside] = report.set_aside
-    assert aside.path.name == "agent-1+huge.json"
+    assert aside.name == "agent-1+huge"
     assert "out of range" in aside.reason
     assert in_use == {"cuda1": 1}
 

@@ -14,6 +14,7 @@ from accelkit.config import load_host_config
 from accelkit.errors import WorkloadError
 from accelkit.node import Node
 from accelkit.types import AgentId, SlotName, WorkloadConfig
+from accelkit.workload import Ledger
 from accelkit.workload.memlimit import LimitMethod, MemoryLimit, choose_memory_limit
 from accelkit.workload.runner import run_workload
 from accelkit_mock.plugin import MockLifecycleHook
@@ -84,7 +85,7 @@ def test_affinity_and_memory_limit_reach_the_command(config, monkeypatch, tmp_pa
         "post_terminate:cpu",
         "released",
     ]
-    assert list((config.resource.state_dir / "ledger").glob("*.json")) == []
+    assert Ledger(config.resource.state_dir).read_all() == {}
 
 
 def _fake_root(tmp_path, *, v2=True, make_dir=True):
@@ -178,4 +179,4 @@ def test_an_empty_cpu_set_is_refused_before_anything_runs(config, monkeypatch):
     allocations = asyncio.run(main())
     assert "spawned" not in steps
     assert all(not amount for per_device in allocations.values() for amount in per_device.values())
-    assert list((config.resource.state_dir / "ledger").glob("*.json")) == []
+    assert Ledger(config.resource.state_dir).read_all() == {}

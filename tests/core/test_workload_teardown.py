@@ -10,7 +10,6 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from decimal import Decimal
-from pathlib import Path
 
 import psutil
 import pytest
@@ -19,7 +18,7 @@ from accelkit.config import load_host_config
 from accelkit.errors import InsufficientResource
 from accelkit.node import Node
 from accelkit.types import AgentId, SlotName
-from accelkit.workload import runner
+from accelkit.workload import Ledger, runner
 from accelkit.workload.process_tree import become_subreaper
 from accelkit.workload.runner import run_workload
 
@@ -54,7 +53,7 @@ class Outcome:
     def __init__(self) -> None:
         self.steps: list[str] = []
         self.lines: list[str] = []
-        self.records: list[Path] = []
+        self.records: list[tuple[str, str]] = []
         self.allocated: dict[str, Decimal] = {}
         self.result: object = None
 
@@ -88,7 +87,7 @@ async def _run(config, argv, *, checkpoint=None, slots=SLOTS, grace=5.0) -> Outc
             for dev, amount in per_device.items()
             if amount
         }
-    outcome.records = list((config.resource.state_dir / "ledger").glob("*.json"))
+    outcome.records = list(Ledger(config.resource.state_dir).read_all())
     return outcome
 
 

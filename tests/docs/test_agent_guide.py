@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from accelkit.workload import Ledger
+
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = ROOT / "docs" / "examples" / "agent_program.py"
 GUIDE = ROOT / "docs" / "agent-guide.md"
@@ -39,4 +41,4 @@ def test_the_program_books_runs_and_frees_on_the_demo_node(tmp_path):
     assert body == {"Env": ["MOCK_CUDA_DEVICES=cuda0", "MOCK_CPU_DEVICES=1,2"]}
     assert "'cuda.device': '1'" in lines["free while it runs"]
     assert "'cuda.device': '2'" in lines["free again"]
-    assert list((tmp_path / "state").rglob("*.json")) == []  # the record is gone again
+    assert Ledger(tmp_path / "state").read_all() == {}  # the record is gone again

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -12,6 +11,8 @@ from pathlib import Path
 
 import psutil
 import pytest
+
+from accelkit.workload import Ledger
 
 ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 
@@ -37,8 +38,7 @@ def accelkit(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def records(config: Path) -> list[str]:
-    ledger = config.parent / "state" / "ledger"
-    return sorted(p.name for p in ledger.glob("*.json")) if ledger.exists() else []
+    return sorted(f"{a}+{w}" for a, w in Ledger(config.parent / "state").read_all())
 
 
 def test_runs_the_command_with_the_hooks_env_and_its_exit_status(node):
@@ -172,15 +172,15 @@ out = pathlib.Path(sys.argv[1])
 def stop(signum, frame):
     out.with_suffix(".got").write_text(str(signum))
     sys.exit(7)
-signal.signal(signal.SIGTERM, stop)
-signal.signal(signal.SIGINT, stop)
+for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
+    signal.signal(signum, stop)
 out.write_text("ready")
 while True:
     time.sleep(1)
 """
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT])
 def test_signals_are_forwarded_to_the_workload(node, tmp_path, signum):
     ready = tmp_path / "ready.txt"
     process = subprocess.Popen(
@@ -212,28 +212,18 @@ def test_signals_are_forwarded_to_the_workload(node, tmp_path, signum):
     assert records(node) == []
 
 
-def test_the_whole_tree_ends_with_the_command(node, tmp_path):
-    pidfile = tmp_path / "bg.pid"
-    script = f"sleep 300 & echo $! > {pidfile}; exit 0"
+def test_a_child_outliving_its_leader_keeps_the_run_until_it_ends(node, tmp_path):
+    """Liveness is the cgroup's: the run returns the leader's status once the child is gone."""
+    done = tmp_path / "done"
+    script = f"(sleep 1; touch {done}) & exit 3"
+    started = time.monotonic()
     result = accelkit(
-        node,
-        "run",
-        "--agent",
-        "agent-1",
-        "--slots",
-        "cpu=1",
-        "--grace",
-        "1",
-        "--",
-        "sh",
-        "-c",
-        script,
+        node, "run", "--agent", "agent-1", "--slots", "cpu=1", "--", "sh", "-c", script
     )
-    assert result.returncode == 0, result.stderr
-    background = int(pidfile.read_text())
-    assert not psutil.pid_exists(background) or (
-        psutil.Process(background).status() == psutil.STATUS_ZOMBIE
-    )
+    assert result.returncode == 3, result.stderr
+    assert done.exists()  # the child ran to its end before the run returned
+    assert time.monotonic() - started >= 1
+    assert records(node) == []
 
 
 def test_run_is_listed_in_help():
@@ -253,12 +243,11 @@ STUBBORN = """
 import os, signal, sys, time, pathlib
 out = pathlib.Path(sys.argv[1])
 def term(signum, frame):
-    (out / "term").write_text("1")  # stays: the run must wait out its grace period
-def interrupt(signum, frame):
-    (out / "int").write_text("1")
-    sys.exit(0)
+    (out / "term").write_text("1")  # stays: only SIGKILL ends it
 signal.signal(signal.SIGTERM, term)
-signal.signal(signal.SIGINT, interrupt)
+signal.signal(signal.SIGINT, term)
+if len(sys.argv) > 2:
+    os.setsid()  # a daemon: its own session, parent gone
 (out / "pid").write_text(str(os.getpid()))
 while True:
     time.sleep(1)
@@ -267,17 +256,14 @@ while True:
 LEADER = """
 import pathlib, subprocess, sys, time
 out = pathlib.Path(sys.argv[1])
-subprocess.Popen([sys.executable, "-c", sys.argv[2], str(out)])
+subprocess.Popen([sys.executable, "-c", sys.argv[2], str(out), *sys.argv[3:]])
 while not (out / "pid").exists():
     time.sleep(0.02)
 """
 
 
-def test_a_signal_during_teardown_is_forwarded_and_the_teardown_completes(node, tmp_path):
-    """The leader exits, leaving a process that outlives SIGTERM; SIGINT arrives meanwhile."""
-    out = tmp_path / "stubborn"
-    out.mkdir()
-    process = subprocess.Popen(
+def _start_stubborn(node: Path, out: Path, grace: str, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
         [
             *ACCELKIT,
             "run",
@@ -288,30 +274,68 @@ def test_a_signal_during_teardown_is_forwarded_and_the_teardown_completes(node, 
             "--slots",
             "cuda.device=1,cpu=1",
             "--grace",
-            "600",
+            grace,
             "--",
             sys.executable,
             "-c",
             LEADER,
             str(out),
             STUBBORN,
+            *extra,
         ],
         env=env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def _stubborn_gone(out: Path) -> bool:
+    pid = int((out / "pid").read_text())
     try:
-        _wait_for(out / "term", process)  # the teardown is ending the tree
-        process.send_signal(signal.SIGINT)
-        _out, err = process.communicate(timeout=120)
-        assert process.returncode == 0, err
-        assert (out / "int").exists()  # forwarded to the workload, not aborting the teardown
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+@pytest.mark.parametrize("daemon", [False, True], ids=["child", "setsid-daemon"])
+def test_a_process_ignoring_sigterm_is_killed_after_the_grace(node, tmp_path, daemon):
+    """The leader has exited; its child (or a setsid daemon) ignores SIGTERM: --grace 1 ends it."""
+    out = tmp_path / "stubborn"
+    out.mkdir()
+    process = _start_stubborn(node, out, "1", *(["daemon"] if daemon else []))
+    try:
+        _wait_for(out / "pid", process)
+        time.sleep(0.3)  # the leader exits; the run goes on for the child
+        assert process.poll() is None
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        _out, err = process.communicate(timeout=60)
+        assert (out / "term").exists()  # forwarded to every process of the workload
+        assert 1 <= time.monotonic() - started < 30
+        assert process.returncode == 0, err  # the leader's own status
+        assert _stubborn_gone(out)
         assert records(node) == []
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
-        if (out / "pid").exists():
-            with contextlib.suppress(psutil.Error):
-                psutil.Process(int((out / "pid").read_text())).kill()
+
+
+def test_a_second_sigint_kills_at_once_and_the_teardown_completes(node, tmp_path):
+    out = tmp_path / "stubborn"
+    out.mkdir()
+    process = _start_stubborn(node, out, "600")
+    try:
+        _wait_for(out / "pid", process)
+        process.send_signal(signal.SIGTERM)
+        _wait_for(out / "term", process)
+        process.send_signal(signal.SIGINT)
+        _out, err = process.communicate(timeout=60)
+        assert process.returncode == 0, err
+        assert _stubborn_gone(out)
+        assert records(node) == []
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

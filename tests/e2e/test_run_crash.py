@@ -8,7 +8,6 @@ finishes the dead ones, and that a later run can use the freed devices.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import subprocess
@@ -21,7 +20,7 @@ import pytest
 from accelkit.config import load_host_config
 from accelkit.node import Node
 from accelkit.types import AgentId
-from accelkit.workload import ProcessStamp
+from accelkit.workload import Ledger, ProcessStamp
 
 pytestmark = pytest.mark.slow  # crash tests: real processes killed at every step
 
@@ -71,8 +70,12 @@ def wait_for_pause(process: subprocess.Popen[str], step: str) -> None:
 
 
 def the_record(config: Path) -> dict:
-    [path] = (config.parent / "state" / "ledger").glob("*.json")
-    return json.loads(path.read_text())
+    [record] = Ledger(config.parent / "state").read_all().values()
+    return record.to_json()
+
+
+def no_records(config: Path) -> bool:
+    return Ledger(config.parent / "state").read_all() == {}
 
 
 def wait_gone(stamp: ProcessStamp) -> None:
@@ -154,7 +157,7 @@ def test_killed_before_the_command_runs_or_after_it_ended(node, step):
     assert torn.workload_id == record["workload"]["id"]
     assert torn.post_terminated == DEAD_STEPS[step]
     assert all(not amounts for amounts in maps.values())
-    assert list((node.parent / "state" / "ledger").glob("*.json")) == []
+    assert no_records(node)
     later_run_works(node)
 
 
@@ -242,4 +245,4 @@ def test_two_runs_compete_for_the_last_gpu_and_exactly_one_gets_it(node, tmp_pat
     [winner] = [r for r in runs if r is not loser]
     _out, err = winner.communicate(timeout=120)
     assert winner.returncode == 0, err
-    assert list((node.parent / "state" / "ledger").glob("*.json")) == []
+    assert no_records(node)

@@ -3,5 +3,6 @@
 from __future__ import annotations
 
 from accelkit.node.node import Node
+from accelkit.workload.status import ReleaseReport, WorkloadStatus
 
-__all__ = ["Node"]
+__all__ = ["Node", "ReleaseReport", "WorkloadStatus"]

@@ -17,7 +17,6 @@ from types import TracebackType
 from accelkit.allocmap import AffinityPolicy
 from accelkit.config.model import HostConfig
 from accelkit.discovery import PluginLoader
-from accelkit.errors import InvalidResourceArgument
 from accelkit.host import AgentView, PartitionHost
 from accelkit.runtime.base import Runtime, WorkloadHandle
 from accelkit.runtime.registry import default_runtimes
@@ -28,6 +27,7 @@ from accelkit.workload.lifecycle import PhaseListener, WorkloadLifecycle
 from accelkit.workload.liveness import ProcessStamp
 from accelkit.workload.reconcile import ReconcileReport, RecordKey
 from accelkit.workload.record import LedgerRecord
+from accelkit.workload.status import ReleaseReport, WorkloadStatus
 
 __all__ = ["Node"]
 
@@ -181,6 +181,31 @@ class Node:
         """Record the workload's leader process."""
         self.bookkeeper.set_leader(key, stamp)
 
+    async def status(self) -> list[WorkloadStatus]:
+        """Every workload of the ledger, after a full reconciliation (dead ones finished)."""
+        return await self.bookkeeper.status()
+
+    async def release(
+        self,
+        workload_id: str,
+        *,
+        agent: AgentId | None = None,
+        force: bool = False,
+        grace: float = 5.0,
+    ) -> ReleaseReport:
+        """Stop a workload, finish its teardown and free its allocation.
+
+        A live workload is stopped through its runtime with ``grace`` seconds between SIGTERM
+        and SIGKILL (or, when an accelkit process runs it, that process is asked to end it and
+        tear it down). ``force`` frees a record whose workload cannot be reached, and one whose
+        ``post_terminate`` hangs; the report says what was skipped. Raises
+        ``InvalidResourceArgument`` when no record (or more than one: pass ``agent``) matches,
+        ``WorkloadError`` when the workload cannot be stopped or torn down without ``force``.
+        """
+        return await self.bookkeeper.release_workload(
+            workload_id, agent=agent, force=force, grace=grace
+        )
+
     async def run(
         self,
         agent_id: AgentId,
@@ -194,24 +219,22 @@ class Node:
         checkpoint: Checkpoint = _no_checkpoint,
         echo: Echo | None = None,
     ) -> int:
-        """Run ``argv`` as a workload through the whole lifecycle; its exit status.
+        """Run ``argv`` as a workload of ``runtime`` through the whole lifecycle; its exit status.
 
-        Raises ``InvalidResourceArgument`` for a runtime the runner cannot use yet.
+        See :func:`accelkit.workload.runner.run_workload`; ``InvalidResourceArgument`` for an
+        unknown runtime, ``RuntimeUnavailable`` when it cannot contain the workload.
         """
-        if runtime != "process" or image is not None or no_memory_limit:
-            msg = (
-                f"runtime {runtime!r} (image {image!r}, no_memory_limit={no_memory_limit}) "
-                "is not available in this runner"
-            )
-            raise InvalidResourceArgument(msg)
         from accelkit.workload.runner import run_workload  # only runs need the runner
 
         return await run_workload(
-            self.bookkeeper,
+            self,
             agent_id,
             slots,
             argv,
+            runtime=runtime,
+            image=image,
             grace=grace,
+            no_memory_limit=no_memory_limit,
             checkpoint=checkpoint,
             echo=echo if echo is not None else (lambda _line: None),
         )

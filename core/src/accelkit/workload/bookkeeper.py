@@ -1,14 +1,20 @@
 """A host's allocations kept in step with the node's ledger, across accelkit processes.
 
-Every change goes through the ledger lock: :meth:`Bookkeeper.book` reads the ledger, brings the
-maps in step with it (applying other processes' live records, finishing dead ones), allocates
-and writes the new record before releasing the lock, so two processes on one node can never
-book the same device. :meth:`Bookkeeper.release` frees and removes a record under the lock.
+Every booking is one ledger transaction (``BEGIN IMMEDIATE``, the lock between processes):
+:meth:`Bookkeeper.book` reads what changed in the ledger since this process last looked (applying
+other processes' new records, freeing the ones they removed), allocates and writes the new
+record before the transaction ends, so two processes on one node can never book the same device.
+No liveness is checked there, so booking costs the same with 10 or 2,000 live workloads; the
+full reconciliation (:meth:`Bookkeeper.reconcile`), which asks whether each workload still lives
+and finishes the teardown of the dead ones, runs when the node opens, for ``status`` and
+``release``, and when an allocation fails for lack of room (the allocation is then tried once
+more). A refusal names who holds the devices (the ledger's device index).
 
-The ledger lock keeps other processes out but not other coroutines of this one (it is held by
-the event loop's thread, which runs them all): :meth:`~Bookkeeper.book` and
-:meth:`~Bookkeeper.reconcile` also hold an :class:`asyncio.Lock`, so a sync that awaits the
-teardown of a dead workload never interleaves with another sync of the same bookkeeper.
+The transaction keeps other processes out but not other coroutines of this one: each sync also
+holds an :class:`asyncio.Lock`. Dead workloads are *claimed* in the transaction (the record gets
+this process as its owner, so no other process finishes it too) and their hooks run after it,
+each under the hook time limit: a hung ``post_terminate`` never holds the ledger or this
+process's other bookings.
 
 There is one bookkeeper per process: :class:`accelkit.node.Node` makes it and reconciles once on
 open. Agent programs use the node (``async with Node.open(config) as node:``), never a second
@@ -18,25 +24,37 @@ bookkeeper, which would apply every live record to the maps a second time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import datetime as dt
 import os
-from collections.abc import Callable, Mapping
+import signal
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Protocol
 
+import attrs
+
 from accelkit.allocmap import AffinityPolicy
-from accelkit.calls import DEFAULT_HOOK_TIMEOUT
-from accelkit.errors import InvalidResourceArgument
+from accelkit.calls import DEFAULT_CALL_TIMEOUT, DEFAULT_HOOK_TIMEOUT, call_async
+from accelkit.errors import InsufficientResource, InvalidResourceArgument, WorkloadError
 from accelkit.events import WorkloadEvent, WorkloadPhase
 from accelkit.runtime.base import Runtime, WorkloadHandle
 from accelkit.types import AgentId, DeviceName, SlotName, Workload
 from accelkit.workload.ledger import Ledger
 from accelkit.workload.lifecycle import HookTarget, PhaseListener, WorkloadLifecycle
 from accelkit.workload.liveness import ProcessStamp
-from accelkit.workload.reconcile import Reconciler, ReconcileReport, RecordKey
+from accelkit.workload.reconcile import Liveness, Reconciler, ReconcileReport, RecordKey, TornDown
 from accelkit.workload.record import LedgerRecord
+from accelkit.workload.status import ReleaseReport, WorkloadStatus
 
 if TYPE_CHECKING:
     from accelkit.host import AgentView
+
+#: how many holders a refusal names at most
+MAX_HOLDERS_NAMED = 8
+#: how long ``release`` waits, beyond the grace period, for an owner process to tear down
+OWNER_TEARDOWN_WAIT_S = 30.0
 
 
 class AgentsHost(Protocol):
@@ -58,26 +76,114 @@ class Bookkeeper:
         notify: Callable[[WorkloadEvent], None] | None = None,
         runtimes: Mapping[str, Runtime] | None = None,
         hook_timeout: Decimal = DEFAULT_HOOK_TIMEOUT,
+        call_timeout: Decimal = DEFAULT_CALL_TIMEOUT,
     ) -> None:
         self.ledger = ledger
         self.host = host
         self.runtimes: Mapping[str, Runtime] = runtimes if runtimes is not None else {}
         self.hook_timeout = hook_timeout
+        self.call_timeout = call_timeout
         self.owner = owner if owner is not None else ProcessStamp.of(os.getpid())
         self.notify = notify
-        self.reconciler = Reconciler(ledger, host.agents, notify=notify)
+        self.reconciler = Reconciler(
+            ledger,
+            host.agents,
+            notify=notify,
+            runtimes=self.runtimes,
+            hook_timeout=hook_timeout,
+            call_timeout=call_timeout,
+        )
         #: held for each whole sync (and booking): coroutines of one process take turns
         self._syncing = asyncio.Lock()
         #: the records of the workloads this bookkeeper manages
         self.owned: dict[RecordKey, LedgerRecord] = {}
+        #: dead workloads this process claimed and is finishing
+        self._finishing: set[RecordKey] = set()
+        #: the ledger's change counter at the last sync (-1: never synced)
+        self._seq = -1
         self.last_report = ReconcileReport()
 
+    # -- syncing -------------------------------------------------------------------------------
+
     async def reconcile(self) -> ReconcileReport:
-        """Bring the maps in step with the ledger; see :mod:`accelkit.workload.reconcile`."""
+        """The full sync: every record's liveness; dead workloads claimed and finished.
+
+        See :mod:`accelkit.workload.reconcile`. The teardowns of dead workloads run after the
+        ledger transaction, side by side, each hook under the hook time limit.
+        """
+        now = time.time()
         async with self._syncing:
-            with self.ledger.locked():
-                self.last_report = await self.reconciler.sync(self.ledger.scan(), self.owned)
-            return self.last_report
+            with self.ledger.transaction():
+                scan = self.ledger.scan()
+                self._seq = scan.seq
+                report, dead = await self.reconciler.sync_full(
+                    scan, self.owned, frozenset(self._finishing)
+                )
+                due = [r for r in dead if r.retry_after is None or float(r.retry_after) <= now]
+                claimed = [self._claim(r) for r in due]
+        deferred = [
+            f"the teardown of dead workload {r.workload.id!r} is unfinished "
+            f"({', '.join(r.unfinished()) or 'post_terminate'}); tried again after "
+            f"{time.strftime('%H:%M:%S', time.localtime(float(r.retry_after or 0)))}"
+            for r in dead
+            if r not in due
+        ]
+        problems = [*report.problems, *deferred]
+        results = await asyncio.gather(*(self._finish(r, problems) for r in claimed))
+        torn = tuple(t for t in results if t is not None)
+        self.last_report = attrs.evolve(report, torn_down=torn, problems=tuple(problems))
+        return self.last_report
+
+    def _claim(self, record: LedgerRecord) -> LedgerRecord:
+        """Make a dead record ours (in the transaction): no other process finishes it too."""
+        claimed = attrs.evolve(record, owner=self.owner)
+        self.ledger.write(claimed)
+        self._finishing.add(record.key)
+        return claimed
+
+    async def _finish(
+        self, record: LedgerRecord, problems: list[str], *, force: bool = False
+    ) -> TornDown | None:
+        try:
+            return await self.reconciler.finish(
+                record, problems, force=force, stop=self._stopper(record, 0.0)
+            )
+        except Exception as exc:  # one record's failure never stops the others
+            problems.append(
+                f"workload {record.workload.id!r} of agent {record.agent_id!r}: cannot finish "
+                f"its teardown ({type(exc).__name__}: {exc}); left it in the ledger"
+            )
+            return None
+        finally:
+            self._finishing.discard(record.key)
+
+    def _stopper(self, record: LedgerRecord, grace: float) -> Callable[[], Awaitable[None]] | None:
+        handle = record.handle
+        runtime = self.runtimes.get(handle.runtime) if handle is not None else None
+        if handle is None or runtime is None:
+            return None
+        limit = Decimal(str(grace)) + self.call_timeout
+
+        async def stop() -> None:
+            await call_async(runtime.name, "stop", limit, lambda: runtime.stop(handle, grace))
+
+        return stop
+
+    def _catch_up(self) -> ReconcileReport:
+        """The incremental sync, in the caller's transaction: only what changed is read."""
+        if self._seq >= 0:
+            changes = self.ledger.changes(self._seq)
+            if changes.complete:
+                self._seq = changes.seq
+                report = self.reconciler.apply_changes(
+                    changes.records, changes.removed, self.owned, frozenset(self._finishing)
+                )
+                return attrs.evolve(report, set_aside=changes.set_aside)
+        scan = self.ledger.scan()
+        self._seq = scan.seq
+        return self.reconciler.apply_all(scan, self.owned, frozenset(self._finishing))
+
+    # -- booking -------------------------------------------------------------------------------
 
     async def book(
         self,
@@ -90,21 +196,46 @@ class Bookkeeper:
     ) -> LedgerRecord:
         """Allocate ``slots`` to a new workload and record it; atomic across processes.
 
-        Raises what the agent's ``allocate`` raises (``InsufficientResource`` …), with nothing
-        booked, and ``InvalidResourceArgument`` for an unknown agent or a workload id in use.
+        When there is no room, the full reconciliation runs (dead workloads are finished) and
+        the allocation is tried once more. Raises what the agent's ``allocate`` raises
+        (``InsufficientResource``, naming who holds the devices …) with nothing booked, and
+        ``InvalidResourceArgument`` for an unknown agent or a workload id in use.
         """
         agent = self._agent(agent_id)
+        full = None
+        if self._seq < 0:  # never synced: judge every record once
+            full = await self.reconcile()
+        else:
+            try:
+                return await self._book_once(agent, workload, slots, leader, affinity_policy)
+            except InsufficientResource:
+                full = await self.reconcile()  # dead workloads finished: try once more
+        try:
+            return await self._book_once(agent, workload, slots, leader, affinity_policy)
+        except InsufficientResource as exc:
+            raise self._naming_holders(agent, exc) from None
+        finally:
+            self.last_report = _merged(full, self.last_report)
+
+    async def _book_once(
+        self,
+        agent: AgentView,
+        workload: Workload,
+        slots: Mapping[SlotName, Decimal],
+        leader: ProcessStamp | None,
+        affinity_policy: AffinityPolicy | str | None,
+    ) -> LedgerRecord:
         async with self._syncing:
-            with self.ledger.locked():
-                self.last_report = await self.reconciler.sync(self.ledger.scan(), self.owned)
-                key = (agent_id, workload.id)
-                if key in self.owned or self.ledger.path_of(*key).exists():
-                    msg = f"agent {agent_id!r} already has a workload {workload.id!r}"
+            with self.ledger.transaction():
+                self.last_report = self._catch_up()
+                key = (agent.agent_id, workload.id)
+                if key in self.owned or self.ledger.exists(*key):
+                    msg = f"agent {agent.agent_id!r} already has a workload {workload.id!r}"
                     raise InvalidResourceArgument(msg)
                 allocation = agent.allocate(slots, affinity_policy=affinity_policy)
                 order = tuple(k for k in agent.contexts if k in allocation)
                 record = LedgerRecord(
-                    agent_id, workload, allocation, order, owner=self.owner, leader=leader
+                    agent.agent_id, workload, allocation, order, owner=self.owner, leader=leader
                 )
                 try:
                     self.ledger.write(record)
@@ -114,14 +245,51 @@ class Bookkeeper:
                 self.owned[key] = record
                 return record
 
+    def _naming_holders(self, agent: AgentView, exc: InsufficientResource) -> InsufficientResource:
+        """The refusal, with who holds the agent's devices of that slot (from the ledger)."""
+        from accelkit.host import plugin_key_of
+
+        plugin = plugin_key_of(exc.slot)
+        ctx = agent.contexts.get(plugin)
+        if ctx is None:
+            return exc
+        holdings = self.ledger.holders(plugin, sorted(ctx.device_mask))
+        if not holdings:
+            return exc
+        by_workload: dict[tuple[str, str], list[str]] = {}
+        for h in holdings:
+            by_workload.setdefault((h.agent_id, h.workload_id), []).append(
+                f"{h.device_id}={h.amount}"
+            )
+        named = [
+            f"{workload!r} of agent {agent_id!r} ({', '.join(devices)})"
+            for (agent_id, workload), devices in list(by_workload.items())[:MAX_HOLDERS_NAMED]
+        ]
+        more = len(by_workload) - len(named)
+        text = f"{exc}; held by " + "; ".join(named) + (f"; and {more} more" if more > 0 else "")
+        text += " (see 'accelkit status')"
+        return InsufficientResource(
+            text,
+            slot=exc.slot,
+            requested=exc.requested,
+            allocatable=exc.allocatable,
+            context_tag=exc.context_tag,
+        )
+
+    # -- the workloads this process manages ----------------------------------------------------
+
     def lifecycle(
         self, record: LedgerRecord, *, on_phase: PhaseListener | None = None
     ) -> WorkloadLifecycle:
-        """The driver of a booked workload: each phase is recorded, release frees and forgets."""
+        """The driver of a booked workload: the intent and the result of every hook call are
+        recorded; release frees and forgets (or, with an unfinished teardown, leaves it)."""
         agent = self._agent(record.agent_id)
         targets = [
             HookTarget(key, agent.contexts[key], record.allocation[key]) for key in record.order
         ]
+
+        def started(plugin: DeviceName, phase: WorkloadPhase) -> None:
+            self.note_start(record.key, plugin, phase)
 
         def recorded(plugin: DeviceName, phase: WorkloadPhase) -> None:
             self.note_phase(record.key, plugin, phase)
@@ -134,8 +302,14 @@ class Bookkeeper:
             targets,
             release=lambda: self.release(record.key),
             on_phase=recorded,
+            on_start=started,
             notify=self.notify,
+            hook_timeout=self.hook_timeout,
         )
+
+    def note_start(self, key: RecordKey, plugin: DeviceName, phase: WorkloadPhase) -> None:
+        """Record the intent: ``plugin``'s hook call for ``phase`` begins."""
+        self._update(key, self.owned[key].with_started(plugin, phase))
 
     def note_phase(self, key: RecordKey, plugin: DeviceName, phase: WorkloadPhase) -> None:
         """Record that ``plugin``'s hook completed ``phase``."""
@@ -150,18 +324,29 @@ class Bookkeeper:
         self._update(key, self.owned[key].with_handle(handle))
 
     def release(self, key: RecordKey) -> None:
-        """Free a booked workload's allocation and remove its record."""
-        with self.ledger.locked():
+        """Free a booked workload's allocation and remove its record.
+
+        A record whose ``post_terminate`` was started and never completed (it timed out) is not
+        freed: it is given up (no owner) with its devices still taken, and a later full
+        reconciliation, of this process or another, tries the hook again.
+        """
+        with self.ledger.transaction():
             record = self.owned.pop(key)
+            if record.pending_teardown():
+                given_up = attrs.evolve(
+                    record, owner=None, leader=None, retry_after=f"{time.time():.0f}"
+                )
+                self.ledger.write(given_up)
+                self.reconciler.hold(given_up)
+                return
             try:
                 self._agent(record.agent_id).free(record.allocation)
             finally:
                 self.ledger.remove(*key)
 
     def _update(self, key: RecordKey, record: LedgerRecord) -> None:
-        with self.ledger.locked():
-            self.ledger.write(record)
-            self.owned[key] = record
+        self.ledger.write(record)
+        self.owned[key] = record
 
     def _agent(self, agent_id: AgentId) -> AgentView:
         agent = self.host.agents.get(agent_id)
@@ -170,3 +355,218 @@ class Bookkeeper:
             msg = f"unknown agent {agent_id!r} (agents: {known})"
             raise InvalidResourceArgument(msg)
         return agent
+
+    # -- operators: status and release ---------------------------------------------------------
+
+    async def status(self) -> list[WorkloadStatus]:
+        """Every workload of the ledger, after a full reconciliation."""
+        await self.reconcile()
+        now = time.time()
+        found: list[WorkloadStatus] = []
+        for key, record in sorted(self.ledger.scan().records.items()):
+            if key in self.owned:
+                state = Liveness.MANAGED
+            else:
+                try:
+                    state = await self.reconciler.liveness(record)
+                except Exception:
+                    state = Liveness.UNKNOWN
+            found.append(_status_of(record, state, now))
+        return found
+
+    async def release_workload(
+        self,
+        workload_id: str,
+        *,
+        agent: AgentId | None = None,
+        force: bool = False,
+        grace: float = 5.0,
+    ) -> ReleaseReport:
+        """Stop a workload, finish its teardown and free it (``Node.release`` documents it)."""
+        record = self._find(workload_id, agent)
+        if record.key in self.owned:
+            msg = f"workload {workload_id!r} is run by this process; end it through its lifecycle"
+            raise InvalidResourceArgument(msg)
+        state = await self.reconciler.liveness(record)
+        skipped: list[str] = []
+        stopped = False
+        if state is Liveness.MANAGED and record.owner is not None:
+            if await _stop_owner(record, self.ledger, grace, force=force):
+                return ReleaseReport(record.agent_id, record.workload.id, stopped=True)
+            if not force:
+                msg = (
+                    f"the accelkit process {record.owner.pid} that runs workload "
+                    f"{workload_id!r} did not end it within {grace + OWNER_TEARDOWN_WAIT_S:g} s; "
+                    "'--force' kills that process and finishes the teardown here"
+                )
+                raise WorkloadError(msg)
+            stopped = True
+        elif state is Liveness.RUNNING:
+            stop = self._stopper(record, grace)
+            if stop is not None:
+                await stop()
+            elif record.leader is not None:
+                await _end_process(record.leader.pid, grace)
+            stopped = True
+        elif state is Liveness.UNKNOWN:
+            what = (
+                f"runtime {record.handle.runtime!r} cannot tell whether it runs"
+                if record.handle is not None
+                else "nothing tells whether it runs"
+            )
+            if not force:
+                msg = (
+                    f"cannot reach workload {workload_id!r} ({what}); '--force' frees its "
+                    "devices without stopping it"
+                )
+                raise WorkloadError(msg)
+            skipped.append(f"stopping the workload ({what})")
+        return await self._finish_release(record, skipped, stopped=stopped, force=force)
+
+    async def _finish_release(
+        self, record: LedgerRecord, skipped: list[str], *, stopped: bool, force: bool
+    ) -> ReleaseReport:
+        problems: list[str] = []
+        async with self._syncing:
+            with self.ledger.transaction():
+                current = self.ledger.read(*record.key)
+                if current is None:  # finished meanwhile (by its owner, say)
+                    return ReleaseReport(record.agent_id, record.workload.id, stopped=stopped)
+                self.last_report = self._catch_up()
+                claimed = self._claim(current)
+        torn = await self._finish(claimed, problems, force=force)
+        if torn is None:
+            raise WorkloadError("; ".join(problems) or "cannot finish the teardown")
+        if torn.unfinished:
+            skipped += [f"post_terminate of plugin {p!r} (timed out)" for p in torn.unfinished]
+        if force:
+            with self.ledger.transaction():  # hooks of plugins the agent lacks: free it anyway
+                if self.ledger.remove(*record.key):
+                    self.reconciler.forget(record.key, problems)
+        elif not torn.freed:
+            msg = (
+                f"workload {record.workload.id!r}: the teardown is unfinished "
+                f"({', '.join(torn.unfinished)} timed out); its devices stay booked, "
+                "'--force' frees them"
+            )
+            raise WorkloadError(msg)
+        return ReleaseReport(
+            record.agent_id,
+            record.workload.id,
+            stopped=stopped,
+            post_terminated=torn.post_terminated,
+            skipped=tuple(skipped),
+            errors=(*torn.errors, *problems),
+        )
+
+    def _find(self, workload_id: str, agent: AgentId | None) -> LedgerRecord:
+        matches = [
+            r
+            for (a, w), r in self.ledger.scan().records.items()
+            if w == workload_id and (agent is None or a == agent)
+        ]
+        if not matches:
+            where = f" of agent {agent!r}" if agent is not None else ""
+            msg = f"no workload {workload_id!r}{where} in the ledger (see 'accelkit status')"
+            raise InvalidResourceArgument(msg)
+        if len(matches) > 1:
+            agents = ", ".join(sorted(r.agent_id for r in matches))
+            msg = f"several agents have a workload {workload_id!r} ({agents}); pass --agent"
+            raise InvalidResourceArgument(msg)
+        return matches[0]
+
+
+def _merged(full: ReconcileReport, later: ReconcileReport) -> ReconcileReport:
+    """A full reconciliation's report followed by an incremental sync's."""
+    return ReconcileReport(
+        full.kept,
+        full.torn_down,
+        (*full.double_booked, *later.double_booked),
+        (*full.set_aside, *later.set_aside),
+        (*full.problems, *later.problems),
+    )
+
+
+def _status_of(record: LedgerRecord, state: Liveness, now: float) -> WorkloadStatus:
+    try:
+        created = dt.datetime.strptime(record.created_at, "%Y-%m-%dT%H:%M:%SZ")
+        age = max(0, int(now - created.replace(tzinfo=dt.UTC).timestamp()))
+    except ValueError:
+        age = 0
+    return WorkloadStatus(
+        agent=record.agent_id,
+        workload_id=record.workload.id,
+        workload_type=record.workload.type.value,
+        runtime=record.handle.runtime if record.handle is not None else None,
+        handle=record.handle.ident if record.handle is not None else None,
+        devices={
+            plugin: tuple(
+                sorted(
+                    {
+                        d
+                        for per_device in alloc.values()
+                        for d, amount in per_device.items()
+                        if amount
+                    }
+                )
+            )
+            for plugin, alloc in record.allocation.items()
+        },
+        phase=record.phase(),
+        age_s=age,
+        liveness=state.value,
+        owner_alive=record.owner is not None and record.owner.is_running(),
+        unfinished=record.unfinished(),
+    )
+
+
+async def _stop_owner(record: LedgerRecord, ledger: Ledger, grace: float, *, force: bool) -> bool:
+    """SIGTERM the accelkit process that runs the workload and wait for its record to go.
+
+    ``True`` when the owner removed the record; with ``force``, an owner that does not is
+    killed (``False``: the teardown is left to the caller).
+    """
+    owner = record.owner
+    assert owner is not None
+    try:
+        os.kill(owner.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return ledger.read(*record.key) is None
+    deadline = time.monotonic() + grace + OWNER_TEARDOWN_WAIT_S
+    while time.monotonic() < deadline:
+        if ledger.read(*record.key) is None:
+            return True
+        if not owner.is_running():
+            break
+        await asyncio.sleep(0.05)
+    if ledger.read(*record.key) is None:
+        return True
+    if force and owner.is_running():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(owner.pid, signal.SIGKILL)
+        while owner.is_running():
+            await asyncio.sleep(0.02)
+    return False
+
+
+async def _end_process(pid: int, grace: float) -> None:
+    """SIGTERM a workload's leader (its process group when it leads one), SIGKILL after grace."""
+
+    def send(signum: int) -> bool:
+        try:
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, signum)
+            else:
+                os.kill(pid, signum)
+        except ProcessLookupError:
+            return False
+        return True
+
+    if not send(signal.SIGTERM):
+        return
+    stamp = ProcessStamp.of(pid)
+    deadline = time.monotonic() + grace
+    while stamp is not None and stamp.is_running() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    if stamp is not None and stamp.is_running():
+        send(signal.SIGKILL)

@@ -1,286 +1,493 @@
-"""The allocation ledger: one JSON file per workload under ``<state-dir>/ledger/``.
+"""The allocation ledger: one SQLite database, ``<state-dir>/ledger.db``, in WAL mode.
 
 Conventions:
 
-* a record lives in ``<quote(agent)>+<quote(workload id)>.json`` (percent-quoting, so any id is a
-  safe file name and ``+`` never appears inside a part); a leading ``.`` is quoted too (``%2E``),
-  so a record's file name never starts with ``.``: those names belong to the lock and to
-  temporary files;
-* every change is written atomically: a temporary file ``.<record file>.tmp-<pid>`` in the same
-  directory, ``fsync``, ``os.replace`` over the record, then ``fsync`` of the directory, so a
-  crash leaves either the old record or the new one, never a mix; a temporary file found by
-  :meth:`Ledger.scan` (which holds the lock, so no write is under way) is a crashed writer's and
-  is deleted;
-* changes happen under an exclusive ``fcntl.flock`` on ``ledger/.lock``. The lock is re-entrant
-  within one :class:`Ledger` object; separate objects (and separate processes) exclude each
-  other. Whoever allocates must hold it from reading the ledger to writing the new record, which
-  is what keeps two accelkit processes on one node from booking the same device;
-* a file that cannot be read as a record (truncated, not JSON, wrong format, misnamed) is moved
-  to ``ledger/set-aside/`` and reported by :meth:`Ledger.scan`, never raised;
+* a record is one row of ``records``: ``(agent, workload)`` is the key, ``body`` the record's
+  JSON text (:meth:`LedgerRecord.to_json`, so ``sqlite3 ledger.db 'select body from records'``
+  and ``accelkit status --json`` stay readable), ``seq`` the change counter's value when it was
+  last written;
+* every change happens in a transaction begun with ``BEGIN IMMEDIATE``, which is the lock between
+  accelkit processes: whoever allocates holds it from reading the ledger to writing the new
+  record, so two processes on one node can never book the same device. :meth:`Ledger.transaction`
+  is re-entrant within one :class:`Ledger` object;
+* the change counter (``meta.seq``) grows by one per write or removal; removals are kept in
+  ``removals`` with their counter value, so :meth:`Ledger.changes` returns exactly what changed
+  since a given value (a sync reads only that, not every record); when the removals needed were
+  pruned, it says so and the caller scans everything;
+* ``holdings`` lists every record's amounts per device, indexed by device, so a refused booking
+  can name who holds the device (:meth:`Ledger.holders`) without reading every record;
+* SQLite's journal makes every transaction atomic: ``kill -9`` at any instant leaves the ledger
+  as it was before or after the transaction; ``synchronous = FULL`` makes a committed one durable;
+* a row that cannot be read as a record (not JSON, wrong format, over :data:`MAX_RECORD_BYTES`,
+  nested deeper than :data:`MAX_RECORD_DEPTH`) is moved to ``set_aside`` and reported, never
+  raised and never parsed into a crash;
+* the state directory and the database are checked before use (:mod:`accelkit.workload.state_dir`);
 * JSON only, never pickle.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
-import os
-import re
-import threading
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import quote
+from typing import Any
 
 import attrs
 
 from accelkit.errors import ConfigError
-from accelkit.types import AgentId
+from accelkit.types import AgentId, DeviceId, DeviceName, SlotName, format_amount
 from accelkit.workload.record import LedgerFormatError, LedgerRecord
+from accelkit.workload.state_dir import KEY, secure_file, secure_state_dir
 
-SUFFIX = ".json"
-SET_ASIDE_DIR = "set-aside"
-LOCK_FILE = ".lock"
-#: the name :meth:`Ledger.write` gives its temporary files, and only those
-_TEMP_NAME = re.compile(r"\.[^./][^/]*" + re.escape(SUFFIX) + r"\.tmp-[0-9]+")
+__all__ = [
+    "DB_NAME",
+    "MAX_RECORD_BYTES",
+    "MAX_RECORD_DEPTH",
+    "Holding",
+    "Ledger",
+    "LedgerChanges",
+    "LedgerScan",
+    "SetAside",
+    "parse_record",
+]
 
+DB_NAME = "ledger.db"
+#: a record larger than this (bytes of JSON) is set aside unread
+MAX_RECORD_BYTES = 1 << 20
+#: a record nested deeper than this is set aside unread (a valid one nests 4 levels)
+MAX_RECORD_DEPTH = 32
+#: removals kept for incremental syncs; a process further behind scans everything
+REMOVALS_KEPT = 10_000
+#: how long a transaction waits for another process's (SQLite busy timeout)
+BUSY_TIMEOUT_MS = 120_000
 
-def record_file_name(agent_id: str, workload_id: str) -> str:
-    """The file name of a record: both parts percent-quoted, joined by ``+``.
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+INSERT OR IGNORE INTO meta VALUES ('seq', 0), ('pruned', 0);
+CREATE TABLE IF NOT EXISTS records (
+    agent TEXT NOT NULL, workload TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (agent, workload));
+CREATE INDEX IF NOT EXISTS records_by_seq ON records (seq);
+CREATE TABLE IF NOT EXISTS removals (
+    seq INTEGER PRIMARY KEY, agent TEXT NOT NULL, workload TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS holdings (
+    agent TEXT NOT NULL, workload TEXT NOT NULL, plugin TEXT NOT NULL, slot TEXT NOT NULL,
+    device TEXT NOT NULL, amount TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS holdings_by_device ON holdings (plugin, device);
+CREATE INDEX IF NOT EXISTS holdings_by_record ON holdings (agent, workload);
+CREATE TABLE IF NOT EXISTS set_aside (
+    agent TEXT, workload TEXT, body BLOB, reason TEXT NOT NULL, at TEXT NOT NULL);
+"""
 
-    A leading ``.`` is quoted as ``%2E``: a record's file name never starts with ``.``.
-    """
-    agent = quote(agent_id, safe="")
-    if agent.startswith("."):
-        agent = "%2E" + agent[1:]
-    return f"{agent}+{quote(workload_id, safe='')}{SUFFIX}"
-
-
-def temp_file_name(record_name: str, pid: int) -> str:
-    """The name of the temporary file a writer with process id ``pid`` fills first."""
-    return f".{record_name}.tmp-{pid}"
-
-
-def is_temp_file_name(name: str) -> bool:
-    """Whether ``name`` is one :func:`temp_file_name` gives (a record's name never is)."""
-    return _TEMP_NAME.fullmatch(name) is not None
+RecordKey = tuple[AgentId, str]
 
 
 @attrs.frozen
 class SetAside:
-    """A ledger file that could not be read and was moved out of the way."""
+    """A ledger row that could not be read and was moved to the ``set_aside`` table."""
 
-    path: Path
-    moved_to: Path | None
+    key: tuple[str, str]
     reason: str
+    moved_to: str | None = "set_aside"
+
+    @property
+    def name(self) -> str:
+        """``agent+workload``, for messages."""
+        return f"{self.key[0]}+{self.key[1]}"
 
 
 @attrs.frozen
 class LedgerScan:
-    """The readable records, by ``(agent, workload id)``, and the files set aside."""
+    """The readable records, by ``(agent, workload id)``, the rows set aside, the counter."""
 
-    records: dict[tuple[AgentId, str], LedgerRecord]
+    records: dict[RecordKey, LedgerRecord]
+    set_aside: tuple[SetAside, ...] = ()
+    seq: int = 0
+
+
+@attrs.frozen
+class LedgerChanges:
+    """What changed since a counter value: records written, keys removed, the counter now.
+
+    ``complete`` is false when removals that far back were pruned: scan everything instead.
+    """
+
+    records: dict[RecordKey, LedgerRecord]
+    removed: tuple[RecordKey, ...]
+    seq: int
+    complete: bool = True
     set_aside: tuple[SetAside, ...] = ()
 
 
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
+@attrs.frozen
+class Holding:
+    """One record's amount on one device, from the device index."""
+
+    agent_id: AgentId
+    workload_id: str
+    plugin: DeviceName
+    slot: SlotName
+    device_id: DeviceId
+    amount: str
+
+
+def _depth(text: str) -> int:
+    """The deepest nesting of ``[``/``{`` in JSON text, strings skipped."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def parse_record(body: str | bytes) -> LedgerRecord:
+    """A record from its JSON text; :class:`LedgerFormatError` for anything else.
+
+    Text over :data:`MAX_RECORD_BYTES` or nested deeper than :data:`MAX_RECORD_DEPTH` is refused
+    before it is parsed.
+    """
+    size = len(body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body)
+    if size > MAX_RECORD_BYTES:
+        msg = f"record of {size} bytes is larger than the limit of {MAX_RECORD_BYTES}"
+        raise LedgerFormatError(msg)
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        text = body if isinstance(body, str) else body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        msg = f"unreadable ({type(exc).__name__}: {exc})"
+        raise LedgerFormatError(msg) from None
+    if (depth := _depth(text)) > MAX_RECORD_DEPTH:
+        msg = f"record nested {depth} levels deep, beyond the limit of {MAX_RECORD_DEPTH}"
+        raise LedgerFormatError(msg)
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        msg = f"unreadable ({type(exc).__name__}: {exc})"
+        raise LedgerFormatError(msg) from None
+    return LedgerRecord.from_json(data)
+
+
+def record_text(record: LedgerRecord) -> str:
+    """The JSON text a record is stored as."""
+    return json.dumps(record.to_json(), sort_keys=True, separators=(",", ":"))
 
 
 class Ledger:
-    """The records of one state directory."""
+    """The records of one state directory (one database connection per object)."""
 
     def __init__(self, state_dir: Path | str, *, source: str | None = None) -> None:
         self.state_dir = Path(state_dir)
-        self.directory = self.state_dir / "ledger"
+        self.path = self.state_dir / DB_NAME
         #: the config file naming the state directory, for error messages
         self.source = source
-        self._guard = threading.RLock()
+        self._db: sqlite3.Connection | None = None
         self._depth = 0
-        self._lock_fd: int | None = None
 
     def __repr__(self) -> str:
-        return f"Ledger({str(self.directory)!r})"
+        return f"Ledger({str(self.path)!r})"
+
+    # -- connection --------------------------------------------------------------------------
+
+    def _error(self, what: str, exc: BaseException) -> ConfigError:
+        msg = f"ledger {str(self.path)!r}: {what}: {exc}"
+        return ConfigError(msg, file=self.source, key=KEY)
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """The open connection; the state directory and the files are checked first."""
+        if self._db is None:
+            secure_state_dir(self.state_dir, source=self.source)
+            secure_file(self.path, source=self.source, create=True)
+            for suffix in ("-wal", "-shm", "-journal"):
+                secure_file(Path(f"{self.path}{suffix}"), source=self.source)
+            try:
+                db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            except sqlite3.Error as exc:
+                msg = "cannot open it"
+                raise self._error(msg, exc) from exc
+            try:
+                db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                db.execute("PRAGMA journal_mode = WAL")
+                db.execute("PRAGMA synchronous = FULL")
+                db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} COMMIT;")
+            except sqlite3.Error as exc:
+                db.close()
+                fix = (
+                    "move the file away if it is not a ledger"
+                    if "not a database" in str(exc)
+                    else "check the disk and the file's permissions"
+                )
+                msg = f"cannot use it ({fix})"
+                raise self._error(msg, exc) from exc
+            self._db = db
+        return self._db
 
     def close(self) -> None:
-        """Nothing to close: every change opens and closes its files."""
+        """Close the connection (a later use opens it again)."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
 
-    # -- locking -------------------------------------------------------------------------------
+    # -- transactions ------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def locked(self) -> Iterator[Ledger]:
-        """Hold the ledger's exclusive lock (blocking until it is free).
+    def transaction(self) -> Iterator[Ledger]:
+        """Hold the ledger's write lock (``BEGIN IMMEDIATE``) for the block; re-entrant.
 
-        Raises :class:`~accelkit.errors.ConfigError` (key ``resource.state-dir``) when the
-        ledger directory or its lock cannot be created or opened.
+        The block's changes commit together when it ends, and roll back when it raises.
         """
-        with self._guard:
-            if self._depth == 0:
-                self._lock_fd = self._acquire()
+        if self._depth:
             self._depth += 1
             try:
                 yield self
             finally:
                 self._depth -= 1
-                if self._depth == 0 and self._lock_fd is not None:
-                    fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-                    os.close(self._lock_fd)
-                    self._lock_fd = None
-
-    def _acquire(self) -> int:
+            return
+        db = self.db
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
-            where = exc.filename if exc.filename is not None else self.directory
-            msg = f"cannot use the state directory {str(self.state_dir)!r}: {reason} ({where})"
-            raise ConfigError(msg, file=self.source, key="resource.state-dir") from exc
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            msg = "cannot lock it"
+            raise self._error(msg, exc) from exc
+        self._depth = 1
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except BaseException as exc:
-            os.close(fd)
-            if isinstance(exc, OSError):
-                msg = f"cannot lock the ledger of state directory {str(self.state_dir)!r}: {exc}"
-                raise ConfigError(msg, file=self.source, key="resource.state-dir") from exc
+            yield self
+        except BaseException:
+            self._depth = 0
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
             raise
-        return fd
+        self._depth = 0
+        try:
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+            msg = "cannot commit"
+            raise self._error(msg, exc) from exc
 
-    # -- reading -------------------------------------------------------------------------------
+    #: the name the file ledger used; the same lock
+    locked = transaction
 
-    def path_of(self, agent_id: str, workload_id: str) -> Path:
-        """Where the record of a workload lives."""
-        return self.directory / record_file_name(agent_id, workload_id)
+    def _execute(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Cursor:
+        try:
+            return self.db.execute(sql, args)
+        except sqlite3.Error as exc:
+            msg = "query failed"
+            raise self._error(msg, exc) from exc
 
-    def scan(self) -> LedgerScan:
-        """Every readable record; unreadable files are set aside and listed, never raised."""
-        with self.locked():
-            records: dict[tuple[AgentId, str], LedgerRecord] = {}
-            problems: list[SetAside] = []
-            for found in sorted(self.directory.iterdir()):
-                if is_temp_file_name(found.name):
-                    found.unlink(missing_ok=True)  # a write interrupted by a crash
-                    continue
-                path = found
-                if path.name.startswith(".") and path.name.endswith(SUFFIX):
-                    path = self._rename_legacy(path)
-                if path.name.startswith(".") or not path.is_file():
-                    continue  # the lock, set-aside/, and what is not ours
-                try:
-                    record = self._read(path)
-                except LedgerFormatError as exc:
-                    problems.append(self._set_aside(path, str(exc)))
-                    continue
-                records[record.key] = record
-            return LedgerScan(records, tuple(problems))
+    # -- reading -----------------------------------------------------------------------------
 
-    def read_all(self) -> dict[tuple[AgentId, str], LedgerRecord]:
-        """Every readable record, without the lock and without changing anything."""
-        records: dict[tuple[AgentId, str], LedgerRecord] = {}
-        if not self.directory.is_dir():
-            return records
-        for path in sorted(self.directory.glob("*" + SUFFIX)):
-            if path.name.startswith("."):
-                continue
+    @property
+    def seq(self) -> int:
+        """The change counter now."""
+        return int(self._execute("SELECT value FROM meta WHERE name = 'seq'").fetchone()[0])
+
+    def _parse_rows(
+        self, rows: list[tuple[str, str, Any]]
+    ) -> tuple[dict[RecordKey, LedgerRecord], list[SetAside]]:
+        records: dict[RecordKey, LedgerRecord] = {}
+        problems: list[SetAside] = []
+        for agent, workload, body in rows:
             try:
-                record = self._read(path)
-            except (FileNotFoundError, LedgerFormatError):
+                record = parse_record(body)
+                if record.key != (agent, workload):
+                    msg = f"holds the record of {record.key!r}, stored under another key"
+                    raise LedgerFormatError(msg)
+            except LedgerFormatError as exc:
+                problems.append(self._set_aside(agent, workload, body, str(exc)))
                 continue
             records[record.key] = record
-        return records
+        return records, problems
 
-    def _rename_legacy(self, path: Path) -> Path:
-        """Give a record named the old way (agent id starting with ``.``) its current name."""
-        try:
-            record = LedgerRecord.from_json(json.loads(path.read_bytes().decode("utf-8")))
-        except (OSError, UnicodeDecodeError, ValueError):
-            return path  # not a record of ours: leave it alone
-        agent, workload_id = record.key
-        if path.name != f"{quote(agent, safe='')}+{quote(workload_id, safe='')}{SUFFIX}":
-            return path
-        target = self.path_of(*record.key)
-        if target.exists():
-            return path
-        try:
-            os.replace(path, target)
-            _fsync_directory(self.directory)
-        except OSError:
-            return path
-        return target
+    def scan(self) -> LedgerScan:
+        """Every readable record; unreadable rows are set aside and listed, never raised."""
+        with self.transaction():
+            rows = self._execute("SELECT agent, workload, body FROM records").fetchall()
+            records, problems = self._parse_rows(rows)
+            return LedgerScan(records, tuple(problems), self.seq)
+
+    def changes(self, since: int) -> LedgerChanges:
+        """The records written and the keys removed after counter value ``since``."""
+        with self.transaction():
+            seq = self.seq
+            if seq == since:
+                return LedgerChanges({}, (), seq)
+            pruned = int(
+                self._execute("SELECT value FROM meta WHERE name = 'pruned'").fetchone()[0]
+            )
+            if since < pruned:
+                return LedgerChanges({}, (), seq, complete=False)
+            rows = self._execute(
+                "SELECT agent, workload, body FROM records WHERE seq > ? ORDER BY seq", (since,)
+            ).fetchall()
+            records, problems = self._parse_rows(rows)
+            removed = tuple(
+                (AgentId(a), str(w))
+                for a, w in self._execute(
+                    "SELECT agent, workload FROM removals WHERE seq > ? ORDER BY seq", (since,)
+                ).fetchall()
+                if (a, w) not in records
+            )
+            return LedgerChanges(records, removed, seq, set_aside=tuple(problems))
 
     def read(self, agent_id: str, workload_id: str) -> LedgerRecord | None:
-        """The record of one workload, or ``None`` (also when its file is unreadable)."""
-        path = self.path_of(agent_id, workload_id)
-        try:
-            return self._read(path)
-        except FileNotFoundError:
+        """The record of one workload, or ``None`` (also when it is unreadable)."""
+        row = self._execute(
+            "SELECT body FROM records WHERE agent = ? AND workload = ?", (agent_id, workload_id)
+        ).fetchone()
+        if row is None:
             return None
+        try:
+            return parse_record(row[0])
         except LedgerFormatError:
             return None
 
-    def _read(self, path: Path) -> LedgerRecord:
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
-            raise
-        except OSError as exc:
-            # not the record's fault (permissions, I/O, no file descriptors): moving it aside
-            # would hide a live allocation, so refuse to go on instead
-            msg = f"cannot read the ledger record {str(path)!r}: {exc.strerror or exc}"
-            raise ConfigError(msg, file=self.source, key="resource.state-dir") from exc
-        try:
-            data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
-            msg = f"unreadable ({type(exc).__name__}: {exc})"
-            raise LedgerFormatError(msg) from None
-        record = LedgerRecord.from_json(data)
-        if path.name != record_file_name(*record.key):
-            msg = f"holds the record of {record.key!r}, which belongs in another file"
-            raise LedgerFormatError(msg)
-        return record
+    def exists(self, agent_id: str, workload_id: str) -> bool:
+        """Whether the ledger holds a record (readable or not) under this key."""
+        row = self._execute(
+            "SELECT 1 FROM records WHERE agent = ? AND workload = ?", (agent_id, workload_id)
+        ).fetchone()
+        return row is not None
 
-    def _set_aside(self, path: Path, reason: str) -> SetAside:
-        target_dir = self.directory / SET_ASIDE_DIR
-        target = target_dir / f"{path.name}.{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
-        try:
-            target_dir.mkdir(exist_ok=True)
-            os.replace(path, target)
-            _fsync_directory(self.directory)
-        except OSError:
-            return SetAside(path, None, reason)
-        return SetAside(path, target, reason)
+    def holders(self, plugin: str, device_ids: list[str]) -> list[Holding]:
+        """Who holds what of these devices, from the device index."""
+        if not device_ids:
+            return []
+        marks = ",".join("?" * len(device_ids))
+        query = (  # only the placeholders are formatted in
+            "SELECT agent, workload, plugin, slot, device, amount FROM holdings "  # noqa: S608
+            f"WHERE plugin = ? AND device IN ({marks}) ORDER BY device, agent, workload"
+        )
+        rows = self._execute(
+            query,
+            (plugin, *device_ids),
+        ).fetchall()
+        return [
+            Holding(AgentId(a), w, DeviceName(p), SlotName(s), DeviceId(d), amount)
+            for a, w, p, s, d, amount in rows
+        ]
 
-    # -- writing -------------------------------------------------------------------------------
+    def read_all(self) -> dict[RecordKey, LedgerRecord]:
+        """Every readable record, read only: needs no write access and changes nothing.
+
+        An absent ledger reads as empty; so does one that cannot be read (logged by callers).
+        """
+        if not secure_file(self.path, source=self.source):
+            return {}
+        try:
+            db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+        except sqlite3.Error as exc:
+            msg = "cannot read it"
+            raise self._error(msg, exc) from exc
+        try:
+            db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            rows = db.execute("SELECT agent, workload, body FROM records").fetchall()
+        except sqlite3.Error as exc:
+            msg = "cannot read it"
+            raise self._error(msg, exc) from exc
+        finally:
+            db.close()
+        records: dict[RecordKey, LedgerRecord] = {}
+        for _agent, _workload, body in rows:
+            with contextlib.suppress(LedgerFormatError):
+                record = parse_record(body)
+                records[record.key] = record
+        return records
+
+    def set_aside_rows(self) -> list[tuple[str, str, str, str]]:
+        """The rows set aside so far: ``(agent, workload, reason, when)``."""
+        return [
+            (str(a), str(w), str(r), str(t))
+            for a, w, r, t in self._execute(
+                "SELECT agent, workload, reason, at FROM set_aside ORDER BY rowid"
+            ).fetchall()
+        ]
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def _next_seq(self) -> int:
+        row = self._execute("UPDATE meta SET value = value + 1 WHERE name = 'seq' RETURNING value")
+        return int(row.fetchone()[0])
 
     def write(self, record: LedgerRecord) -> None:
-        """Create or replace a workload's record, atomically."""
-        with self.locked():
-            path = self.path_of(*record.key)
-            temp = self.directory / temp_file_name(path.name, os.getpid())
-            data = json.dumps(record.to_json(), indent=1, sort_keys=True).encode("utf-8")
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-            try:
-                with os.fdopen(fd, "wb", closefd=True) as stream:
-                    stream.write(data)
-                    stream.flush()
-                    os.fsync(stream.fileno())
-                os.replace(temp, path)
-            except BaseException:
-                temp.unlink(missing_ok=True)
-                raise
-            _fsync_directory(self.directory)
+        """Create or replace a workload's record (and its device index entries)."""
+        agent, workload = record.key
+        body = record_text(record)
+        with self.transaction():
+            seq = self._next_seq()
+            self._execute(
+                "INSERT OR REPLACE INTO records (agent, workload, seq, body) VALUES (?, ?, ?, ?)",
+                (agent, workload, seq, body),
+            )
+            self._execute(
+                "DELETE FROM holdings WHERE agent = ? AND workload = ?", (agent, workload)
+            )
+            self.db.executemany(
+                "INSERT INTO holdings VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    (agent, workload, plugin, slot, device, format_amount(amount))
+                    for plugin, alloc in record.allocation.items()
+                    for slot, per_device in alloc.items()
+                    for device, amount in per_device.items()
+                    if amount
+                ],
+            )
 
     def remove(self, agent_id: str, workload_id: str) -> bool:
         """Delete a workload's record; ``False`` when there was none."""
-        with self.locked():
-            try:
-                self.path_of(agent_id, workload_id).unlink()
-            except FileNotFoundError:
+        with self.transaction():
+            gone = self._execute(
+                "DELETE FROM records WHERE agent = ? AND workload = ?", (agent_id, workload_id)
+            ).rowcount
+            if not gone:
                 return False
-            _fsync_directory(self.directory)
+            self._forget(agent_id, workload_id)
             return True
+
+    def _forget(self, agent_id: str, workload_id: str) -> None:
+        self._execute(
+            "DELETE FROM holdings WHERE agent = ? AND workload = ?", (agent_id, workload_id)
+        )
+        seq = self._next_seq()
+        self._execute("INSERT INTO removals VALUES (?, ?, ?)", (seq, agent_id, workload_id))
+        if seq % 1000 == 0 and seq > REMOVALS_KEPT:
+            self._execute("DELETE FROM removals WHERE seq <= ?", (seq - REMOVALS_KEPT,))
+            self._execute("UPDATE meta SET value = ? WHERE name = 'pruned'", (seq - REMOVALS_KEPT,))
+
+    def _set_aside(self, agent: str, workload: str, body: Any, reason: str) -> SetAside:
+        key = (str(agent), str(workload))
+        try:
+            with self.transaction():
+                self._execute(
+                    "INSERT INTO set_aside VALUES (?, ?, ?, ?, ?)",
+                    (
+                        agent,
+                        workload,
+                        body,
+                        reason,
+                        time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    ),
+                )
+                self._execute(
+                    "DELETE FROM records WHERE agent = ? AND workload = ?", (agent, workload)
+                )
+                self._forget(agent, workload)
+        except ConfigError:
+            return SetAside(key, reason, None)
+        return SetAside(key, reason)

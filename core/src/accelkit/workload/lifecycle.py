@@ -18,19 +18,31 @@ Order and guarantees:
   or interleaved with failures. Errors of the termination hooks are raised together at the end,
   after the release, as one :class:`~accelkit.errors.WorkloadError`.
 
-``on_phase(plugin, phase)`` is called after each hook finishes a phase (the run command records
-it in the ledger); ``notify(event)`` after a whole phase completes (node-wide observers).
+``on_start(plugin, phase)`` is called before each hook call (the bookkeeper records the intent in
+the ledger, so a crash during the call is known), ``on_phase(plugin, phase)`` after each hook
+finishes a phase; ``notify(event)`` after a whole phase completes (node-wide observers). A hook
+whose ``pre_create`` was *started* counts as prepared: when it fails (or times out) it gets
+``post_terminate`` too (hooks must take ``post_terminate`` without a finished ``pre_create``).
+
+Every hook call runs under ``hook_timeout`` seconds (:func:`accelkit.calls.call_async`): a
+``pre_create`` that hangs fails the creation like any error; a ``post_terminate`` that hangs is
+left *unfinished* (:attr:`WorkloadLifecycle.unfinished`): it was started and never completed, so
+the ledger keeps it and a later reconciliation tries it again. A ``post_terminate`` that raises
+counts as done (it ran), its error is raised at the end.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from decimal import Decimal
+from typing import TypeVar
 
 import attrs
 
-from accelkit.errors import WorkloadError
+from accelkit.calls import DEFAULT_HOOK_TIMEOUT, call_async
+from accelkit.errors import PluginTimeout, WorkloadError
 from accelkit.events import WorkloadEvent, WorkloadPhase
 from accelkit.plugin import AbstractAgentContext, AbstractLifecycleHook
 from accelkit.types import AgentId, DeviceAllocation, DeviceName, Workload, WorkloadConfig
@@ -39,6 +51,7 @@ from accelkit.workload.validate import validate_config
 
 log = logging.getLogger(__name__)
 
+_T = TypeVar("_T")
 PhaseListener = Callable[[DeviceName, WorkloadPhase], None]
 EventSink = Callable[[WorkloadEvent], None]
 
@@ -75,6 +88,8 @@ class WorkloadLifecycle:
         on_phase: PhaseListener | None = None,
         notify: EventSink | None = None,
         allocation: Mapping[DeviceName, DeviceAllocation] | None = None,
+        on_start: PhaseListener | None = None,
+        hook_timeout: Decimal = DEFAULT_HOOK_TIMEOUT,
     ) -> None:
         self.agent_id = agent_id
         self.workload = workload
@@ -83,6 +98,10 @@ class WorkloadLifecycle:
         self._release = release
         self._released = False
         self._on_phase = on_phase
+        self._on_start = on_start
+        self.hook_timeout = hook_timeout
+        #: ``plugin`` for each ``post_terminate`` that timed out (started, never completed)
+        self.unfinished: list[DeviceName] = []
         self._notify = notify
         self._announced = False  # observers saw pre_create, so they will see post_terminate
         self._prepared: list[tuple[DeviceName, AbstractLifecycleHook]] = []
@@ -102,6 +121,8 @@ class WorkloadLifecycle:
         on_phase: PhaseListener | None = None,
         allocation: Mapping[DeviceName, DeviceAllocation] | None = None,
         notify: EventSink | None = None,
+        on_start: PhaseListener | None = None,
+        hook_timeout: Decimal = DEFAULT_HOOK_TIMEOUT,
     ) -> WorkloadLifecycle:
         """A driver for a workload that is already gone, to finish its teardown.
 
@@ -116,6 +137,8 @@ class WorkloadLifecycle:
             on_phase=on_phase,
             notify=notify,
             allocation=allocation or {},
+            on_start=on_start,
+            hook_timeout=hook_timeout,
         )
         driver._prepared = list(hooks)
         driver._announced = True
@@ -143,8 +166,9 @@ class WorkloadLifecycle:
         try:
             for target in self.targets:
                 hook = target.context.create_lifecycle_hook(self.workload, target.device_alloc)
-                config = await hook.pre_create()
-                self._prepared.append((target.key, hook))
+                self._phase_start(target.key, WorkloadPhase.PRE_CREATE)
+                self._prepared.append((target.key, hook))  # started: it gets post_terminate
+                config = await self._call(target.key, WorkloadPhase.PRE_CREATE, hook.pre_create)
                 self._phase_done(target.key, WorkloadPhase.PRE_CREATE)
                 validate_config(target.key, config)
                 parts.append((target.key, config))
@@ -165,7 +189,8 @@ class WorkloadLifecycle:
             raise WorkloadError(msg)
         self.state = LifecycleState.CREATED
         for key, hook in self._prepared:
-            await hook.post_create()
+            self._phase_start(key, WorkloadPhase.POST_CREATE)
+            await self._call(key, WorkloadPhase.POST_CREATE, hook.post_create)
             self._phase_done(key, WorkloadPhase.POST_CREATE)
         self._event(WorkloadPhase.POST_CREATE)
 
@@ -181,7 +206,8 @@ class WorkloadLifecycle:
             return
         for key, hook in reversed(self._prepared):
             try:
-                await hook.pre_terminate()
+                self._phase_start(key, WorkloadPhase.PRE_TERMINATE)
+                await self._call(key, WorkloadPhase.PRE_TERMINATE, hook.pre_terminate)
             except Exception as exc:
                 log.warning("plugin %s: pre_terminate failed", key, exc_info=True)
                 self._errors.append(_annotated(exc, key, WorkloadPhase.PRE_TERMINATE))
@@ -214,11 +240,21 @@ class WorkloadLifecycle:
         hooks, self._prepared = self._prepared, []
         for key, hook in reversed(hooks):
             try:
-                await hook.post_terminate()
+                self._phase_start(key, WorkloadPhase.POST_TERMINATE)
+            except Exception as exc:  # the intent is not recorded: do not call the hook
+                self._errors.append(exc)
+                self.unfinished.append(key)
+                continue
+            try:
+                await self._call(key, WorkloadPhase.POST_TERMINATE, hook.post_terminate)
+            except PluginTimeout as exc:
+                log.warning("plugin %s: %s", key, exc)
+                self._errors.append(_annotated(exc, key, WorkloadPhase.POST_TERMINATE))
+                self.unfinished.append(key)  # recorded as started: retried later
+                continue
             except Exception as exc:
                 log.warning("plugin %s: post_terminate failed", key, exc_info=True)
                 self._errors.append(_annotated(exc, key, WorkloadPhase.POST_TERMINATE))
-                continue
             self._safe_phase_done(key, WorkloadPhase.POST_TERMINATE)
         self.state = LifecycleState.DONE
         if self._announced:
@@ -239,6 +275,15 @@ class WorkloadLifecycle:
         self._release()
 
     # -- notifications ---------------------------------------------------------------------------
+
+    async def _call(
+        self, key: DeviceName, phase: WorkloadPhase, call: Callable[[], Awaitable[_T]]
+    ) -> _T:
+        return await call_async(key, phase.value, self.hook_timeout, call)
+
+    def _phase_start(self, key: DeviceName, phase: WorkloadPhase) -> None:
+        if self._on_start is not None:
+            self._on_start(key, phase)
 
     def _phase_done(self, key: DeviceName, phase: WorkloadPhase) -> None:
         if self._on_phase is not None:

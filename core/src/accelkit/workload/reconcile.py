@@ -1,16 +1,24 @@
 """Bringing a host's alloc maps in step with the ledger, and finishing dead workloads' teardown.
 
-What happens to each record of the ledger that this process does not manage itself:
+Two kinds of sync. The **incremental** one (:meth:`Reconciler.apply_changes`, before every
+booking) applies the records other processes wrote since the last sync and frees those they
+removed; it checks no liveness, so its cost does not depend on the number of live workloads.
+The **full** one (:meth:`Reconciler.sync_full`: when the node opens, for ``status`` and
+``release``, and when an allocation fails for lack of room) judges every record this process
+does not manage itself:
 
 * its **owner** (the accelkit process that created it) still runs → someone else manages it: its
   allocation is applied to our maps and left alone;
-* else its **leader** process still runs (same pid, same start time) → the workload outlived its
-  manager: its allocation is applied and kept;
-* else it is **gone** → its teardown is finished from the record: each hook whose ``pre_create``
-  completed and ``post_terminate`` did not gets ``post_terminate`` (hooks are stateless), what we
-  applied of it is freed, and the record is removed;
-* a record with neither stamp alive nor a leader to check (a container record, say) is kept and
-  reported, since its liveness cannot be told from here; a ``liveness`` callback can decide.
+* else, when it has a runtime **handle** and the node knows that runtime, the runtime says:
+  alive → applied and kept; gone → dead; cannot tell → kept and reported;
+* else its **leader** process still runs (same pid, same start time) → applied and kept;
+* else it is **gone** → dead: the caller finishes its teardown (:meth:`Reconciler.finish`): the
+  runtime removes what is left, each hook whose ``pre_create`` was *started* and whose
+  ``post_terminate`` did not complete gets ``post_terminate`` (hooks are stateless), what we
+  applied of it is freed and the record removed. A ``post_terminate`` that times out leaves the
+  record (and its devices) in place with the hook recorded as unfinished; it is tried again after
+  a back-off, and never holds up anything else;
+* a record with no way to tell (a container record without its runtime) is kept and reported.
 
 A device booked beyond its capacity (two records claiming the same GPU) is **reported**, not
 fixed: the claim that does not fit stays unapplied and its record stays in the ledger; it is
@@ -27,15 +35,18 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
 import attrs
 
+from accelkit.calls import DEFAULT_CALL_TIMEOUT, DEFAULT_HOOK_TIMEOUT, call_async
 from accelkit.errors import AccelkitError, InvalidResourceArgument
 from accelkit.events import WorkloadPhase
 from accelkit.plugin import AbstractLifecycleHook
+from accelkit.runtime.base import Runtime
 from accelkit.types import AgentId, DeviceAllocation, DeviceId, DeviceName, SlotName
 from accelkit.workload.ledger import Ledger, LedgerScan, SetAside
 from accelkit.workload.lifecycle import EventSink, WorkloadLifecycle
@@ -49,19 +60,28 @@ log = logging.getLogger(__name__)
 RecordKey = tuple[AgentId, str]
 
 
+#: after a ``post_terminate`` timed out, the next try waits this long, doubled per attempt
+RETRY_BACKOFF_S = 60
+RETRY_BACKOFF_MAX_S = 3600
+
+
 class Liveness(enum.Enum):
     """What the ledger can tell of a record's workload."""
 
     MANAGED = "managed"  # its owner process runs
-    RUNNING = "running"  # its leader process runs
+    RUNNING = "running"  # its runtime, or its leader process, says it runs
     GONE = "gone"
     UNKNOWN = "unknown"
 
 
 def liveness_of(record: LedgerRecord) -> Liveness:
-    """The liveness of a record by its owner and leader stamps."""
+    """The liveness of a record by its owner and leader stamps (no runtime asked)."""
     if record.owner is not None and record.owner.is_running():
         return Liveness.MANAGED
+    return _by_leader(record)
+
+
+def _by_leader(record: LedgerRecord) -> Liveness:
     if record.leader is not None:
         return Liveness.RUNNING if record.leader.is_running() else Liveness.GONE
     if record.workload.type.value == "process_tree":
@@ -84,12 +104,14 @@ class DoubleBooking:
 
 @attrs.frozen
 class TornDown:
-    """A dead workload whose teardown was finished from its record."""
+    """A dead workload whose teardown was finished (or, ``unfinished``, left to retry)."""
 
     agent_id: AgentId
     workload_id: str
     post_terminated: tuple[DeviceName, ...]
     errors: tuple[str, ...] = ()
+    unfinished: tuple[DeviceName, ...] = ()
+    freed: bool = True
 
 
 @attrs.frozen
@@ -110,7 +132,13 @@ class ReconcileReport:
     def messages(self) -> list[str]:
         """One line per finding, for logs and the command line."""
         lines = [
-            f"ledger: finished the teardown of dead workload {t.workload_id!r}"
+            (
+                f"ledger: finished the teardown of dead workload {t.workload_id!r}"
+                if t.freed
+                else f"ledger: the teardown of dead workload {t.workload_id!r} is unfinished "
+                f"({', '.join(t.unfinished) or 'hooks missing'}); its devices stay booked and "
+                "it is tried again later ('accelkit release --force' frees it)"
+            )
             + (f" ({'; '.join(t.errors)})" if t.errors else "")
             for t in self.torn_down
         ]
@@ -120,8 +148,8 @@ class ReconcileReport:
             for d in self.double_booked
         ]
         lines += [
-            f"ledger: set aside unreadable record {s.path} ({s.reason})"
-            + (f" -> {s.moved_to}" if s.moved_to else " (could not move it)")
+            f"ledger: set aside unreadable record {s.name} ({s.reason})"
+            + (f" -> table {s.moved_to}" if s.moved_to else " (could not move it)")
             for s in self.set_aside
         ]
         lines += [f"ledger: {p}" for p in self.problems]
@@ -136,61 +164,155 @@ class Reconciler:
         ledger: Ledger,
         agents: Mapping[AgentId, AgentView],
         *,
-        liveness: Callable[[LedgerRecord], Liveness] = liveness_of,
+        liveness: Callable[[LedgerRecord], Liveness] | None = None,
         notify: EventSink | None = None,
+        runtimes: Mapping[str, Runtime] | None = None,
+        hook_timeout: Decimal = DEFAULT_HOOK_TIMEOUT,
+        call_timeout: Decimal = DEFAULT_CALL_TIMEOUT,
     ) -> None:
         self.ledger = ledger
         self.agents = agents
-        self.liveness = liveness
+        #: replaces :meth:`liveness` (tests decide what is alive)
+        self.liveness_override = liveness
         #: told of the ``post_terminate`` of each dead workload whose teardown is finished here
         self.notify = notify
+        self.runtimes: Mapping[str, Runtime] = runtimes if runtimes is not None else {}
+        self.hook_timeout = hook_timeout
+        self.call_timeout = call_timeout
         #: what of other processes' records is applied to our maps, per record and plugin
         self.applied: dict[RecordKey, dict[DeviceName, DeviceAllocation]] = {}
         #: the record each entry of :attr:`applied` was applied from
         self._sources: dict[RecordKey, LedgerRecord] = {}
+        #: records with a part that did not apply (double bookings): retried at every sync
+        self._unapplied: dict[RecordKey, LedgerRecord] = {}
+
+    async def liveness(self, record: LedgerRecord) -> Liveness:
+        """Owner process, else the runtime through the handle, else the leader process."""
+        if self.liveness_override is not None:
+            return self.liveness_override(record)
+        if record.owner is not None and record.owner.is_running():
+            return Liveness.MANAGED
+        handle = record.handle
+        runtime = self.runtimes.get(handle.runtime) if handle is not None else None
+        if handle is not None and runtime is not None:
+            alive = await call_async(
+                runtime.name, "is_alive", self.call_timeout, lambda: runtime.is_alive(handle)
+            )
+            if alive is None:
+                return Liveness.UNKNOWN
+            return Liveness.RUNNING if alive else Liveness.GONE
+        return _by_leader(record)
+
+    def apply_changes(
+        self,
+        records: Mapping[RecordKey, LedgerRecord],
+        removed: tuple[RecordKey, ...],
+        owned: Mapping[RecordKey, LedgerRecord],
+        skip: frozenset[RecordKey] = frozenset(),
+    ) -> ReconcileReport:
+        """The incremental sync: apply what others wrote, free what they removed.
+
+        No liveness is checked (that is the full sync's job), so the cost is that of the
+        changes alone. Call with the ledger's transaction held.
+        """
+        booked: list[DoubleBooking] = []
+        problems: list[str] = []
+        for key in removed:
+            if key in self.applied:
+                self._free_applied(key, problems)
+            self._unapplied.pop(key, None)
+        for key, record in list(self._unapplied.items()):  # claims that did not fit: again
+            if key not in records and key not in owned and key not in skip:
+                self._apply_guarded(record, owned, booked, problems)
+        for key, record in records.items():
+            if key in owned or key in skip:
+                continue
+            self._apply_guarded(record, owned, booked, problems)
+        return ReconcileReport((), (), tuple(booked), (), tuple(problems))
+
+    def apply_all(
+        self,
+        scan: LedgerScan,
+        owned: Mapping[RecordKey, LedgerRecord],
+        skip: frozenset[RecordKey] = frozenset(),
+    ) -> ReconcileReport:
+        """:meth:`apply_changes` with every record (when the removals needed were pruned)."""
+        gone = tuple(k for k in self.applied if k not in scan.records)
+        report = self.apply_changes(scan.records, gone, owned, skip)
+        return attrs.evolve(report, set_aside=scan.set_aside)
+
+    async def sync_full(
+        self,
+        scan: LedgerScan,
+        owned: Mapping[RecordKey, LedgerRecord],
+        skip: frozenset[RecordKey] = frozenset(),
+    ) -> tuple[ReconcileReport, list[LedgerRecord]]:
+        """Judge every record's liveness; apply the live ones; the report and the dead ones.
+
+        The dead records are not applied; :meth:`finish` applies one whose teardown is left
+        unfinished (its devices stay taken until a retry succeeds). Anything one record raises
+        is reported as a problem with it, never raised. Call with the ledger's transaction held.
+        """
+        kept: list[RecordKey] = []
+        dead: list[LedgerRecord] = []
+        booked: list[DoubleBooking] = []
+        problems: list[str] = []
+        ours = set(owned) | skip  # also those released while a teardown is awaited
+        for key in [k for k in self.applied if k not in scan.records]:
+            self._free_applied(key, problems)  # another process finished it
+        for key, record in scan.records.items():
+            if key in ours:
+                continue
+            try:
+                state = await self.liveness(record)
+            except Exception as exc:
+                state = Liveness.UNKNOWN
+                problems.append(
+                    f"cannot tell whether workload {key[1]!r} is alive "
+                    f"({type(exc).__name__}: {_short(exc)}); kept it"
+                )
+            else:
+                if state is Liveness.UNKNOWN:
+                    problems.append(f"cannot tell whether workload {key[1]!r} is alive; kept it")
+            if state is Liveness.GONE:
+                dead.append(record)  # not applied: finished (and then freed) by the caller
+                continue
+            self._apply_guarded(record, owned, booked, problems)
+            kept.append(key)
+        report = ReconcileReport(tuple(kept), (), tuple(booked), scan.set_aside, tuple(problems))
+        return report, dead
 
     async def sync(
         self, scan: LedgerScan, owned: Mapping[RecordKey, LedgerRecord]
     ) -> ReconcileReport:
-        """Make the maps hold exactly the live records; call with the ledger locked.
+        """A full sync that also finishes the dead records' teardown, one after the other."""
+        report, dead = await self.sync_full(scan, owned)
+        problems = list(report.problems)
+        torn = []
+        for record in dead:
+            if (done := await self.finish(record, problems)) is not None:
+                torn.append(done)
+        return attrs.evolve(report, torn_down=tuple(torn), problems=tuple(problems))
 
-        A part of a record that could not be applied (double booking, say) is tried again, and
-        reported again, on every sync until it applies. A record whose key now names another
-        workload (another owner, creation time or allocation) has the old claim freed and the new
-        one applied. Anything one record raises is reported as a problem with it, never raised.
-        """
-        kept: list[RecordKey] = []
-        torn: list[TornDown] = []
-        booked: list[DoubleBooking] = []
-        problems: list[str] = []
-        ours = set(owned)  # also those released while a teardown below is awaited
-        for key in [k for k in self.applied if k not in scan.records]:
-            self._free_applied(key, problems)  # another process finished it
-        for key, record in scan.records.items():
-            if key in owned or key in ours:
-                continue
-            try:
-                state = self.liveness(record)
-                if state is Liveness.GONE:
-                    if (done := await self._finish(record, problems)) is not None:
-                        torn.append(done)
-                    continue
-                if state is Liveness.UNKNOWN:
-                    problems.append(f"cannot tell whether workload {key[1]!r} is alive; kept it")
-                source = self._sources.get(key)
-                if source is not None and not _same_claim(source, record):
-                    self._free_applied(key, problems)  # the key was reused by another workload
-                self._apply(record, owned, booked, problems)
-                kept.append(key)
-            except Exception as exc:
-                log.debug("reconciling %r failed", key, exc_info=True)
-                problems.append(
-                    f"workload {key[1]!r} of agent {key[0]!r}: cannot reconcile it "
-                    f"({type(exc).__name__}: {_short(exc)}); left it in the ledger"
-                )
-        return ReconcileReport(
-            tuple(kept), tuple(torn), tuple(booked), scan.set_aside, tuple(problems)
-        )
+    def _apply_guarded(
+        self,
+        record: LedgerRecord,
+        owned: Mapping[RecordKey, LedgerRecord],
+        booked: list[DoubleBooking],
+        problems: list[str],
+    ) -> None:
+        key = record.key
+        try:
+            source = self._sources.get(key)
+            if source is not None and not _same_claim(source, record):
+                self._free_applied(key, problems)  # the key was reused by another workload
+            self._apply(record, owned, booked, problems)
+        except Exception as exc:
+            log.debug("reconciling %r failed", key, exc_info=True)
+            problems.append(
+                f"workload {key[1]!r} of agent {key[0]!r}: cannot reconcile it "
+                f"({type(exc).__name__}: {_short(exc)}); left it in the ledger"
+            )
 
     # -- applying ------------------------------------------------------------------------------
 
@@ -211,6 +333,7 @@ class Reconciler:
             return
         applied = self.applied.setdefault(record.key, {})
         self._sources[record.key] = record
+        self._unapplied.pop(record.key, None)
         for plugin in record.order:
             if plugin in applied:
                 continue
@@ -229,6 +352,7 @@ class Reconciler:
                 booked.extend(found)
                 if not found:
                     problems.append(f"workload {record.workload.id!r}, plugin {plugin!r}: {exc}")
+                self._unapplied[record.key] = record
                 continue
             except Exception as exc:
                 log.debug("applying %r, plugin %r failed", record.key, plugin, exc_info=True)
@@ -285,6 +409,7 @@ class Reconciler:
     def _free_applied(self, key: RecordKey, problems: list[str]) -> None:
         applied = self.applied.pop(key, {})
         self._sources.pop(key, None)
+        self._unapplied.pop(key, None)
         agent = self.agents.get(key[0])
         for plugin, alloc in applied.items():
             try:
@@ -297,28 +422,59 @@ class Reconciler:
 
     # -- finishing dead workloads -------------------------------------------------------------
 
-    async def _finish(self, record: LedgerRecord, problems: list[str]) -> TornDown | None:
+    def forget(self, key: RecordKey, problems: list[str]) -> None:
+        """Free what is applied of a record (it was released)."""
+        self._free_applied(key, problems)
+
+    def hold(self, record: LedgerRecord) -> None:
+        """Count a record this process booked as applied (it gives up managing it)."""
+        self.applied[record.key] = dict(record.allocation)
+        self._sources[record.key] = record
+
+    async def finish(
+        self,
+        record: LedgerRecord,
+        problems: list[str],
+        *,
+        force: bool = False,
+        stop: Callable[[], Awaitable[object]] | None = None,
+    ) -> TornDown | None:
+        """Finish a dead workload's teardown from its record; ``None`` when it cannot be.
+
+        Each hook whose ``pre_create`` was started and ``post_terminate`` not completed gets
+        ``post_terminate`` (the intent and the result recorded around each call). Then the
+        allocation is freed and the record removed — unless a ``post_terminate`` timed out: then
+        the record stays (its devices booked) with the hook unfinished and a time to retry,
+        except with ``force``, which frees it anyway.
+        """
         agent = self.agents.get(record.agent_id)
-        pending = [
-            p
-            for p in record.order
-            if record.completed(p, WorkloadPhase.PRE_CREATE)
-            and not record.completed(p, WorkloadPhase.POST_TERMINATE)
-        ]
         hooks: list[tuple[DeviceName, AbstractLifecycleHook]] = []
-        for plugin in pending:
+        for plugin in record.pending_teardown():
             ctx = agent.contexts.get(plugin) if agent is not None else None
             if ctx is None:
                 problems.append(
                     f"cannot finish the teardown of workload {record.workload.id!r}: agent "
                     f"{record.agent_id!r} has no plugin {plugin!r} here; left it in the ledger"
                 )
-                return None
+                if not force:
+                    return None
+                continue
             hooks.append(
                 (plugin, ctx.create_lifecycle_hook(record.workload, record.allocation[plugin]))
             )
+        errors: list[str] = []
+        if stop is not None:
+            try:
+                await stop()
+            except Exception as exc:
+                errors.append(f"removing what is left of it: {type(exc).__name__}: {exc}")
         done: list[DeviceName] = []
         current = [record]
+        drivers: list[WorkloadLifecycle] = []
+
+        def on_start(plugin: DeviceName, phase: WorkloadPhase) -> None:
+            current[0] = current[0].with_started(plugin, phase)
+            self.ledger.write(current[0])  # the intent, before the call
 
         def on_phase(plugin: DeviceName, phase: WorkloadPhase) -> None:
             done.append(plugin)
@@ -326,8 +482,21 @@ class Reconciler:
             self.ledger.write(current[0])  # a crash now does not repeat this hook
 
         def release() -> None:
-            self._free_applied(record.key, problems)
-            self.ledger.remove(*record.key)
+            if drivers[0].unfinished and not force:
+                attempts = current[0].attempts + 1
+                wait = min(RETRY_BACKOFF_S * 2 ** (attempts - 1), RETRY_BACKOFF_MAX_S)
+                current[0] = attrs.evolve(
+                    current[0],
+                    owner=None,
+                    attempts=attempts,
+                    retry_after=f"{time.time() + wait:.0f}",
+                )
+                self.ledger.write(current[0])
+                self._apply_guarded(current[0], {}, [], problems)  # its devices stay taken
+                return
+            with self.ledger.transaction():
+                self._free_applied(record.key, problems)
+                self.ledger.remove(*record.key)
 
         driver = WorkloadLifecycle.resume(
             record.agent_id,
@@ -335,15 +504,21 @@ class Reconciler:
             hooks,
             release=release,
             on_phase=on_phase,
+            on_start=on_start,
             allocation=record.allocation,
             notify=self.notify,
+            hook_timeout=self.hook_timeout,
         )
-        errors: list[str] = []
+        drivers.append(driver)
         try:
             await driver.post_terminate()
         except AccelkitError as exc:
             errors.append(str(exc))
-        return TornDown(record.agent_id, record.workload.id, tuple(done), tuple(errors))
+        unfinished = tuple(driver.unfinished)
+        freed = not unfinished or force
+        return TornDown(
+            record.agent_id, record.workload.id, tuple(done), tuple(errors), unfinished, freed
+        )
 
 
 def _same_claim(old: LedgerRecord, new: LedgerRecord) -> bool:

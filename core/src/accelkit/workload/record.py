@@ -7,14 +7,20 @@
      "workload": {"id": "pid:4242", "type": "process_tree"},
      "order": ["cuda", "cpu"],
      "allocation": {"cuda": {"cuda.device": {"cuda0": "1"}}, "cpu": {"cpu": {"0": "1"}}},
+     "started": {"cuda": ["pre_create", "post_create"], "cpu": ["pre_create", "post_create"]},
      "hooks": {"cuda": ["pre_create", "post_create"], "cpu": ["pre_create"]},
+     "teardown": {"attempts": 0, "retry_after": null},
      "owner": {"pid": 4240, "start_time": "1718000000.52"},
      "leader": {"pid": 4242, "start_time": "1718000000.61"},
      "handle": {"runtime": "process", "ident": "/sys/fs/cgroup/...", "details": {}},
      "created_at": "2024-06-10T06:13:20Z"}
 
-Amounts are decimal strings. ``order`` is the allocation order (hooks run in it). ``hooks`` lists,
-per plugin, the phases that completed. ``owner`` is the accelkit process managing the workload,
+Amounts are decimal strings. ``order`` is the allocation order (hooks run in it). ``started`` lists,
+per plugin, the phases whose hook call began (the *intent*, written before the call), ``hooks``
+the phases that completed (written after it): a hook in ``started`` but not in ``hooks`` was
+interrupted (a crash, a time-out). ``teardown`` counts the attempts to finish a dead workload's
+teardown and, after one timed out, when to try again (seconds since the epoch).
+``owner`` is the accelkit process managing the workload,
 ``leader`` the workload's leader process (``null`` until it exists, and for containers),
 ``handle`` what identifies the workload in its runtime (``null`` until the runtime made it).
 """
@@ -63,6 +69,9 @@ class LedgerRecord:
     allocation: Mapping[DeviceName, DeviceAllocation]
     order: tuple[DeviceName, ...] = ()
     hooks: Mapping[DeviceName, tuple[WorkloadPhase, ...]] = attrs.field(factory=dict)
+    started: Mapping[DeviceName, tuple[WorkloadPhase, ...]] = attrs.field(factory=dict)
+    attempts: int = 0
+    retry_after: str | None = None
     owner: ProcessStamp | None = None
     leader: ProcessStamp | None = None
     handle: WorkloadHandle | None = None
@@ -79,11 +88,49 @@ class LedgerRecord:
         """Whether ``plugin``'s hook finished ``phase``."""
         return phase in self.hooks.get(plugin, ())
 
+    def was_started(self, plugin: DeviceName, phase: WorkloadPhase) -> bool:
+        """Whether ``plugin``'s hook call for ``phase`` began (or completed)."""
+        return phase in self.started.get(plugin, ()) or self.completed(plugin, phase)
+
     def with_phase(self, plugin: DeviceName, phase: WorkloadPhase) -> LedgerRecord:
         """A copy that also records ``phase`` as completed by ``plugin``'s hook."""
         hooks = dict(self.hooks)
-        hooks[plugin] = (*hooks.get(plugin, ()), phase)
+        if phase not in hooks.get(plugin, ()):
+            hooks[plugin] = (*hooks.get(plugin, ()), phase)
         return attrs.evolve(self, hooks=hooks)
+
+    def with_started(self, plugin: DeviceName, phase: WorkloadPhase) -> LedgerRecord:
+        """A copy that records the intent: ``plugin``'s hook call for ``phase`` begins."""
+        started = dict(self.started)
+        if phase not in started.get(plugin, ()):
+            started[plugin] = (*started.get(plugin, ()), phase)
+        return attrs.evolve(self, started=started)
+
+    def pending_teardown(self) -> tuple[DeviceName, ...]:
+        """The plugins whose ``pre_create`` was started and ``post_terminate`` not completed."""
+        return tuple(
+            p
+            for p in self.order
+            if self.was_started(p, WorkloadPhase.PRE_CREATE)
+            and not self.completed(p, WorkloadPhase.POST_TERMINATE)
+        )
+
+    def unfinished(self) -> tuple[str, ...]:
+        """``plugin:phase`` for every hook call started and not completed."""
+        return tuple(
+            f"{plugin}:{phase.value}"
+            for plugin in self.order
+            for phase in self.started.get(plugin, ())
+            if not self.completed(plugin, phase)
+        )
+
+    def phase(self) -> str:
+        """How far the lifecycle got: the furthest phase any hook completed, or ``booked``."""
+        done = {phase for phases in self.hooks.values() for phase in phases}
+        for phase in reversed(list(WorkloadPhase)):
+            if phase in done:
+                return phase.value
+        return "booked"
 
     def with_leader(self, leader: ProcessStamp | None) -> LedgerRecord:
         """A copy naming the workload's leader process."""
@@ -109,7 +156,11 @@ class LedgerRecord:
                 }
                 for plugin, device_alloc in self.allocation.items()
             },
+            "started": {
+                plugin: [p.value for p in phases] for plugin, phases in self.started.items()
+            },
             "hooks": {plugin: [p.value for p in phases] for plugin, phases in self.hooks.items()},
+            "teardown": {"attempts": self.attempts, "retry_after": self.retry_after},
             "owner": _stamp_json(self.owner),
             "leader": _stamp_json(self.leader),
             "handle": None if self.handle is None else self.handle.to_json(),
@@ -149,6 +200,14 @@ def _handle(data: Any) -> WorkloadHandle | None:
         msg = f"malformed workload handle: {data!r}"
         raise LedgerFormatError(msg)
     return WorkloadHandle.from_json(data)
+
+
+def _start_time_text(text: str) -> str:
+    try:
+        return ProcessStamp(1, text).start_time  # a finite, non-negative decimal
+    except ValueError:
+        msg = f"malformed retry_after: {text!r}"
+        raise LedgerFormatError(msg) from None
 
 
 def _text(value: Any, what: str) -> str:
@@ -211,15 +270,30 @@ def _parse(data: Any) -> LedgerRecord:
         DeviceName(_text(plugin, "plugin")): tuple(WorkloadPhase(p) for p in phases)
         for plugin, phases in dict(data["hooks"]).items()
     }
-    if unknown := set(hooks) - set(allocation):
+    started = {
+        DeviceName(_text(plugin, "plugin")): tuple(WorkloadPhase(p) for p in phases)
+        for plugin, phases in dict(data.get("started", {})).items()
+    }
+    if unknown := (set(hooks) | set(started)) - set(allocation):
         msg = f"hooks recorded for plugins without allocation: {sorted(unknown)}"
         raise LedgerFormatError(msg)
+    teardown = dict(data.get("teardown") or {})
+    attempts = teardown.get("attempts", 0)
+    retry_after = teardown.get("retry_after")
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 0:
+        msg = f"malformed teardown attempts: {attempts!r}"
+        raise LedgerFormatError(msg)
+    if retry_after is not None:
+        retry_after = _start_time_text(_text(retry_after, "retry_after"))
     return LedgerRecord(
         agent_id=AgentId(_text(data["agent"], "agent")),
         workload=Workload(_text(workload["id"], "workload id"), workload["type"]),
         allocation=allocation,
         order=order,
         hooks=hooks,
+        started=started,
+        attempts=attempts,
+        retry_after=retry_after,
         owner=_stamp(data["owner"]),
         leader=_stamp(data["leader"]),
         handle=_handle(data.get("handle")),

@@ -1,0 +1,210 @@
+"""L1 and L2 of WORKLOADS.md: booking cost with many live workloads, and bookings from 4 processes.
+
+L1: one process, a SHARED node of 2,048 mock GPUs; workloads of one GPU are booked one after the
+other (leader = this process, so every record stays live) up to 2,000, then all are released.
+Figures: the median latency of the last 10 bookings at 10, 100, 500, 1,000 and 2,000 live
+records, and the median release latency. L2: 4 processes book and release on one state-dir (each
+keeps a window of 50 live workloads); bookings/s in total and double bookings, checked by each
+process claiming the device it got with an ``O_EXCL`` file that must not exist yet.
+
+Run the figures directly (``python tests/benchmarks/workloads_node.py [--l1] [--l2]``) or through
+``nox -s bench`` (rows ``node.L1.book@2000`` …). Works against the ledger before the Node too
+(``PartitionHost.open(config).bookkeeper``), to measure the old code from a worktree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from accelkit.config import load_host_config
+from accelkit.types import AgentId, SlotName, Workload
+from accelkit.workload.liveness import ProcessStamp
+
+GPUS = 2048
+LEVELS = (10, 100, 500, 1000, 2000)
+AGENT = AgentId("agent-1")
+ONE_GPU = {SlotName("cuda.device"): Decimal(1)}
+L2_PROCESSES = 4
+L2_WINDOW = 50
+
+
+def write_node(root: Path) -> Path:
+    """A SHARED node of 2,048 mock GPUs under ``root``; the host config's path."""
+    lines = ["[[kinds]]", 'key = "cuda"']
+    for i in range(GPUS):
+        lines += ["[[kinds.devices]]", f'id = "cuda{i}"', "numa-node = 0"]
+    (root / "devices.toml").write_text("\n".join(lines) + "\n")
+    config = root / "host.toml"
+    config.write_text(
+        "[resource]\n"
+        'allocation-mode = "shared"\n'
+        "reserved-cpu = 0\n"
+        'reserved-mem = "0"\n'
+        f'state-dir = "{root / "state"}"\n'
+        '[plugins]\nallowed = ["mock"]\n[plugins.config.mock]\nconfig-file = "devices.toml"\n'
+    )
+    return config
+
+
+@asynccontextmanager
+async def open_keeper(config_path: Path) -> AsyncIterator[Any]:
+    """The node's bookkeeper (or, before the Node existed, the host's)."""
+    config = load_host_config(config_path)
+    try:
+        from accelkit.node import Node
+    except ImportError:
+        from accelkit.host import PartitionHost
+
+        async with PartitionHost.open(config) as host:
+            yield host.bookkeeper
+        return
+    async with Node.open(config) as node:
+        yield node.bookkeeper
+
+
+async def l1(config_path: Path) -> dict[str, float]:
+    """Median booking latency (ms) at each level, and the median release latency."""
+    stamp = ProcessStamp.of(os.getpid())
+    figures: dict[str, float] = {}
+    async with open_keeper(config_path) as keeper:
+        latencies: list[float] = []
+        keys = []
+        for i in range(1, LEVELS[-1] + 1):
+            start = time.perf_counter()
+            record = await keeper.book(AGENT, Workload.process_tree(f"w{i}"), ONE_GPU, leader=stamp)
+            latencies.append(time.perf_counter() - start)
+            keys.append(record.key)
+            if i in LEVELS:
+                figures[f"book@{i}"] = statistics.median(latencies[-10:]) * 1000
+        releases = []
+        for key in keys:
+            start = time.perf_counter()
+            keeper.release(key)
+            releases.append(time.perf_counter() - start)
+        figures["release"] = statistics.median(releases) * 1000
+    return figures
+
+
+async def l2_worker(config_path: Path, held: Path, seconds: float) -> dict[str, int]:
+    """Book and release for ``seconds``; count bookings and devices somebody else held."""
+    stamp = ProcessStamp.of(os.getpid())
+    booked = doubles = 0
+    window: list[tuple[Any, Path]] = []
+    async with open_keeper(config_path) as keeper:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            name = f"p{os.getpid()}-{booked}"
+            record = await keeper.book(AGENT, Workload.process_tree(name), ONE_GPU, leader=stamp)
+            booked += 1
+            [device] = record.allocation["cuda"]["cuda.device"]
+            claim = held / device
+            try:
+                os.close(os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+            except FileExistsError:
+                doubles += 1
+                claim = held / f"{device}.double-{name}"
+            window.append((record.key, claim))
+            if len(window) >= L2_WINDOW:
+                key, path = window.pop(0)
+                path.unlink(missing_ok=True)  # before the release: the device is free after it
+                keeper.release(key)
+        for key, path in window:
+            path.unlink(missing_ok=True)
+            keeper.release(key)
+    return {"booked": booked, "doubles": doubles}
+
+
+def l2(config_path: Path, seconds: float = 10.0) -> dict[str, float]:
+    """Bookings/s of :data:`L2_PROCESSES` processes together, and the double bookings."""
+    held = config_path.parent / "held"
+    held.mkdir(exist_ok=True)
+    start = time.perf_counter()
+    workers = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--l2-worker", str(config_path), str(held), str(seconds)],
+            stdout=subprocess.PIPE,
+        )
+        for _ in range(L2_PROCESSES)
+    ]
+    results = [json.loads(w.communicate()[0]) for w in workers]
+    wall = time.perf_counter() - start
+    booked = sum(r["booked"] for r in results)
+    return {
+        "bookings_per_s": booked / seconds,
+        "bookings": booked,
+        "double_bookings": sum(r["doubles"] for r in results),
+        "wall_s": wall,
+    }
+
+
+def _register() -> None:
+    from harness import Trial, add
+
+    def bench_l1() -> Trial:
+        with tempfile.TemporaryDirectory() as root:
+            start = time.perf_counter()
+            figures = asyncio.run(l1(write_node(Path(root))))
+            notes = {k: f"{v:.2f} ms" for k, v in figures.items()}
+            ratio = figures["book@2000"] / figures["book@10"]
+            notes["ratio 2000/10"] = f"{ratio:.2f}"
+            return Trial(2 * LEVELS[-1], time.perf_counter() - start, notes=notes)
+
+    def bench_l2() -> Trial:
+        with tempfile.TemporaryDirectory() as root:
+            figures = l2(write_node(Path(root)), seconds=5.0)
+            notes = {k: f"{v:g}" for k, v in figures.items()}
+            bad = int(figures["double_bookings"])
+            return Trial(
+                int(figures["bookings"]),
+                5.0,
+                ok=int(figures["bookings"]) - bad,
+                failed=bad,
+                exact=bad == 0,
+                notes=notes,
+            )
+
+    add("node.L1.book-release-2000-live", bench_l1)
+    add("node.L2.four-processes", bench_l2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print L1 and L2 as JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--l1", action="store_true")
+    parser.add_argument("--l2", action="store_true")
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--l2-worker", nargs=3, metavar=("CONFIG", "HELD", "SECONDS"))
+    args = parser.parse_args(argv)
+    if args.l2_worker:
+        config, held, seconds = args.l2_worker
+        print(json.dumps(asyncio.run(l2_worker(Path(config), Path(held), float(seconds)))))
+        return 0
+    both = not (args.l1 or args.l2)
+    out: dict[str, Any] = {}
+    if args.l1 or both:
+        with tempfile.TemporaryDirectory() as root:
+            out["L1"] = asyncio.run(l1(write_node(Path(root))))
+    if args.l2 or both:
+        with tempfile.TemporaryDirectory() as root:
+            out["L2"] = l2(write_node(Path(root)), args.seconds)
+    print(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+else:
+    _register()

@@ -75,10 +75,14 @@ def test_traces_replay_exactly_with_exact_grants(bench: tuple[ModuleType, ...], 
     assert row.ratio is None
 
 
-def test_w3_splits_fewer_small_requests_than_the_reference(bench: tuple[ModuleType, ...]) -> None:
+def test_w3_evenly_makes_fewer_uneven_grants_than_the_fewest_devices_rule(
+    bench: tuple[ModuleType, ...],
+) -> None:
+    # Water-filling over the fewest devices holding a request made 1,068 uneven multi-device
+    # grants on this trace; the most even split makes fewer.
     harness = bench[0]
     row = harness.measure(harness.registered()["W3.fraction.EVENLY.nohint"], repeats=1)
-    assert int(row.notes["split_requests_fitting_one_device"]) < 1100
+    assert int(row.notes["uneven_multi_device_grants"]) < 1068
 
 
 def test_run_prints_json(bench: tuple[ModuleType, ...], capsys: pytest.CaptureFixture[str]) -> None:

@@ -5,8 +5,11 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from accelkit.allocmap import AllocationStrategy, FractionAllocMap
+from accelkit.allocmap.placement import spread
 from accelkit.errors import (
     FractionalResourceFragmented,
     InsufficientResource,
@@ -278,3 +281,51 @@ def test_an_absurd_unique_request_is_refused_without_converting_it() -> None:
     with pytest.raises(InvalidResourceArgument, match="UNIQUE"):
         m.allocate({SlotName("cuda.mig-1g.10gb"): D("1E+999999")})
     assert m.allocate({SlotName("cuda.mig-1g.10gb"): D(1)}) == {"cuda.mig-1g.10gb": {"mig0": D(1)}}
+
+
+def test_evenly_over_unequal_free_amounts_is_the_most_even_split() -> None:
+    m = FractionAllocMap(gpus(["0.3", "0.3", "0.9"]))
+    assert grant(m, "1") == {"cuda0": D("0.3"), "cuda1": D("0.3"), "cuda2": D("0.4")}
+    # fewer devices when more of them would not be more even: 0.9/0.3/0.05, request 1
+    m = FractionAllocMap(gpus(["0.9", "0.3", "0.05"]))
+    assert grant(m, "1") == {"cuda0": D("0.7"), "cuda1": D("0.3")}
+
+
+@given(
+    caps=st.lists(st.integers(1, 60), min_size=2, max_size=7),
+    used=st.lists(st.integers(0, 60), min_size=7, max_size=7),
+    request=st.integers(1, 300),
+)
+def test_evenly_split_is_the_most_even_water_fill(
+    caps: list[int], used: list[int], request: int
+) -> None:
+    quantum = D("0.01")
+    m = FractionAllocMap(gpus([str(c * quantum) for c in caps]), quantum_size=quantum)
+    frees = []
+    for i, (c, u) in enumerate(zip(caps, used, strict=False)):
+        take = min(c, u)
+        if take:
+            m.apply_allocation({S: {DeviceId(f"cuda{i}"): take * quantum}})
+        frees.append(c - take)
+    amount = request * quantum
+    if request > sum(frees):
+        with pytest.raises(InsufficientResource):
+            m.allocate({S: amount})
+        return
+    granted = m.allocate({S: amount})[S]
+    assert sum(granted.values()) == amount
+    assert all(a > 0 and a % quantum == 0 for a in granted.values())
+    shares = [int(a / quantum) for a in granted.values()]
+    if max(frees) >= request:
+        assert len(shares) == 1  # it fits on one device: one device
+        return
+    # No water-fill over the k most free devices, whatever k, is more even (shares one
+    # quantum apart count as even).
+    ordered = sorted(frees, reverse=True)
+    gaps = [
+        max(w) - min(w)
+        for k in range(2, len(ordered) + 1)
+        if sum(ordered[:k]) >= request
+        for w in [spread(ordered[:k], request)]
+    ]
+    assert max(shares) - min(shares) <= max(1, min(gaps))

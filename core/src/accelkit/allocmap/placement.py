@@ -123,9 +123,11 @@ def fraction_evenly(pool: SlotPool, mask: int, amount: int, limit: int | None) -
     """EVENLY for fraction maps; ``None`` when it needs more than ``limit`` devices.
 
     A request that fits on one device goes to the device it fits best (least free), which
-    keeps whole devices free for large requests. A larger one goes to the fewest ``k`` most
-    free devices that can each take an even share (shares differ by at most one quantum);
-    when no ``k`` allows even shares it is water-filled over the fewest devices holding it.
+    keeps whole devices free for large requests. A larger one is split evenly (shares differ
+    by at most one quantum) over the fewest of the most free devices that allow it. When no
+    number of devices allows even shares it is water-filled over the ``k`` most free devices
+    that give the most even split (the smallest gap between shares; fewest devices on a tie):
+    0.3/0.3/0.9, request 1 -> 0.3 + 0.3 + 0.4 rather than 0.3 + 0.7.
     """
     fit = best_fit(pool, mask, amount)
     if fit >= 0:
@@ -155,8 +157,27 @@ def fraction_evenly(pool: SlotPool, mask: int, amount: int, limit: int | None) -
         break
     if not fallback:
         return None
-    shares = spread(frees[:fallback], amount)
-    return list(zip(idxs[:fallback], shares, strict=True))
+    top = len(frees) if limit is None else min(len(frees), limit)
+    best_k, best_gap = fallback, _gap(frees, fallback, amount)
+    for k in range(fallback + 1, top + 1):
+        if best_gap <= 1:
+            break
+        if (gap := _gap(frees, k, amount)) < best_gap:
+            best_k, best_gap = k, gap
+    return list(zip(idxs, spread(frees[:best_k], amount), strict=False))
+
+
+def _gap(frees: list[int], k: int, amount: int) -> int:
+    """The gap between the largest and smallest share when ``amount`` is water-filled over
+    the first ``k`` of ``frees`` (sorted most free first)."""
+    rem, cnt, j = amount, k, k - 1
+    while cnt > 1 and frees[j] * cnt < rem:  # too small for an even share: it gives all
+        rem -= frees[j]
+        cnt -= 1
+        j -= 1
+    level, extra = divmod(rem, cnt)
+    smallest = frees[k - 1] if j < k - 1 else level
+    return level + (1 if extra else 0) - smallest
 
 
 def best_fit(pool: SlotPool, mask: int, amount: int) -> int:

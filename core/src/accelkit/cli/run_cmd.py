@@ -1,4 +1,4 @@
-"""``accelkit run``: a command as a process-tree workload, through the whole lifecycle.
+"""``accelkit run``: a command as a contained workload (a cgroup per process tree, or a container).
 
 ``ACCELKIT_TEST_PAUSE_AT=<step>`` makes the command stop at one step of the lifecycle (see
 :mod:`accelkit.workload.runner` for the names) and wait there until it is killed: the crash tests
@@ -15,6 +15,7 @@ import time
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
+import attrs
 import click
 
 from accelkit.cli.options import config_option, read_config
@@ -22,7 +23,6 @@ from accelkit.errors import InsufficientResource
 from accelkit.node import Node
 from accelkit.sizes import parse_binary_size
 from accelkit.types import AgentId, SlotName
-from accelkit.workload.process_tree import become_subreaper
 from accelkit.workload.runner import run_workload
 
 PAUSE_ENV = "ACCELKIT_TEST_PAUSE_AT"
@@ -99,25 +99,37 @@ def _echo(line: str) -> None:
     click.echo(line if line.startswith(("error:", "warning:")) else f"accelkit: {line}", err=True)
 
 
+@attrs.frozen
+class _RunOptions:
+    runtime: str
+    image: str | None
+    grace: float
+    no_memory_limit: bool
+    verbose: bool
+
+
 async def _run(
     config_path: Path | None,
     agent: str,
     slots: dict[SlotName, Decimal],
     argv: list[str],
-    grace: float,
+    options: _RunOptions,
 ) -> int:
     config = read_config(config_path)
-    become_subreaper()
     async with Node.open(config) as node:
         for line in node.last_report.messages():
             _echo(f"warning: {line}")
         try:
             return await run_workload(
-                node.bookkeeper,
+                node,
                 AgentId(agent),
                 slots,
                 argv,
-                grace=grace,
+                runtime=options.runtime,
+                image=options.image,
+                grace=options.grace,
+                no_memory_limit=options.no_memory_limit,
+                verbose=options.verbose,
                 checkpoint=_checkpoint,
                 echo=_echo,
             )
@@ -142,15 +154,52 @@ async def _run(
     callback=_check_grace,
     default=5.0,
     show_default=True,
-    help="Seconds between SIGTERM and SIGKILL when ending the process tree.",
+    help="Seconds between SIGTERM (or a forwarded signal) and SIGKILL for the whole workload.",
+)
+@click.option(
+    "--runtime",
+    type=click.Choice(["process", "docker"]),
+    default="process",
+    show_default=True,
+    help="process: a process tree in cgroups of its own; docker: a container (needs --image).",
+)
+@click.option("--image", metavar="IMG", help="The container image (--runtime docker).")
+@click.option(
+    "--no-memory-limit",
+    is_flag=True,
+    help="Run even where no memory controller can enforce the mem slot's limit.",
 )
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.pass_context
 def run(
-    config_path: Path | None, agent: str, slots_text: str, grace: float, command: tuple[str, ...]
+    ctx: click.Context,
+    *,
+    config_path: Path | None,
+    agent: str,
+    slots_text: str,
+    grace: float,
+    runtime: str,
+    image: str | None,
+    no_memory_limit: bool,
+    command: tuple[str, ...],
 ) -> int:
-    """Run COMMAND as a process-tree workload with the requested slots.
+    """Run COMMAND as a contained workload with the requested slots.
+
+    The process runtime puts the whole tree in cgroups of its own (memory limit, cpuset, the
+    accelerator device nodes it was not given denied on cgroup v1); the docker runtime runs it
+    in a container of IMG. SIGINT, SIGTERM, SIGHUP and SIGQUIT reach every process of the
+    workload; what is left after --grace seconds, or at a second SIGINT/SIGTERM, is killed.
+    Prints the workload id and its devices on stderr; accelkit -v run also the cgroups in use.
 
     Exits with COMMAND's status (128 + N when it died of signal N, 127 when it cannot start).
     """
     slots = parse_slots(slots_text)
-    return asyncio.run(_run(config_path, agent, slots, list(command), grace))
+    if runtime == "docker" and not image:
+        msg = "--runtime docker needs --image IMG"
+        raise click.UsageError(msg)
+    if runtime == "process" and image:
+        msg = "--image is for --runtime docker"
+        raise click.UsageError(msg)
+    verbose = bool((ctx.find_root().obj or {}).get("verbose"))
+    options = _RunOptions(runtime, image, grace, no_memory_limit, verbose)
+    return asyncio.run(_run(config_path, agent, slots, list(command), options))

@@ -136,6 +136,11 @@ class Runtime(abc.ABC):
         """Take over a workload recorded by another (dead) process; ``False`` when it is gone."""
         return bool(await self.is_alive(handle))
 
+    async def exit_notes(self, handle: WorkloadHandle) -> list[str]:
+        """Why the workload ended, where the runtime knows more than its status (an OOM kill);
+        asked after :meth:`wait`, before :meth:`stop`."""
+        return []
+
     def describe(self, handle: WorkloadHandle) -> list[str]:
         """Lines for ``accelkit run -v`` and ``accelkit status``: what contains the workload."""
         return [f"{self.name} {handle.ident}"]

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from accelkit.runtime.base import Runtime
 from accelkit.runtime.docker import DockerRuntime
+from accelkit.runtime.process import ProcessRuntime
 
 
 def default_runtimes() -> dict[str, Runtime]:
     """The runtimes shipped with accelkit, ready to use; built on demand, nothing starts yet."""
     runtimes: dict[str, Runtime] = {}
+    runtimes[ProcessRuntime.name] = ProcessRuntime()  # cgroups are made per workload
     runtimes[DockerRuntime.name] = DockerRuntime()  # connects on first use
     return runtimes

@@ -7,11 +7,14 @@ start, which is why the ledger can record the leader before any hook runs.
 Protocol: the parent writes one JSON object to the plan pipe and closes it::
 
     {"argv": [...], "env": {...}, "cpu_affinity": [0, 1] | null,
-     "rlimit_as": 1073741824 | null, "cgroup_procs": "/sys/fs/cgroup/.../cgroup.procs" | null}
+     "cgroup_procs": ["/sys/fs/cgroup/memory/.../cgroup.procs", ...]}
 
-The launcher moves itself into the cgroup, sets its CPU affinity and ``RLIMIT_AS`` and execs
-``argv`` with ``env``. The status pipe is close-on-exec: the parent reading end-of-file with no
-data means the exec succeeded; otherwise the launcher writes ``<stage>: <error>`` and exits 127.
+The launcher moves itself into each cgroup (so the command is contained from its first
+instruction: memory, cpuset, devices), sets its CPU affinity and execs ``argv`` with ``env``.
+Memory is never limited with ``RLIMIT_AS``: that bounds address space, which thread stacks and
+CUDA's reservations use up without using memory. The status pipe is close-on-exec: the parent
+reading end-of-file with no data means the exec succeeded; otherwise the launcher writes
+``<stage>: <error>`` and exits 127.
 An empty plan (the parent gave up or died) makes it exit 125 without running anything.
 """
 
@@ -19,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import sys
 
 EXIT_ABORTED = 125
@@ -54,14 +56,11 @@ def main(argv: list[str]) -> None:
         _fail(status_fd, "plan", exc)
         return
     try:
-        if plan.get("cgroup_procs"):
-            with open(plan["cgroup_procs"], "w") as procs:
+        for path in plan.get("cgroup_procs") or ():
+            with open(str(path), "w") as procs:
                 procs.write(str(os.getpid()))
         if plan.get("cpu_affinity") is not None:
             os.sched_setaffinity(0, [int(c) for c in plan["cpu_affinity"]])
-        if plan.get("rlimit_as") is not None:
-            limit = int(plan["rlimit_as"])
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     except (OSError, ValueError) as exc:
         _fail(status_fd, "setup", exc)
         return

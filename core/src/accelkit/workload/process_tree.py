@@ -1,45 +1,29 @@
-"""Starting, signalling and ending a local process tree through :mod:`.launcher`.
+"""A process-tree workload's leader: started early through :mod:`.launcher`, then given its plan.
 
 The launcher starts first, in a session of its own (so a terminal's Ctrl-C reaches only
-accelkit, which forwards it), and waits for its plan: its pid is the workload's leader pid before
-any hook runs, and the id of the workload's session and process group. On Linux this process
-becomes a child subreaper, so descendants orphaned by the leader stay under it and
-:meth:`ProcessTree.end` can find them. Only the workload's own processes are ended: those still in
-its session or process group, and their descendants. Other children of this process (other
-workloads, a plugin's helper processes) are left alone; so is a workload process that started a
-session of its own and was orphaned, since nothing tells it apart from them any more.
+accelkit, which forwards it), and waits for its plan: its pid names the workload (``pid:<n>``)
+before anything is booked. :meth:`ProcessTree.launch` sends the plan (the command, its
+environment, the cgroups to join before it execs). What contains the tree once it runs is the
+process runtime's business (:mod:`accelkit.runtime.process`); without cgroups the leader's
+process group is all this module can signal.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import json
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import psutil
-
 from accelkit.errors import WorkloadError
 from accelkit.workload import launcher
 from accelkit.workload.liveness import ProcessStamp
-from accelkit.workload.memlimit import LimitMethod, MemoryLimit
 from accelkit.workload.render.process import ProcessPlan
 
-_PR_SET_CHILD_SUBREAPER = 36
-
-
-def become_subreaper() -> bool:
-    """Adopt orphaned descendants (Linux ``PR_SET_CHILD_SUBREAPER``); ``False`` elsewhere."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
-    except (OSError, AttributeError):
-        return False
+__all__ = ["ProcessTree", "exit_status"]
 
 
 def exit_status(returncode: int) -> int:
@@ -48,7 +32,7 @@ def exit_status(returncode: int) -> int:
 
 
 class ProcessTree:
-    """One workload's launcher, then its command, then whatever the command started."""
+    """One workload's launcher, then its command."""
 
     def __init__(self, process: asyncio.subprocess.Process, plan_fd: int, status_fd: int) -> None:
         self.process = process
@@ -88,15 +72,18 @@ class ProcessTree:
         os.close(status_w)
         return cls(process, plan_w, status_r)
 
-    def launch(self, argv: Sequence[str], plan: ProcessPlan, memory: MemoryLimit) -> None:
-        """Send the plan; return once ``argv`` runs, raise :class:`WorkloadError` if it cannot."""
-        cgroup = memory.cgroup_dir
+    def launch(
+        self, argv: Sequence[str], plan: ProcessPlan, cgroup_procs: Sequence[str] = ()
+    ) -> None:
+        """Send the plan; return once ``argv`` runs, raise :class:`WorkloadError` if it cannot.
+
+        The launcher writes its pid to each of ``cgroup_procs`` before it execs.
+        """
         body = {
             "argv": list(argv),
             "env": dict(plan.env),
             "cpu_affinity": None if plan.cpu_affinity is None else list(plan.cpu_affinity),
-            "rlimit_as": memory.limit if memory.method is LimitMethod.RLIMIT else None,
-            "cgroup_procs": str(cgroup / "cgroup.procs") if cgroup is not None else None,
+            "cgroup_procs": list(cgroup_procs),
         }
         self._send(json.dumps(body).encode())
         status_fd, self._status_fd = self._status_fd, None
@@ -134,68 +121,17 @@ class ProcessTree:
         finally:
             os.close(fd)
 
+    @property
+    def returncode(self) -> int | None:
+        """The leader's shell-style exit status once it has been reaped, else ``None``."""
+        code = self.process.returncode
+        return None if code is None else exit_status(code)
+
     async def wait(self) -> int:
         """Wait for the leader; its shell-style exit status."""
         return exit_status(await self.process.wait())
 
-    def signal(self, signum: int) -> None:
-        """Forward a signal to the leader's process group (the tree, unless it left it)."""
+    def signal_group(self, signum: int) -> None:
+        """Signal the leader's process group (what is left of the tree without cgroups)."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signum)
-
-    async def end(self, grace: float = 5.0) -> None:
-        """End the leader if it still runs, then every process left in the tree.
-
-        Each gets SIGTERM, and SIGKILL when it outlives ``grace`` seconds.
-        """
-        if self.process.returncode is None:
-            self.signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(self.process.wait(), grace)
-            except TimeoutError:
-                self.signal(signal.SIGKILL)
-                with contextlib.suppress(ProcessLookupError):
-                    self.process.kill()
-                await self.process.wait()
-        await asyncio.get_running_loop().run_in_executor(None, self._end_rest, grace)
-
-    def _end_rest(self, grace: float) -> None:
-        # the leader is reaped by now; what is left are its descendants, adopted by us
-        procs = self.members()
-        self.signal(signal.SIGTERM)
-        for proc in procs:
-            with contextlib.suppress(psutil.Error):
-                proc.terminate()
-        _gone, alive = psutil.wait_procs(procs, timeout=grace)
-        self.signal(signal.SIGKILL)
-        for proc in alive:
-            with contextlib.suppress(psutil.Error):
-                proc.kill()
-        psutil.wait_procs(alive, timeout=grace)
-
-    def members(self) -> list[psutil.Process]:
-        """This workload's processes among our descendants, the leader aside.
-
-        Those in the leader's session or process group, and everything they started; never
-        another child of ours, such as another workload or a plugin's helper process.
-        """
-        found: dict[int, psutil.Process] = {}
-        for proc in _descendants(psutil.Process()):
-            if proc.pid in found or proc.pid == self.pid or not self._owns(proc.pid):
-                continue
-            found[proc.pid] = proc
-            for child in _descendants(proc):
-                found.setdefault(child.pid, child)
-        return list(found.values())
-
-    def _owns(self, pid: int) -> bool:
-        try:
-            return os.getsid(pid) == self.pid or os.getpgid(pid) == self.pid
-        except OSError:  # gone meanwhile
-            return False
-
-
-def _descendants(proc: psutil.Process) -> list[psutil.Process]:
-    with contextlib.suppress(psutil.Error):
-        return proc.children(recursive=True)
-    return []

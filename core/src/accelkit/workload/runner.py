@@ -1,15 +1,21 @@
-"""Running a command as a process-tree workload through the whole lifecycle.
+"""Running a command as a workload of a runtime through the whole lifecycle (DESIGN §9, §14).
 
-Steps, each announced to ``checkpoint(name)`` (the run command can pause at any of them for
-crash tests): ``booked`` (allocation recorded), ``pre_create:<plugin>`` per hook, ``prepared``,
+The order: ``runtime.new_workload`` → ``node.book`` → the hooks' ``pre_create`` →
+``runtime.create`` (the handle is recorded in the ledger before anything of the user's runs) →
+``runtime.start`` → ``post_create`` → ``runtime.wait`` → ``pre_terminate`` →
+``runtime.stop(grace)`` → ``post_terminate`` → release.
+
+Each step is announced to ``checkpoint(name)`` (the run command can pause at any of them for
+crash tests): ``booked``, ``pre_create:<plugin>`` per hook, ``prepared``, ``created``,
 ``spawned`` (the command runs), ``post_create:<plugin>``, ``running``, ``exited``,
 ``pre_terminate:<plugin>``, ``post_terminate:<plugin>``, ``released``.
 
-SIGINT and SIGTERM are forwarded to the workload's process group once the command runs; before
-that the first one aborts the run cleanly. When the command exits, whatever it left running is
-ended too. Once the teardown has begun nothing stops it half-way: signals are only forwarded (or,
-with no command running, ignored), and a cancellation of the run waits for the teardown to end —
-every hook gets its ``post_terminate`` and the allocation is released.
+Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to every process of the workload once
+it runs; ``grace`` seconds later whatever is left gets SIGKILL, and a second SIGINT or SIGTERM
+kills at once. Before the command runs the first signal aborts the run cleanly (status 128 + N).
+Once the teardown has begun nothing stops it half-way: a cancellation waits for it to end —
+every hook gets its ``post_terminate``, the runtime stops the workload and the allocation is
+released.
 """
 
 from __future__ import annotations
@@ -19,56 +25,88 @@ import os
 import signal
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from decimal import Decimal
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 
-from accelkit.errors import WorkloadError
+from accelkit.errors import InvalidResourceArgument, WorkloadError
 from accelkit.events import WorkloadPhase
-from accelkit.types import AgentId, DeviceName, SlotName, Workload, WorkloadConfig
-from accelkit.workload.bookkeeper import Bookkeeper
+from accelkit.runtime.base import LaunchSpec, Runtime, WorkloadHandle
+from accelkit.types import AgentId, DeviceName, SlotName, Workload, WorkloadConfig, WorkloadType
+from accelkit.workload.device_nodes import denied_device_nodes
 from accelkit.workload.lifecycle import WorkloadLifecycle
-from accelkit.workload.memlimit import LimitMethod, MemoryLimit, choose_memory_limit
-from accelkit.workload.process_tree import ProcessTree
-from accelkit.workload.render.process import render_process
+from accelkit.workload.liveness import ProcessStamp
+from accelkit.workload.record import LedgerRecord
+
+if TYPE_CHECKING:
+    from accelkit.node import Node
+
+__all__ = ["EXIT_CANNOT_RUN", "FORWARDED_SIGNALS", "run_workload"]
 
 Checkpoint = Callable[[str], None]
 Echo = Callable[[str], None]
 EXIT_CANNOT_RUN = 127
+#: the signals ``accelkit run`` passes on to the whole workload
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+_KILL_AT_ONCE = (signal.SIGINT, signal.SIGTERM)
 _T = TypeVar("_T")
 
 
 class _SignalRelay:
-    """Forwards SIGINT/SIGTERM to the tree once it runs; before that, cancels the run once.
+    """Forwards signals to the running workload, SIGKILL after the grace; before, cancels once.
 
     Once :attr:`protected` is set (the teardown has begun) a signal never cancels anything: it is
-    forwarded to the tree if one was started, else ignored.
+    forwarded to the workload if one runs, else ignored.
     """
 
-    def __init__(self, task: asyncio.Task[int]) -> None:
+    def __init__(self, task: asyncio.Task[int], grace: float) -> None:
         self.loop = asyncio.get_running_loop()
         self.task = task
-        self.tree: ProcessTree | None = None
+        self.grace = grace
+        self.target: tuple[Runtime, WorkloadHandle] | None = None
         self.received: int | None = None
+        self.forwarded: int | None = None
         self.protected = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._sends: set[asyncio.Task[None]] = set()
 
     def __enter__(self) -> _SignalRelay:
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        for signum in FORWARDED_SIGNALS:
             self.loop.add_signal_handler(signum, self._on_signal, signum)
         return self
 
     def __exit__(self, *_exc: object) -> None:
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        for signum in FORWARDED_SIGNALS:
             self.loop.remove_signal_handler(signum)
+        if self._timer is not None:
+            self._timer.cancel()
 
     def _on_signal(self, signum: int) -> None:
-        if self.tree is not None:
-            self.tree.signal(signum)
+        if self.target is not None:
+            self._forward(signum)
             return
         if self.protected or self.received is not None:
             return  # the run is already being torn down
         self.received = signum
         self.task.cancel()
+
+    def _forward(self, signum: int) -> None:
+        if self.forwarded is not None and signum in _KILL_AT_ONCE:
+            self._send(signal.SIGKILL)  # a second Ctrl-C: no more waiting
+            return
+        first = self.forwarded is None
+        self.forwarded = signum
+        self._send(signum)
+        if first:
+            self._timer = self.loop.call_later(self.grace, self._send, signal.SIGKILL)
+
+    def _send(self, signum: int) -> None:
+        if self.target is None:
+            return
+        runtime, handle = self.target
+        send = self.loop.create_task(runtime.signal(handle, signum))
+        self._sends.add(send)
+        send.add_done_callback(self._sends.discard)
 
 
 async def _to_the_end(step: Awaitable[_T]) -> _T:
@@ -90,28 +128,43 @@ async def _to_the_end(step: Awaitable[_T]) -> _T:
     return result
 
 
+def _no_checkpoint(_name: str) -> None:
+    return None
+
+
 async def run_workload(
-    keeper: Bookkeeper,
+    node: Node,
     agent_id: AgentId,
     slots: Mapping[SlotName, Decimal],
     argv: Sequence[str],
     *,
+    runtime: str = "process",
+    image: str | None = None,
     grace: float = 5.0,
-    checkpoint: Checkpoint = lambda _name: None,
+    no_memory_limit: bool = False,
+    verbose: bool = False,
+    checkpoint: Checkpoint = _no_checkpoint,
     echo: Echo = lambda _line: None,
 ) -> int:
-    """Book ``slots``, run ``argv`` through every hook, tear down; the command's exit status.
+    """Book ``slots``, run ``argv`` in ``runtime`` through every hook, tear down; its status.
 
     Errors of the booking or of ``pre_create`` (``InsufficientResource``,
-    ``WorkloadCreationDenied`` …) are raised with nothing left booked. A command that cannot be
+    ``WorkloadCreationDenied`` …) and a runtime that cannot contain the workload
+    (``RuntimeUnavailable``) are raised with nothing left booked. A command that cannot be
     started gives status 127; a signal received before it starts, 128 + the signal number.
     """
+    chosen = node.runtimes.get(runtime)
+    if chosen is None:
+        known = ", ".join(sorted(node.runtimes)) or "none"
+        msg = f"unknown runtime {runtime!r} (runtimes: {known})"
+        raise InvalidResourceArgument(msg)
     task = asyncio.current_task()
     if task is None:
         msg = "run_workload must run inside an asyncio task"
         raise RuntimeError(msg)
-    with _SignalRelay(task) as relay:
-        run = _Run(keeper, grace, checkpoint, echo, relay)
+    with _SignalRelay(task, grace) as relay:
+        options = _Options(image, grace, no_memory_limit, verbose, checkpoint, echo)
+        run = _Run(node, chosen, options, relay)
         try:
             return await run.run(agent_id, slots, argv)
         except asyncio.CancelledError:
@@ -121,93 +174,148 @@ async def run_workload(
 
 
 @attrs.frozen
-class _Run:
-    keeper: Bookkeeper
+class _Options:
+    image: str | None
     grace: float
+    no_memory_limit: bool
+    verbose: bool
     checkpoint: Checkpoint
     echo: Echo
+
+
+def _leader_of(workload: Workload) -> ProcessStamp | None:
+    kind, _, pid = workload.id.partition(":")
+    if workload.type is WorkloadType.PROCESS_TREE and kind == "pid" and pid.isdigit():
+        return ProcessStamp.of(int(pid))
+    return None
+
+
+def _devices(record: LedgerRecord) -> str:
+    names = sorted(
+        f"{key}:{device}"
+        for key, alloc in record.allocation.items()
+        for per_device in alloc.values()
+        for device in per_device
+    )
+    return ", ".join(dict.fromkeys(names)) or "none"
+
+
+@attrs.frozen
+class _Run:
+    node: Node
+    runtime: Runtime
+    options: _Options
     relay: _SignalRelay
 
     async def run(
         self, agent_id: AgentId, slots: Mapping[SlotName, Decimal], argv: Sequence[str]
     ) -> int:
-        tree = await ProcessTree.start()
-        workload = Workload.process_tree(f"pid:{tree.pid}")
+        echo, checkpoint = self.options.echo, self.options.checkpoint
+        workload = await self.runtime.new_workload(agent_id)
         try:
             try:
-                record = await self.keeper.book(agent_id, workload, slots, leader=tree.leader)
+                record = await self.node.book(
+                    agent_id, workload, slots, leader=_leader_of(workload)
+                )
             finally:
-                for line in self.keeper.last_report.messages():
-                    self.echo(line)
-            self.checkpoint("booked")
+                for line in self.node.last_report.messages():
+                    echo(line)
+            checkpoint("booked")
+            echo(f"workload {workload.id} on agent {agent_id}: devices {_devices(record)}")
 
             def on_phase(plugin: DeviceName, phase: WorkloadPhase) -> None:
-                self.checkpoint(f"{phase.value}:{plugin}")
+                checkpoint(f"{phase.value}:{plugin}")
 
-            driver = self.keeper.lifecycle(record, on_phase=on_phase)
+            driver = self.node.lifecycle(record, on_phase=on_phase)
             config = await driver.prepare()
         except BaseException:
-            tree.abort()
-            await tree.wait()
+            await _to_the_end(self.runtime.discard(workload, None))
             raise
-        self.checkpoint("prepared")
-        return await self.supervise(tree, driver, config, argv)
+        checkpoint("prepared")
+        return await self.supervise(record, driver, config, argv)
 
     async def supervise(
         self,
-        tree: ProcessTree,
+        record: LedgerRecord,
         driver: WorkloadLifecycle,
         config: WorkloadConfig,
         argv: Sequence[str],
     ) -> int:
+        echo, checkpoint = self.options.echo, self.options.checkpoint
         status = EXIT_CANNOT_RUN
-        memory = MemoryLimit(LimitMethod.NONE)
+        handle: WorkloadHandle | None = None
         try:
-            plan = render_process(config, os.environ)
-            memory = choose_memory_limit(plan.memory_limit, driver.workload.id)
-            if plan.cpu_affinity is not None:
-                self.echo(f"cpu affinity {list(plan.cpu_affinity)}")
-            if memory.limit is not None:
-                self.echo(memory.description)
-            for note in plan.notes:
-                self.echo(note)
+            handle = await self.create(record, config, argv)
             try:
-                tree.launch(argv, plan, memory)
+                await self.runtime.start(handle)
             except WorkloadError as exc:
-                self.echo(f"error: {exc}")
-                await tree.wait()
+                echo(f"error: {exc}")
                 return EXIT_CANNOT_RUN
-            self.relay.tree = tree
-            self.checkpoint("spawned")
+            self.relay.target = (self.runtime, handle)
+            checkpoint("spawned")
             await driver.post_create()
-            self.checkpoint("running")
-            status = await tree.wait()
-            self.checkpoint("exited")
+            checkpoint("running")
+            status = await self.runtime.wait(handle)
+            for note in await self.runtime.exit_notes(handle):
+                echo(f"error: {note}")
+            checkpoint("exited")
         finally:
             self.relay.protected = True
-            await _to_the_end(self.teardown(tree, driver, memory))
-        self.checkpoint("released")
+            await _to_the_end(self.teardown(record.workload, handle, driver))
+        checkpoint("released")
         return status
 
+    async def create(
+        self, record: LedgerRecord, config: WorkloadConfig, argv: Sequence[str]
+    ) -> WorkloadHandle:
+        """Contain the workload and record its handle before anything of the user's runs."""
+        echo = self.options.echo
+        denied, problems = await denied_device_nodes(
+            self.node.host.plugins, record.allocation, self.node.config.plugins.hook_timeout
+        )
+        for problem in problems:
+            echo(f"warning: {problem}")
+        # LaunchSpec's bare tuple/frozenset converters are generic: mypy cannot solve them
+        spec = LaunchSpec(
+            record.agent_id,
+            record.workload,
+            argv,  # type: ignore[arg-type]
+            config,
+            base_env=os.environ,
+            ledger_key=f"{record.agent_id}/{record.workload.id}",
+            image=self.options.image,
+            node_device_nodes=denied,  # type: ignore[arg-type]
+            memory_limit_required=not self.options.no_memory_limit,
+        )
+        handle = await self.runtime.create(spec)
+        self.node.record_handle(record.key, handle)
+        self.options.checkpoint("created")
+        missing = handle.details.get("missing")
+        if missing and not self.options.verbose:
+            echo(f"warning: not contained: {missing} (accelkit -v run ... shows the cgroups)")
+        if self.options.verbose:
+            for line in self.runtime.describe(handle):
+                echo(line)
+        return handle
+
     async def teardown(
-        self, tree: ProcessTree, driver: WorkloadLifecycle, memory: MemoryLimit
+        self, workload: Workload, handle: WorkloadHandle | None, driver: WorkloadLifecycle
     ) -> None:
-        """pre_terminate, end the tree, remove its cgroup, post_terminate and release.
+        """pre_terminate, stop the workload, post_terminate and release.
 
         Each step runs even when an earlier one failed; a failure is raised once the later steps
         have run.
         """
         try:
             try:
-                try:
-                    await driver.pre_terminate()
-                finally:
-                    tree.abort()  # a launcher still waiting for its plan exits without running
-                    await tree.end(self.grace)
+                await driver.pre_terminate()
             finally:
-                memory.remove()
+                if handle is None:
+                    await self.runtime.discard(workload, None)
+                else:
+                    await self.runtime.stop(handle, self.options.grace)
         finally:
             try:
                 await driver.post_terminate()
             except WorkloadError as exc:
-                self.echo(f"warning: {exc}")
+                self.options.echo(f"warning: {exc}")

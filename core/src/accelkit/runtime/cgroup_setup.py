@@ -1,0 +1,203 @@
+"""Making one workload's cgroups under the invoking process's own (cgroup v1, hybrid and v2).
+
+:func:`make_cgroups` reads ``/proc/self/cgroup`` and ``mountinfo`` (through
+:class:`accelkit.cgroup.CgroupFS`), makes ``accelkit/<agent>/<workload>`` in each hierarchy it
+may write and writes the limits. What it cannot do is recorded in
+:attr:`~accelkit.runtime.cgroups.WorkloadCgroups.missing`; only a device rule that cannot be
+written fails the whole setup, since the workload would then reach devices it was not given.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from pathlib import Path
+
+from accelkit.cgroup import CgroupDir, CgroupFS
+from accelkit.runtime.cgroup_limits import CgroupLimits, cpu_list
+from accelkit.runtime.cgroups import (
+    SUPERVISOR_LEAF,
+    V1_CONTROLLERS,
+    V2_CONTROLLERS,
+    V2_DEVICES_NOTE,
+    CgroupSetupError,
+    WorkloadCgroups,
+    write_control,
+)
+
+__all__ = ["make_cgroups"]
+
+
+def _why(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def make_cgroups(fs: CgroupFS, relative: str, limits: CgroupLimits) -> WorkloadCgroups:
+    """Make and limit ``relative`` under this process's cgroups; see the module docstring."""
+    if any(m.version == 1 and m.options & set(V1_CONTROLLERS) for m in fs.mounts):
+        return _make_v1(fs, relative, limits)
+    if any(m.version == 2 for m in fs.mounts):
+        return _make_v2(fs, relative, limits)
+    missing = dict.fromkeys(V1_CONTROLLERS, "no cgroup hierarchy is mounted")
+    return WorkloadCgroups(0, relative, {}, missing)
+
+
+def _leaf(base: Path, relative: str, *, cpuset: bool) -> Path:
+    """Make ``base/relative`` level by level; an existing leaf must be empty."""
+    path = base
+    for part in relative.split("/"):
+        parent, path = path, path / part
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        if cpuset:  # v1 cpuset children start with no CPUs and no memory nodes
+            for name in ("cpuset.cpus", "cpuset.mems"):
+                write_control(path / name, (parent / name).read_text().strip())
+    procs = path / "cgroup.procs"
+    if procs.exists() and procs.read_text().split():
+        msg = f"cgroup {path} already exists and has processes: another workload uses it"
+        raise CgroupSetupError(msg)
+    return path
+
+
+def _make_v1(fs: CgroupFS, relative: str, limits: CgroupLimits) -> WorkloadCgroups:
+    dirs: dict[str, Path] = {}
+    missing: dict[str, str] = {}
+    made = WorkloadCgroups(1, relative, dirs, missing)
+    try:
+        for controller in V1_CONTROLLERS:
+            own = fs.process_directory(controller)
+            if own is None or own.version != 1:
+                missing[controller] = "no cgroup v1 hierarchy has this controller"
+                continue
+            try:
+                path = _leaf(own.path, relative, cpuset=controller == "cpuset")
+            except OSError as exc:
+                missing[controller] = f"cannot create a cgroup under {own.path}: {_why(exc)}"
+                continue
+            dirs[controller] = path
+            problem = _limit_v1(controller, path, limits)
+            if problem:
+                missing[controller] = problem
+                del dirs[controller]
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+    except BaseException:
+        made.remove()
+        raise
+    return made
+
+
+def _limit_v1(controller: str, path: Path, limits: CgroupLimits) -> str:
+    """Write one v1 controller's limits; the problem, or ``""``."""
+    try:
+        if controller == "memory" and limits.memory is not None:
+            write_control(path / "memory.limit_in_bytes", str(limits.memory))
+            swap = path / "memory.memsw.limit_in_bytes"
+            if swap.exists():  # memory + swap: no swap beyond the limit
+                write_control(swap, str(limits.memory))
+        elif controller == "cpuset":
+            if limits.cpus is not None:
+                write_control(path / "cpuset.cpus", cpu_list(limits.cpus))
+            if limits.mems is not None:
+                write_control(path / "cpuset.mems", cpu_list(limits.mems))
+        elif controller == "pids" and limits.pids_max is not None:
+            write_control(path / "pids.max", str(limits.pids_max))
+    except OSError as exc:
+        return f"cannot set the {controller} limit in {path}: {_why(exc)}"
+    if controller == "devices":
+        for rule in limits.denied_devices:
+            try:
+                write_control(path / "devices.deny", rule.deny_line())
+            except OSError as exc:
+                msg = f"cannot deny device {rule.path} in {path}: {_why(exc)}"
+                raise CgroupSetupError(msg) from None
+    return ""
+
+
+def _v2_base(fs: CgroupFS) -> CgroupDir | None:
+    own = fs.process_directory("memory")
+    if own is None or own.version != 2:
+        return None
+    if own.path.name == SUPERVISOR_LEAF:  # accelkit moved itself here earlier
+        return CgroupDir(own.path.parent, 2, own.top)
+    return own
+
+
+def _enable(path: Path, controllers: list[str]) -> None:
+    present = set((path / "cgroup.subtree_control").read_text().split())
+    wanted = [c for c in controllers if c not in present]
+    if wanted:
+        write_control(path / "cgroup.subtree_control", " ".join(f"+{c}" for c in wanted))
+
+
+def _make_v2(fs: CgroupFS, relative: str, limits: CgroupLimits) -> WorkloadCgroups:
+    base = _v2_base(fs)
+    if base is None:
+        missing = dict.fromkeys(V2_CONTROLLERS, "this process is in no cgroup v2 group")
+        return WorkloadCgroups(2, relative, {}, missing)
+    offered = set((base.read("cgroup.controllers") or "").split())
+    controllers = [c for c in V2_CONTROLLERS if c in offered]
+    missing = {
+        c: f"controller not delegated to {base.path}" for c in V2_CONTROLLERS if c not in offered
+    }
+    missing["devices"] = V2_DEVICES_NOTE
+    try:
+        if controllers:
+            _enable_at_base(base.path, controllers)
+        leaf = _leaf(base.path, relative, cpuset=False)
+        level = base.path
+        for part in relative.split("/")[:-1]:
+            level = level / part
+            if controllers:
+                _enable(level, controllers)
+    except OSError as exc:
+        msg = f"cannot create a cgroup v2 group under {base.path}: {_why(exc)}"
+        raise CgroupSetupError(msg) from None
+    dirs = {"unified": leaf, **dict.fromkeys(controllers, leaf)}
+    made = WorkloadCgroups(2, relative, dirs, missing)
+    try:
+        _limit_v2(leaf, controllers, limits)
+    except OSError as exc:
+        made.remove()
+        msg = f"cannot set limits in {leaf}: {_why(exc)}"
+        raise CgroupSetupError(msg) from None
+    return made
+
+
+def _enable_at_base(base: Path, controllers: list[str]) -> None:
+    """Enable ``controllers`` for the base's children, moving this process out of it first."""
+    present = set((base / "cgroup.subtree_control").read_text().split())
+    if all(c in present for c in controllers):
+        return
+    if str(os.getpid()) in (base / "cgroup.procs").read_text().split():
+        supervisor = base / SUPERVISOR_LEAF
+        supervisor.mkdir(exist_ok=True)
+        write_control(supervisor / "cgroup.procs", str(os.getpid()))
+    try:
+        _enable(base, controllers)
+    except OSError as exc:
+        if exc.errno != errno.EBUSY:
+            raise
+        msg = (
+            f"cgroup {base} has other processes, so no controller can be enabled for its "
+            "children (cgroup v2's no-internal-process rule): run accelkit in a cgroup of its "
+            "own with delegation (systemd-run --scope -p Delegate=yes ...)"
+        )
+        raise CgroupSetupError(msg) from None
+
+
+def _limit_v2(leaf: Path, controllers: list[str], limits: CgroupLimits) -> None:
+    if "memory" in controllers and limits.memory is not None:
+        write_control(leaf / "memory.max", str(limits.memory))
+        if (leaf / "memory.swap.max").exists():
+            write_control(leaf / "memory.swap.max", "0")
+    if "cpuset" in controllers:
+        if limits.cpus is not None:
+            write_control(leaf / "cpuset.cpus", cpu_list(limits.cpus))
+        if limits.mems is not None:
+            write_control(leaf / "cpuset.mems", cpu_list(limits.mems))
+    if "pids" in controllers and limits.pids_max is not None:
+        write_control(leaf / "pids.max", str(limits.pids_max))

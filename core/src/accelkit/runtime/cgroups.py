@@ -1,0 +1,223 @@
+"""The cgroups of one process-tree workload: signalled, frozen, emptied and removed.
+
+Every workload gets ``accelkit/<agent>/<workload>`` (names sanitised) under the cgroup the
+invoking process is in, in each hierarchy:
+
+* **cgroup v1 / hybrid**: one group per controller (memory, cpuset, pids, freezer, devices).
+  cpuset children start empty in v1, so each level copies its parent's ``cpuset.cpus`` and
+  ``cpuset.mems`` unless the workload has its own. ``devices.deny`` gets one ``c MAJ:MIN rwm``
+  rule per accelerator device node the workload was not granted.
+* **cgroup v2**: one leaf. Controllers are enabled level by level in ``cgroup.subtree_control``;
+  a cgroup with processes cannot do that (the no-internal-process rule), so the invoking process
+  first moves itself into the leaf ``accelkit-supervisor`` next to the ``accelkit`` subtree.
+  Device isolation needs the container runtime there (an eBPF program, not a file).
+
+A controller that cannot be used is listed in :attr:`WorkloadCgroups.missing` with the reason;
+what the runtime does about it (refuse, or run with less) is its decision.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import attrs
+
+from accelkit.cgroup import CgroupDir
+from accelkit.runtime.base import RuntimeUnavailable
+
+__all__ = [
+    "SUPERVISOR_LEAF",
+    "V1_CONTROLLERS",
+    "V2_CONTROLLERS",
+    "CgroupSetupError",
+    "WorkloadCgroups",
+    "safe_name",
+    "workload_cgroup_path",
+    "write_control",
+]
+
+V1_CONTROLLERS = ("memory", "cpuset", "pids", "freezer", "devices")
+V2_CONTROLLERS = ("memory", "cpuset", "pids")
+#: the v2 leaf accelkit moves itself into before enabling controllers for its children
+SUPERVISOR_LEAF = "accelkit-supervisor"
+#: how long to wait for a freezer to report the group frozen before going on without it
+FREEZE_TIMEOUT = 1.0
+V2_DEVICES_NOTE = "device isolation on cgroup v2 needs the container runtime (--runtime docker)"
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+class CgroupSetupError(RuntimeUnavailable):
+    """A workload's cgroups could not be made as required."""
+
+
+def safe_name(name: str) -> str:
+    cleaned = _UNSAFE.sub("-", name).strip(".") or "-"
+    return cleaned[:200]
+
+
+def workload_cgroup_path(agent: str, workload: str) -> str:
+    """The workload's cgroup, relative to the invoking process's own: ``accelkit/<a>/<w>``."""
+    return f"accelkit/{safe_name(agent)}/{safe_name(workload)}"
+
+
+def write_control(path: Path, value: str) -> None:
+    with open(path, "w") as file:
+        file.write(value)
+
+
+def _read_pids(path: Path) -> set[int]:
+    try:
+        text = path.read_text()
+    except (FileNotFoundError, NotADirectoryError):
+        return set()
+    return {int(p) for p in text.split()}
+
+
+@attrs.frozen
+class WorkloadCgroups:
+    """The cgroups made for one workload; rebuilt from a handle's details by a later process.
+
+    ``dirs`` maps each controller in use to its directory (on v2, the one leaf; the key
+    ``"unified"`` names the v2 leaf even without controllers); ``missing`` maps each controller
+    that is not in use to the reason.
+    """
+
+    version: int
+    relative: str
+    dirs: Mapping[str, Path] = attrs.field(factory=dict)
+    missing: Mapping[str, str] = attrs.field(factory=dict)
+
+    @property
+    def directories(self) -> tuple[Path, ...]:
+        """Each directory once (v1 controllers mounted together share one)."""
+        return tuple(dict.fromkeys(self.dirs.values()))
+
+    def procs_files(self) -> tuple[str, ...]:
+        """The ``cgroup.procs`` files the leader writes its pid to before it execs."""
+        return tuple(str(d / "cgroup.procs") for d in self.directories)
+
+    def pids(self) -> set[int]:
+        """Every process in any of the groups (zombies are not listed by the kernel)."""
+        found: set[int] = set()
+        for directory in self.directories:
+            found |= _read_pids(directory / "cgroup.procs")
+        return found
+
+    def exists(self) -> bool:
+        """Whether any of the groups is still there."""
+        return any(d.is_dir() for d in self.directories)
+
+    def signal(self, signum: int) -> None:
+        """Send ``signum`` to every process, frozen meanwhile so that none forks away."""
+        with self.frozen():
+            for pid in self.pids():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signum)
+
+    def kill(self) -> None:
+        """SIGKILL everything (``cgroup.kill`` where the kernel has it)."""
+        leaf = self.dirs.get("unified")
+        if leaf is not None and (leaf / "cgroup.kill").exists():
+            with contextlib.suppress(FileNotFoundError):
+                write_control(leaf / "cgroup.kill", "1")
+            return
+        self.signal(signal.SIGKILL)
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[None]:
+        """Freeze the groups for the ``with`` block (a no-op without a freezer)."""
+        thaw = self._freeze()
+        try:
+            yield
+        finally:
+            thaw()
+
+    def _freeze(self) -> Callable[[], None]:
+        freezer = self.dirs.get("freezer")
+        if self.version == 1 and freezer is not None:
+            state = freezer / "freezer.state"
+            return _freeze_file(state, "FROZEN", "THAWED", lambda: state.read_text().strip())
+        leaf = self.dirs.get("unified")
+        if self.version == 2 and leaf is not None and (leaf / "cgroup.freeze").exists():
+            events = leaf / "cgroup.events"
+            return _freeze_file(leaf / "cgroup.freeze", "1", "0", lambda: _frozen_event(events))
+        return _no_thaw
+
+    def oom_kills(self) -> int:
+        """How many processes the kernel killed for exceeding the memory limit."""
+        memory = self.dirs.get("memory")
+        if memory is None:
+            return 0
+        name = "memory.oom_control" if self.version == 1 else "memory.events"
+        directory = CgroupDir(memory, self.version, memory)
+        with contextlib.suppress(OSError, ValueError):
+            values = directory.read_keyed(name) or {}
+            return values.get("oom_kill", 0)
+        return 0
+
+    def remove(self) -> None:
+        """Remove the (empty) groups, then the ``accelkit/<agent>`` levels nothing else uses."""
+        for directory in self.directories:
+            with contextlib.suppress(FileNotFoundError):
+                directory.rmdir()
+            for parent in (directory.parent, directory.parent.parent):
+                try:
+                    parent.rmdir()
+                except OSError:
+                    break  # another workload's group is still there
+
+    def to_details(self) -> dict[str, str]:
+        """Plain strings for :class:`~accelkit.runtime.base.WorkloadHandle` details."""
+        details = {f"cgroup.{name}": str(path) for name, path in self.dirs.items()}
+        details["cgroup_version"] = str(self.version)
+        if self.missing:
+            details["missing"] = "; ".join(f"{k}: {v}" for k, v in self.missing.items())
+        return details
+
+    @classmethod
+    def from_details(cls, relative: str, details: Mapping[str, str]) -> WorkloadCgroups:
+        """The inverse of :meth:`to_details` (``ValueError`` on a malformed version)."""
+        dirs = {
+            key.removeprefix("cgroup."): Path(value)
+            for key, value in details.items()
+            if key.startswith("cgroup.")
+        }
+        return cls(int(details.get("cgroup_version", "0")), relative, dirs)
+
+
+def _no_thaw() -> None:
+    return None
+
+
+def _frozen_event(events: Path) -> str:
+    with contextlib.suppress(OSError):
+        for line in events.read_text().splitlines():
+            if line.startswith("frozen "):
+                return "1" if line.split()[1] == "1" else "0"
+    return "0"
+
+
+def _freeze_file(
+    path: Path, frozen: str, thawed: str, read_state: Callable[[], str]
+) -> Callable[[], None]:
+    try:
+        write_control(path, frozen)
+    except OSError:
+        return _no_thaw  # the group is gone (or has no freezer): nothing to thaw
+    deadline = time.monotonic() + FREEZE_TIMEOUT
+    with contextlib.suppress(OSError):
+        while read_state() != frozen and time.monotonic() < deadline:
+            time.sleep(0.001)
+
+    def thaw() -> None:
+        with contextlib.suppress(OSError):
+            write_control(path, thawed)
+
+    return thaw

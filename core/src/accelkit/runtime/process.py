@@ -1,0 +1,264 @@
+"""The ``process`` runtime: a local process tree in cgroups of its own (DESIGN §14).
+
+:meth:`ProcessRuntime.new_workload` parks a launcher process (its pid names the workload
+``pid:<n>``); :meth:`~ProcessRuntime.create` makes the workload's cgroups
+(:mod:`accelkit.runtime.cgroup_setup`) with its memory limit, cpuset, pids limit and the device
+nodes it may not open; :meth:`~ProcessRuntime.start` sends the launcher its plan, and the
+launcher joins the cgroups before it execs, so nothing of the user's runs uncontained.
+
+Liveness is "the cgroup has processes": a leader that exited while a child (or a ``setsid``
+daemon) runs leaves the workload alive, and :meth:`~ProcessRuntime.stop` ends every process of
+the cgroup, frozen while it is signalled so that nothing forks away. A later process finds all
+of it through the handle alone. Where no cgroup can be made the runtime says what is missing
+(:attr:`~accelkit.runtime.base.WorkloadHandle.details` ``missing``), falls back to the leader's
+process group, and refuses a memory limit it cannot enforce.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import attrs
+
+from accelkit.cgroup import CgroupFS
+from accelkit.errors import WorkloadError
+from accelkit.runtime.base import LaunchSpec, Runtime, RuntimeUnavailable, WorkloadHandle
+from accelkit.runtime.cgroup_limits import CgroupLimits, deny_rules
+from accelkit.runtime.cgroup_setup import make_cgroups
+from accelkit.runtime.cgroups import WorkloadCgroups, workload_cgroup_path
+from accelkit.sizes import format_binary_size
+from accelkit.types import AgentId, MountType, Workload, WorkloadType
+from accelkit.workload.liveness import ProcessStamp
+from accelkit.workload.process_tree import ProcessTree
+from accelkit.workload.render.process import ProcessPlan, render_process
+
+__all__ = ["ProcessRuntime"]
+
+#: how long :meth:`ProcessRuntime.stop` keeps killing before it gives up on unkillable processes
+KILL_TIMEOUT = 30.0
+_T = TypeVar("_T")
+
+
+@attrs.define
+class _Pending:
+    """A created workload of this process: its launcher, the plan it will get, its cgroups."""
+
+    tree: ProcessTree
+    argv: tuple[str, ...]
+    plan: ProcessPlan
+    cgroups: WorkloadCgroups
+
+
+class ProcessRuntime(Runtime):
+    """Process trees in cgroups of their own; see the module docstring."""
+
+    name = "process"
+    workload_type = WorkloadType.PROCESS_TREE
+
+    def __init__(self, *, root: Path | str = "/", pids_max: int | None = None) -> None:
+        self.root = Path(root)
+        self.pids_max = pids_max
+        self._parked: dict[str, ProcessTree] = {}
+        self._created: dict[str, _Pending] = {}
+
+    async def new_workload(self, agent_id: AgentId) -> Workload:
+        """Park a launcher; the workload is ``pid:<launcher pid>``."""
+        tree = await ProcessTree.start()
+        workload = Workload.process_tree(f"pid:{tree.pid}")
+        self._parked[workload.id] = tree
+        return workload
+
+    async def create(self, spec: LaunchSpec) -> WorkloadHandle:
+        """Make and limit the cgroups; ``RuntimeUnavailable`` when the limit cannot be kept."""
+        tree = self._parked.get(spec.workload.id)
+        if tree is None:
+            msg = f"workload {spec.workload.id!r} was not made by this process runtime"
+            raise RuntimeUnavailable(msg)
+        plan = render_process(spec.config, spec.base_env)
+        granted = [m.source for m in spec.config.mounts if m.type is MountType.DEVICE]
+        granted += [m.target for m in spec.config.mounts if m.type is MountType.DEVICE]
+        limits = CgroupLimits(
+            memory=plan.memory_limit,
+            cpus=spec.config.cpuset_cpus,
+            mems=spec.config.cpuset_mems,
+            pids_max=self.pids_max,
+            denied_devices=deny_rules(spec.node_device_nodes, granted),
+        )
+        relative = workload_cgroup_path(spec.agent_id, spec.workload.id)
+        cgroups = await _in_thread(lambda: make_cgroups(CgroupFS.read(self.root), relative, limits))
+        why = cgroups.missing.get("memory")
+        if plan.memory_limit is not None and why is not None and spec.memory_limit_required:
+            await _in_thread(cgroups.remove)
+            size = format_binary_size(plan.memory_limit)
+            msg = (
+                f"cannot enforce the memory limit of {size}: no usable memory controller "
+                f"({why}); pass --no-memory-limit to run without one"
+            )
+            raise RuntimeUnavailable(msg)
+        details = {
+            **cgroups.to_details(),
+            "leader_pid": str(tree.leader.pid),
+            "leader_start": tree.leader.start_time,
+        }
+        if plan.memory_limit is not None and why is None:
+            details["memory_limit"] = str(plan.memory_limit)
+        handle = WorkloadHandle(self.name, relative, details)
+        self._created[handle.ident] = _Pending(tree, spec.argv, plan, cgroups)
+        del self._parked[spec.workload.id]
+        return handle
+
+    async def start(self, handle: WorkloadHandle) -> None:
+        """Send the plan; the launcher joins the cgroups and execs (``WorkloadError`` if not)."""
+        pending = self._created.get(handle.ident)
+        if pending is None:
+            msg = f"workload {handle.ident!r} was not created by this process runtime"
+            raise WorkloadError(msg)
+        pending.tree.launch(pending.argv, pending.plan, pending.cgroups.procs_files())
+
+    async def wait(self, handle: WorkloadHandle) -> int:
+        """The leader's status once the cgroup is empty (0 for a workload adopted from another
+        process, whose leader's status nobody can read any more)."""
+        pending = self._created.get(handle.ident)
+        status = 0
+        if pending is not None:
+            status = await pending.tree.wait()
+        cgroups = _cgroups_of(handle)
+        if cgroups.dirs:
+            delay = 0.0005
+            while await _in_thread(cgroups.pids):
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.05)
+        elif pending is None:
+            stamp = _leader(handle)
+            while stamp is not None and stamp.is_running():
+                await asyncio.sleep(0.05)
+        return status
+
+    async def signal(self, handle: WorkloadHandle, signum: int) -> None:
+        """Send ``signum`` to every process of the cgroup (the leader's group without one)."""
+        cgroups = _cgroups_of(handle)
+        if cgroups.dirs:
+            await _in_thread(lambda: cgroups.signal(signum))
+            return
+        pending = self._created.get(handle.ident)
+        if pending is not None:
+            pending.tree.signal_group(signum)
+
+    async def stop(self, handle: WorkloadHandle, grace: float) -> None:
+        """SIGTERM all, SIGKILL after ``grace``, wait until empty, remove the cgroups."""
+        cgroups = _cgroups_of(handle)
+        pending = self._created.pop(handle.ident, None)
+        if pending is not None:
+            pending.tree.abort()  # a launcher still waiting for its plan exits at once
+        if cgroups.dirs:
+            await _in_thread(lambda: _stop_cgroups(cgroups, grace))
+        elif pending is not None:
+            await _stop_group(pending.tree, grace)
+        if pending is not None:
+            await pending.tree.wait()
+
+    async def discard(self, workload: Workload, handle: WorkloadHandle | None) -> None:
+        """Make a parked launcher exit and remove what :meth:`create` made."""
+        tree = self._parked.pop(workload.id, None)
+        if tree is not None:
+            tree.abort()
+            await tree.wait()
+        if handle is not None:
+            await self.stop(handle, 0)
+
+    async def is_alive(self, handle: WorkloadHandle) -> bool | None:
+        """Whether the cgroup has processes; the leader stamp without cgroups."""
+        cgroups = _cgroups_of(handle)
+        if cgroups.dirs:
+            return bool(await _in_thread(cgroups.pids))
+        stamp = _leader(handle)
+        return None if stamp is None else stamp.is_running()
+
+    def oom_kills(self, handle: WorkloadHandle) -> int:
+        """How many of the workload's processes the kernel killed at the memory limit."""
+        return _cgroups_of(handle).oom_kills()
+
+    async def exit_notes(self, handle: WorkloadHandle) -> list[str]:
+        """Why the workload ended when the runtime knows more than its status: an OOM kill."""
+        kills = await _in_thread(lambda: self.oom_kills(handle))
+        if not kills:
+            return []
+        limit = handle.details.get("memory_limit")
+        size = format_binary_size(int(limit)) if limit else "its memory limit"
+        return [f"out of memory: the kernel killed {kills} process(es) of the workload at {size}"]
+
+    def describe(self, handle: WorkloadHandle) -> list[str]:
+        """The cgroups in use, per controller, and what is not contained."""
+        cgroups = _cgroups_of(handle)
+        version = handle.details.get("cgroup_version", "0")
+        if not cgroups.dirs:
+            lines = [f"process runtime: no cgroup for {handle.ident}"]
+        else:
+            lines = [f"process runtime: cgroup v{version} {handle.ident}"]
+            lines += [f"  {name}: {path}" for name, path in sorted(cgroups.dirs.items())]
+        missing = handle.details.get("missing")
+        if missing:
+            lines += [f"  not contained: {item}" for item in missing.split("; ")]
+        return lines
+
+
+def _cgroups_of(handle: WorkloadHandle) -> WorkloadCgroups:
+    try:
+        return WorkloadCgroups.from_details(handle.ident, handle.details)
+    except ValueError:
+        return WorkloadCgroups(0, handle.ident)
+
+
+def _leader(handle: WorkloadHandle) -> ProcessStamp | None:
+    try:
+        return ProcessStamp(int(handle.details["leader_pid"]), handle.details["leader_start"])
+    except (KeyError, ValueError):
+        return None
+
+
+async def _in_thread(call: Callable[[], _T]) -> _T:
+    return await asyncio.get_running_loop().run_in_executor(None, call)
+
+
+def _wait_empty(cgroups: WorkloadCgroups, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    delay = 0.0005
+    while cgroups.pids():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+    return True
+
+
+def _stop_cgroups(cgroups: WorkloadCgroups, grace: float) -> None:
+    if cgroups.pids():
+        if grace > 0:
+            cgroups.signal(signal.SIGTERM)
+        deadline = time.monotonic() + KILL_TIMEOUT
+        if not (grace > 0 and _wait_empty(cgroups, grace)):
+            while True:
+                cgroups.kill()
+                if _wait_empty(cgroups, 0.1):
+                    break
+                if time.monotonic() >= deadline:
+                    left = sorted(cgroups.pids())
+                    msg = f"processes {left} of cgroup {cgroups.relative} do not die"
+                    raise WorkloadError(msg)
+    cgroups.remove()
+
+
+async def _stop_group(tree: ProcessTree, grace: float) -> None:
+    if tree.returncode is not None:
+        tree.signal_group(signal.SIGKILL)  # the leader is gone: end what is left of its group
+        return
+    tree.signal_group(signal.SIGTERM)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(tree.wait()), grace)
+    tree.signal_group(signal.SIGKILL)

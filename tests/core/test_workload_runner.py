@@ -1,10 +1,10 @@
-"""The process-tree runner in-process: affinity and memory limit reach the command."""
+"""The runner in-process: the cgroups' cpuset and memory limit reach the command; no RLIMIT_AS."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
+import resource
 import sys
 from decimal import Decimal
 
@@ -15,14 +15,17 @@ from accelkit.errors import WorkloadError
 from accelkit.node import Node
 from accelkit.types import AgentId, SlotName, WorkloadConfig
 from accelkit.workload import Ledger
-from accelkit.workload.memlimit import LimitMethod, MemoryLimit, choose_memory_limit
 from accelkit.workload.runner import run_workload
 from accelkit_mock.plugin import MockLifecycleHook
 
 PROBE = """
-import json, os, resource, sys
+import json, os, pathlib, resource, sys
+from accelkit.cgroup import CgroupFS
+memory = CgroupFS.read().process_directory("memory")
 print(json.dumps({"cpus": sorted(os.sched_getaffinity(0)),
+                  "limit": memory.read("memory.limit_in_bytes") if memory else None,
                   "rlimit": resource.getrlimit(resource.RLIMIT_AS)[0],
+                  "cgroup": pathlib.Path("/proc/self/cgroup").read_text(),
                   "env": os.environ.get("MOCK_CPU_DEVICES")}))
 """
 
@@ -32,7 +35,7 @@ def config(mock_node):
     return load_host_config(mock_node(cpus=1, mem="4G"))
 
 
-def test_affinity_and_memory_limit_reach_the_command(config, monkeypatch, tmp_path, capfd):
+def test_cpuset_and_memory_limit_reach_the_command(config, monkeypatch, tmp_path, capfd):
     original = MockLifecycleHook.pre_create
 
     async def pre_create(self):
@@ -49,10 +52,9 @@ def test_affinity_and_memory_limit_reach_the_command(config, monkeypatch, tmp_pa
 
     async def main():
         async with Node.open(config) as host:
-            keeper = host.bookkeeper
             slots = {SlotName("cpu"): Decimal(1), SlotName("mem"): Decimal(2 * 1024**3)}
             return await run_workload(
-                keeper,
+                host,
                 AgentId("agent-1"),
                 slots,
                 [sys.executable, "-c", PROBE],
@@ -64,16 +66,17 @@ def test_affinity_and_memory_limit_reach_the_command(config, monkeypatch, tmp_pa
     seen = json.loads(capfd.readouterr().out)
     assert seen["cpus"] == [0]
     assert seen["env"] == "0"
-    said = "\n".join(lines)
-    assert "cpu affinity [0]" in said
-    assert "memory limit 2G through" in said
-    if "RLIMIT_AS" in said:
-        assert seen["rlimit"] == 2 * 1024**3
+    assert seen["rlimit"] == resource.RLIM_INFINITY  # never RLIMIT_AS
+    assert "/accelkit/agent-1/pid-" in seen["cgroup"]
+    if seen["limit"] is not None:  # cgroup v1 (this machine, CI)
+        assert int(seen["limit"]) == 2 * 1024**3
+    assert any(line.startswith("workload pid:") for line in lines)
     assert steps == [
         "booked",
         "pre_create:cpu",
         "pre_create:mem",
         "prepared",
+        "created",
         "spawned",
         "post_create:cpu",
         "post_create:mem",
@@ -86,72 +89,6 @@ def test_affinity_and_memory_limit_reach_the_command(config, monkeypatch, tmp_pa
         "released",
     ]
     assert Ledger(config.resource.state_dir).read_all() == {}
-
-
-def _fake_root(tmp_path, *, v2=True, make_dir=True):
-    root = tmp_path / "root"
-    (root / "proc" / "self").mkdir(parents=True)
-    fstype = "cgroup2 cgroup2 rw" if v2 else "cgroup cgroup rw,memory"
-    point = "/sys/fs/cgroup" if v2 else "/sys/fs/cgroup/memory"
-    (root / "proc" / "self" / "mountinfo").write_text(
-        f"30 25 0:26 / {point} rw,nosuid - {fstype}\n"
-    )
-    (root / "proc" / "self" / "cgroup").write_text(
-        "0::/user.slice/job\n" if v2 else "4:memory:/user.slice/job\n"
-    )
-    if make_dir:
-        (root / point.lstrip("/") / "user.slice" / "job").mkdir(parents=True)
-    return root
-
-
-def test_memory_limit_uses_a_cgroup_v2_child_when_it_can(tmp_path):
-    root = _fake_root(tmp_path)
-    chosen = choose_memory_limit(1024**3, "pid:42", root=root)
-    assert chosen.method is LimitMethod.CGROUP
-    assert chosen.cgroup_dir == root / "sys/fs/cgroup/user.slice/job/accelkit-pid-42"
-    assert (chosen.cgroup_dir / "memory.max").read_text() == str(1024**3)
-    assert "cgroup v2" in chosen.description
-    for leftover in chosen.cgroup_dir.iterdir():  # a real cgroupfs has no files to delete
-        leftover.unlink()
-    chosen.remove()
-    assert not chosen.cgroup_dir.exists()
-
-
-@pytest.mark.parametrize(
-    ("v2", "make_dir", "reason"),
-    [(False, True, "no cgroup v2"), (True, False, "cannot create a cgroup")],
-)
-def test_memory_limit_falls_back_to_rlimit(tmp_path, v2, make_dir, reason):
-    chosen = choose_memory_limit(
-        512 * 1024**2, "w", root=_fake_root(tmp_path, v2=v2, make_dir=make_dir)
-    )
-    assert chosen.method is LimitMethod.RLIMIT
-    assert reason in chosen.reason
-    assert chosen.description == f"memory limit 512M through RLIMIT_AS ({chosen.reason})"
-    chosen.remove()  # nothing to remove
-
-
-def test_no_limit_means_no_method(tmp_path):
-    chosen = choose_memory_limit(None, "w", root=tmp_path)
-    assert chosen == MemoryLimit(LimitMethod.NONE)
-    assert chosen.description == "no memory limit"
-
-
-def test_memory_limit_without_write_access_falls_back(tmp_path, monkeypatch):
-    root = _fake_root(tmp_path)
-    real_write = type(root).write_text
-
-    def refuse(self, *args, **kwargs):
-        if self.name == "memory.max":
-            raise PermissionError(13, "Permission denied")
-        return real_write(self, *args, **kwargs)
-
-    monkeypatch.setattr(type(root), "write_text", refuse)
-    chosen = choose_memory_limit(1024, "w", root=root)
-    assert chosen.method is LimitMethod.RLIMIT
-    assert "not delegated" in chosen.reason
-    assert not (root / "sys/fs/cgroup/user.slice/job/accelkit-w").exists()
-    assert os.path.isdir(root / "sys/fs/cgroup/user.slice/job")
 
 
 def test_an_empty_cpu_set_is_refused_before_anything_runs(config, monkeypatch):
@@ -168,7 +105,7 @@ def test_an_empty_cpu_set_is_refused_before_anything_runs(config, monkeypatch):
         async with Node.open(config) as host:
             with pytest.raises(WorkloadError, match="plugin 'cpu': cpuset_cpus is empty"):
                 await run_workload(
-                    host.bookkeeper,
+                    host,
                     AgentId("agent-1"),
                     {SlotName("cpu"): Decimal(1)},
                     ["true"],

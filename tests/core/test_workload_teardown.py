@@ -1,14 +1,12 @@
-"""The runner's teardown always reaches post_terminate and the release, and ends only its tree."""
+"""The runner's teardown always reaches post_terminate and the release; ends only its workload."""
 
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from decimal import Decimal
 
 import psutil
@@ -17,9 +15,9 @@ import pytest
 from accelkit.config import load_host_config
 from accelkit.errors import InsufficientResource
 from accelkit.node import Node
+from accelkit.runtime import process
 from accelkit.types import AgentId, SlotName
-from accelkit.workload import Ledger, runner
-from accelkit.workload.process_tree import become_subreaper
+from accelkit.workload import Ledger
 from accelkit.workload.runner import run_workload
 
 SLOTS = {SlotName("cpu"): Decimal(1), SlotName("cuda.device"): Decimal(1)}
@@ -34,17 +32,6 @@ TEARDOWN = [  # the reverse of the allocation order
 @pytest.fixture
 def config(mock_node):
     return load_host_config(mock_node(cpus=2, gpus=1))
-
-
-@pytest.fixture
-def subreaper() -> Iterator[None]:
-    """Make this process adopt the orphans of its descendants, as ``accelkit run`` does."""
-    if not become_subreaper():
-        pytest.skip("no child subreaper on this system")
-    try:
-        yield
-    finally:
-        ctypes.CDLL(None).prctl(36, 0, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER off again
 
 
 class Outcome:
@@ -69,7 +56,7 @@ async def _run(config, argv, *, checkpoint=None, slots=SLOTS, grace=5.0) -> Outc
     async with Node.open(config) as host:
         try:
             outcome.result = await run_workload(
-                host.bookkeeper,
+                host,
                 AgentId("agent-1"),
                 slots,
                 argv,
@@ -108,7 +95,7 @@ def test_a_failing_render_still_reaches_post_terminate_and_the_release(config, m
     def broken(*_args, **_kwargs):
         raise RuntimeError("render broke")
 
-    monkeypatch.setattr(runner, "render_process", broken)
+    monkeypatch.setattr(process, "render_process", broken)
     outcome = asyncio.run(_run(config, ["true"]))
     assert isinstance(outcome.result, RuntimeError)
     assert "spawned" not in outcome.steps
@@ -119,11 +106,11 @@ def test_a_failing_render_still_reaches_post_terminate_and_the_release(config, m
     assert launchers == []
 
 
-def test_a_failing_memory_limit_choice_still_tears_down(config, monkeypatch):
+def test_failing_cgroup_setup_still_tears_down(config, monkeypatch):
     def broken(*_args, **_kwargs):
         raise OSError("cgroup fs vanished")
 
-    monkeypatch.setattr(runner, "choose_memory_limit", broken)
+    monkeypatch.setattr(process, "make_cgroups", broken)
     outcome = asyncio.run(_run(config, ["true"]))
     assert isinstance(outcome.result, OSError)
     assert outcome.steps[-2:] == TEARDOWN[2:]
@@ -168,18 +155,26 @@ def test_a_signal_during_teardown_is_forwarded_and_does_not_abandon_it(config):
     assert outcome.allocated == {}
 
 
-def test_ending_the_tree_spares_other_children_of_this_process(config, subreaper, tmp_path):
+def test_a_forwarded_signal_spares_other_children_of_this_process(config, tmp_path):
     helper = subprocess.Popen(["sleep", "60"])  # e.g. a plugin's helper daemon
     pidfile = tmp_path / "bg.pid"
+
+    def checkpoint(name: str) -> None:
+        if name == "running":  # handled by the run's signal relay: sent to the workload only
+            while not pidfile.exists() or not pidfile.read_text().strip():
+                pass
+            os.kill(os.getpid(), signal.SIGTERM)
+
     try:
-        script = f"sleep 60 & echo $! > {pidfile}; exit 0"
-        outcome = asyncio.run(_run(config, ["sh", "-c", script], grace=30))
-        assert outcome.result == 0
+        script = f"sleep 60 & echo $! > {pidfile}; wait"
+        outcome = asyncio.run(_run(config, ["sh", "-c", script], checkpoint=checkpoint, grace=30))
+        assert outcome.result == 128 + signal.SIGTERM
         assert helper.poll() is None
         stray = int(pidfile.read_text())
         assert not psutil.pid_exists(stray) or (
             psutil.Process(stray).status() == psutil.STATUS_ZOMBIE
         )
+        assert outcome.records == []
     finally:
         helper.kill()
         helper.wait()

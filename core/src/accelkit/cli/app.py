@@ -29,6 +29,8 @@ COMMANDS = {
     "metrics": "accelkit.cli.metrics_cmd:metrics",
     "serve-metrics": "accelkit.cli.serve_metrics_cmd:serve_metrics",
     "run": "accelkit.cli.run_cmd:run",
+    "status": "accelkit.cli.status_cmd:status",
+    "release": "accelkit.cli.release_cmd:release",
     "cdi": "accelkit.cli.cdi_cmd:cdi",
     "new-plugin": "accelkit.cli.new_plugin_cmd:new_plugin",
 }

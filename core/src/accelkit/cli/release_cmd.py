@@ -1,0 +1,67 @@
+"""``accelkit release``: stop a workload, run the rest of its teardown, free its devices."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from pathlib import Path
+
+import click
+
+from accelkit.cli.options import config_option, read_config
+from accelkit.types import AgentId
+from accelkit.workload.status import ReleaseReport
+
+
+async def _release(
+    config_path: Path | None, workload: str, agent: str | None, force: bool, grace: float
+) -> ReleaseReport:
+    from accelkit.node import Node
+
+    async with Node.open(read_config(config_path)) as node:
+        for line in node.last_report.messages():
+            click.echo(f"warning: {line}", err=True)
+        return await node.release(
+            workload, agent=None if agent is None else AgentId(agent), force=force, grace=grace
+        )
+
+
+def _check_grace(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    if not math.isfinite(value):
+        msg = f"{value} is not a finite number of seconds"
+        raise click.BadParameter(msg)
+    return value
+
+
+@click.command()
+@config_option
+@click.argument("workload")
+@click.option("--agent", default=None, help="The agent of the workload (when several have one).")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Free the devices of a workload that cannot be reached or torn down, saying what is "
+    "skipped.",
+)
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    callback=_check_grace,
+    default=5.0,
+    show_default=True,
+    help="Seconds between SIGTERM and SIGKILL when stopping the workload.",
+)
+def release(
+    config_path: Path | None, workload: str, agent: str | None, force: bool, grace: float
+) -> None:
+    """Stop WORKLOAD (grace, then kill), run the rest of its teardown and free its devices.
+
+    WORKLOAD is a workload id as 'accelkit status' shows it. A workload run by another accelkit
+    process is stopped by asking that process to end it.
+    """
+    report = asyncio.run(_release(config_path, workload, agent, force, grace))
+    for line in report.messages():
+        if line.startswith(("skipped:", "error:")):
+            click.echo(f"warning: {line}", err=True)
+        else:
+            click.echo(line)

@@ -22,6 +22,7 @@ pytestmark = pytest.mark.slow  # real `accelkit run` processes
 
 ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 CUDA = DeviceName("cuda")
+ONE_GPU_RUN = ("--agent", "agent-1", "--slots", "cuda.device=1")
 
 
 @pytest.fixture

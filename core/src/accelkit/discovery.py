@@ -4,10 +4,17 @@ Nothing happens at import time: :func:`make_plugin_manager` builds a fresh plugg
 :class:`PluginLoader` is the typed facade the rest of accelkit uses. A plugin whose hardware is
 absent ends ``unavailable``; one that raises on import, init or discovery ends ``failed`` with its
 error, and the others keep working. Strict mode turns any failure into a start-up error.
+
+Every call into a plugin runs under ``[plugins] call-timeout`` (:mod:`accelkit.calls`): the
+import and the synchronous methods in a worker thread, the coroutines under a time limit, so a
+plugin that hangs is ``failed`` with "plugin 'x' timed out after 30 s in list_devices" and the
+others still start. A coroutine that blocks the event loop itself (``time.sleep`` inside
+``async def``) cannot be interrupted; plugins must not block in coroutines.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import traceback
 from importlib.metadata import EntryPoint, entry_points
@@ -17,6 +24,7 @@ import pluggy
 
 from accelkit import hookspecs
 from accelkit.apiversion import check_api_version
+from accelkit.calls import call_async, call_blocking, call_sync
 from accelkit.config.plugin_sections import (
     errors_of,
     place_in_host_config,
@@ -24,7 +32,13 @@ from accelkit.config.plugin_sections import (
     schema_problems,
     unmatched_names,
 )
-from accelkit.errors import ConfigError, PluginContractError, PluginLoadError, PluginUnavailable
+from accelkit.errors import (
+    ConfigError,
+    PluginContractError,
+    PluginLoadError,
+    PluginTimeout,
+    PluginUnavailable,
+)
 from accelkit.events import WorkloadEvent
 from accelkit.plugin import AbstractComputePlugin
 from accelkit.registry import (
@@ -56,6 +70,8 @@ def _call(impl: pluggy.HookImpl, **kwargs: Any) -> Any:
 
 def _describe(exc: BaseException) -> str:
     text = str(exc)
+    if isinstance(exc, PluginTimeout):  # the message names the plugin, the time and the method
+        return text
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
@@ -137,7 +153,7 @@ class PluginLoader:
             self.records[ep.name] = record
             return
         try:
-            module = ep.load()
+            module = call_blocking(ep.name, "import", self.selection.call_timeout, ep.load)
         except Exception as exc:
             record = PluginRecord(ep.name, distribution, version)
             self.records[ep.name] = record
@@ -164,18 +180,22 @@ class PluginLoader:
             if record.status is not PluginStatus.LOADED:
                 continue
             config = self.selection.config_for(record.name)
+            limit = self.selection.call_timeout
             try:
-                produced = _call(impl, config=config)
+                produced = call_blocking(
+                    record.name,
+                    "accelkit_compute_plugins",
+                    limit,
+                    functools.partial(_call, impl, config=config),
+                )
                 plugins = [check_plugin_object(record, p) for p in produced or ()]
                 for plugin in plugins:
                     _warn_api_version(record, plugin)
                 for plugin in plugins:
-                    check_slots(
-                        record,
-                        plugin,
-                        (s.name for s in plugin.configurable_slots()),
-                        self._register,
+                    specs = call_blocking(
+                        record.name, "configurable_slots", limit, plugin.configurable_slots
                     )
+                    check_slots(record, plugin, (s.name for s in specs), self._register)
                 for plugin in plugins:
                     self._register.add(record, plugin)
             except PluginUnavailable as exc:
@@ -210,12 +230,15 @@ class PluginLoader:
     async def _start_record(self, record: PluginRecord) -> None:
         usable: list[AbstractComputePlugin] = []
         unavailable: list[str] = []
+        name, limit = record.name, self.selection.call_timeout
         for plugin in record.plugins:
             self._started.append(plugin)
             try:
-                await plugin.init()
-                devices = await plugin.discover()
-                slots = plugin.device_slots(devices)
+                await call_async(name, "init", limit, plugin.init)
+                devices = await call_async(name, "list_devices", limit, plugin.discover)
+                slots = await call_sync(
+                    name, "device_slots", limit, functools.partial(plugin.device_slots, devices)
+                )
                 check_slots(
                     record, plugin, (info.slot_name for info in slots.values()), self._register
                 )
@@ -256,7 +279,7 @@ class PluginLoader:
         if plugin in self._started:
             self._started.remove(plugin)
         try:
-            await plugin.cleanup()
+            await call_async(plugin.key, "cleanup", self.selection.call_timeout, plugin.cleanup)
         except Exception:
             log.warning("cleanup of plugin %r failed", plugin, exc_info=True)
 

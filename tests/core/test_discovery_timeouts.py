@@ -1,0 +1,157 @@
+"""Time limits on start-up calls: a plugin that hangs is ``failed``, the others start."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import types
+from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
+from typing import Any, ClassVar
+
+import pytest
+
+from accelkit import hookimpl
+from accelkit.discovery import PluginLoader
+from accelkit.errors import PluginLoadError
+from accelkit.plugin import AbstractComputePlugin, AbstractLifecycleHook
+from accelkit.registry import PluginStatus
+from accelkit.selection import PluginSelection
+from accelkit.types import (
+    ComputeDevice,
+    DeviceId,
+    DeviceName,
+    DeviceSlotInfo,
+    SlotName,
+    SlotSpec,
+    SlotType,
+    WorkloadConfig,
+)
+
+LIMIT = Decimal("0.2")
+HANG = 5.0  # seconds a hanging call would take: far above LIMIT, short enough to end on its own
+
+
+class Hook(AbstractLifecycleHook):
+    async def pre_create(self) -> WorkloadConfig:
+        return WorkloadConfig()
+
+
+class Plugin(AbstractComputePlugin):
+    """Hangs in ``hang_in``: coroutines await, synchronous methods block their thread."""
+
+    key: ClassVar[DeviceName] = DeviceName("ok")
+    hang_in: ClassVar[str] = ""
+    lifecycle_hook_class = Hook
+
+    async def _wait(self, stage: str) -> None:
+        if self.hang_in == stage:
+            await asyncio.sleep(HANG)
+
+    def _block(self, stage: str) -> None:
+        if self.hang_in == stage:
+            time.sleep(HANG)
+
+    async def init(self) -> None:
+        await self._wait("init")
+
+    async def cleanup(self) -> None:
+        await self._wait("cleanup")
+
+    async def list_devices(self) -> Sequence[ComputeDevice]:
+        await self._wait("list_devices")
+        return [ComputeDevice(self.key, DeviceId(f"{self.key}0"), "here", 0, 0, 1)]
+
+    def configurable_slots(self) -> Sequence[SlotSpec]:
+        self._block("configurable_slots")
+        return [SlotSpec(SlotName(f"{self.key}.device"), SlotType.COUNT)]
+
+    def device_slots(self, devices: Iterable[ComputeDevice]) -> Mapping[DeviceId, DeviceSlotInfo]:
+        self._block("device_slots")
+        slot = SlotName(f"{self.key}.device")
+        return {d.device_id: DeviceSlotInfo(SlotType.COUNT, slot, Decimal(1)) for d in devices}
+
+
+def module(key: str, hang_in: str = "", *, build_hangs: bool = False) -> types.SimpleNamespace:
+    cls = type(f"{key.title()}Plugin", (Plugin,), {"key": key, "hang_in": hang_in})
+
+    @hookimpl
+    def accelkit_compute_plugins(config: Any) -> Any:
+        if build_hangs:
+            time.sleep(HANG)
+        return [cls(config)]
+
+    return types.SimpleNamespace(accelkit_compute_plugins=accelkit_compute_plugins)
+
+
+def loader_with(hanging: types.SimpleNamespace, *, strict: bool = False) -> PluginLoader:
+    loader = PluginLoader(PluginSelection(call_timeout=LIMIT, strict=strict))
+    loader.register(hanging, "slow")
+    loader.register(module("ok"), "ok")
+    return loader
+
+
+async def start(loader: PluginLoader) -> list[AbstractComputePlugin]:
+    loader.build()
+    try:
+        return await loader.start()
+    finally:
+        await loader.close()
+
+
+@pytest.mark.parametrize(
+    ("hanging", "method"),
+    [
+        (module("slow", build_hangs=True), "accelkit_compute_plugins"),
+        (module("slow", "configurable_slots"), "configurable_slots"),
+        (module("slow", "init"), "init"),
+        (module("slow", "list_devices"), "list_devices"),
+        (module("slow", "device_slots"), "device_slots"),
+    ],
+)
+def test_a_plugin_that_hangs_at_start_up_is_failed_and_the_others_start(hanging, method):
+    loader = loader_with(hanging)
+    began = time.monotonic()
+    plugins = asyncio.run(start(loader))
+    assert time.monotonic() - began < HANG  # the limit fired; nobody waited for the hang
+    assert [p.key for p in plugins] == ["ok"]
+    record = loader.records["slow"]
+    assert record.status is PluginStatus.FAILED
+    assert record.error == f"plugin 'slow' timed out after 0.2 s in {method}"
+    assert loader.records["ok"].status is PluginStatus.LOADED
+
+
+def test_strict_mode_turns_a_timeout_into_a_start_up_error():
+    loader = loader_with(module("slow", "list_devices"), strict=True)
+    with pytest.raises(PluginLoadError, match=r"slow: plugin 'slow' timed out after 0\.2 s in"):
+        asyncio.run(start(loader))
+
+
+def test_a_cleanup_that_hangs_is_logged_and_closing_goes_on(caplog):
+    loader = loader_with(module("slow", "cleanup"))
+    loader.build()
+
+    async def run() -> None:
+        await loader.start()
+        await loader.close()
+
+    began = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="accelkit.discovery"):
+        asyncio.run(run())
+    assert time.monotonic() - began < HANG
+    assert "cleanup of plugin <SlowPlugin key='slow'> failed" in caplog.text
+    assert "timed out after 0.2 s in cleanup" in caplog.text
+
+
+def test_the_limit_comes_from_the_host_config(tmp_path):
+    from accelkit.config import load_host_config
+
+    path = tmp_path / "host.toml"
+    path.write_text('[plugins]\ncall-timeout = "0.2"\n')
+    selection = load_host_config(path).plugins
+    assert selection.call_timeout == LIMIT
+    loader = PluginLoader(selection)
+    loader.register(module("slow", "init"), "slow")
+    asyncio.run(start(loader))
+    assert loader.records["slow"].error == "plugin 'slow' timed out after 0.2 s in init"

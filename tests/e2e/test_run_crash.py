@@ -246,3 +246,88 @@ def test_two_runs_compete_for_the_last_gpu_and_exactly_one_gets_it(node, tmp_pat
     _out, err = winner.communicate(timeout=120)
     assert winner.returncode == 0, err
     assert no_records(node)
+
+
+# The leader starts a child (or a setsid daemon) that waits for a file, then exits: the workload
+# lives on in its cgroup after the leader, and after `accelkit run` is killed.
+SURVIVOR = """
+import os, pathlib, sys, time
+out = pathlib.Path(sys.argv[1])
+if sys.argv[2] == "daemon":
+    os.setsid()
+(out / "pid").write_text(str(os.getpid()))
+while not (out / "go").exists():
+    time.sleep(0.02)
+"""
+
+SURVIVOR_LEADER = """
+import pathlib, subprocess, sys, time
+out = pathlib.Path(sys.argv[1])
+subprocess.Popen([sys.executable, "-c", sys.argv[2], str(out), sys.argv[3]])
+while not (out / "pid").exists():
+    time.sleep(0.02)
+"""
+
+GPU_ONLY = ("--slots", "cuda.device=1", "--")
+LIVE_STEPS = ("spawned", "post_create:cuda", "post_create:mem", "running")
+
+
+def start_survivor(config: Path, out: Path, kind: str, pause: str) -> subprocess.Popen[str]:
+    out.mkdir()
+    command = [sys.executable, "-c", SURVIVOR_LEADER, str(out), SURVIVOR, kind]
+    return start(config, command, pause=pause)
+
+
+def survivor_stamp(out: Path) -> ProcessStamp:
+    deadline = time.monotonic() + 60
+    while not (out / "pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    stamp = ProcessStamp.of(int((out / "pid").read_text()))
+    assert stamp is not None
+    return stamp
+
+
+def gpu_refused(config: Path) -> bool:
+    result = subprocess.run(
+        [*ACCELKIT, "run", "--config", str(config), "--agent", "agent-1", *GPU_ONLY, "true"],
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode in (0, 2), result.stderr
+    return result.returncode == 2 and "cuda.device" in result.stderr
+
+
+@pytest.mark.parametrize("kind", ["child", "daemon"])
+@pytest.mark.parametrize("step", LIVE_STEPS)
+def test_a_child_surviving_a_killed_run_keeps_its_device_until_it_ends(node, tmp_path, step, kind):
+    out = tmp_path / "survivor"
+    process = start_survivor(node, out, kind, step)
+    wait_for_pause(process, step)
+    child = survivor_stamp(out)
+    record = the_record(node)
+    process.kill()
+    process.wait()
+    try:
+        leader = ProcessStamp(record["leader"]["pid"], record["leader"]["start_time"])
+        wait_gone(leader)  # the leader has exited: only its child (or daemon) runs
+        assert child.is_running()
+
+        assert gpu_refused(node)  # liveness is the cgroup's, not the leader's
+        report, maps = reconcile(node)
+        assert [k[1] for k in report.kept] == [record["workload"]["id"]]
+        assert maps["cuda"] == {"cuda0": 1}
+    finally:
+        (out / "go").write_text("1")
+    wait_gone(child)
+    report, maps = reconcile(node)
+    assert [t.workload_id for t in report.torn_down] == [record["workload"]["id"]]
+    assert all(not amounts for amounts in maps.values())
+    handle = record["handle"]
+    assert handle is not None
+    for key, path in handle["details"].items():
+        if key.startswith("cgroup."):
+            assert not Path(path).exists()  # the teardown removed the workload's cgroups
+    later_run_works(node)

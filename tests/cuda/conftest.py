@@ -23,7 +23,15 @@ def sysfs(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def start(sysfs: Path) -> Iterator[Callable[..., CUDAPlugin]]:
+def proc(tmp_path: Path) -> Path:
+    """An empty fake ``/proc``; tests write ``driver/nvidia-caps/mig-minors`` into it."""
+    root = tmp_path / "proc"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
+def start(sysfs: Path, proc: Path) -> Iterator[Callable[..., CUDAPlugin]]:
     """Build a plugin over a fake NVML, run ``init`` and ``discover``; cleaned up after."""
     started: list[CUDAPlugin] = []
 
@@ -31,6 +39,7 @@ def start(sysfs: Path) -> Iterator[Callable[..., CUDAPlugin]]:
         gpus: list[FakeGpu] | FakeNVML, config: dict[str, Any] | None = None, **kwargs: Any
     ) -> CUDAPlugin:
         nvml = gpus if isinstance(gpus, FakeNVML) else FakeNVML(gpus)
+        kwargs.setdefault("proc_root", proc)
         plugin = CUDAPlugin(config or {}, nvml=nvml, sysfs_root=sysfs, **kwargs)
         run(plugin.init())
         started.append(plugin)

@@ -1,19 +1,36 @@
-"""A stand-in for the ``pynvml`` module: the functions and constants accelkit-cuda calls.
+"""A stand-in for the ``pynvml`` module that behaves like nvidia-ml-py's on what accelkit calls.
 
 Devices are plain objects that double as NVML handles. Every per-device function first
 checks the device's ``errors`` (function name, or ``"*"`` for all, to an NVML return code),
 so a test can make any single call fail, or lose a whole GPU.
+
+As in ``pynvml`` (nvidia-ml-py 13):
+
+- ``NVMLError(code)`` builds the per-code subclass (``NVMLError_NotSupported`` …) through
+  ``__new__``; errors compare by code and are unhashable (``__eq__`` without ``__hash__``);
+- a driver without a versioned function (``missing=``) answers ``NVMLError_FunctionNotFound``,
+  and the unversioned wrappers pynvml decorates with ``throwOnVersionMismatch``
+  (``nvmlDeviceGetComputeRunningProcesses``) turn that into ``NVMLLibraryMismatchError``, which
+  is *not* an ``NVMLError``;
+- ``nvmlDeviceGetAttributes`` supports MIG device handles only (a whole GPU: not supported);
+  whole GPUs tell their CUDA cores and compute capability instead;
+- ``nvmlDeviceSetMemoryLimits_v1`` takes a ``c_nvmlSetMemoryLimits_v1_t``.
 """
 
 from __future__ import annotations
 
+import string
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 NVML_ERROR_UNINITIALIZED = 1
 NVML_ERROR_INVALID_ARGUMENT = 2
 NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_NO_PERMISSION = 4
 NVML_ERROR_NOT_FOUND = 6
+NVML_ERROR_INSUFFICIENT_SIZE = 7
 NVML_ERROR_DRIVER_NOT_LOADED = 9
 NVML_ERROR_LIBRARY_NOT_FOUND = 12
 NVML_ERROR_FUNCTION_NOT_FOUND = 13
@@ -22,12 +39,15 @@ NVML_ERROR_UNKNOWN = 999
 NVML_DEVICE_MIG_DISABLE = 0
 NVML_DEVICE_MIG_ENABLE = 1
 NVML_TEMPERATURE_GPU = 0
+NVML_DEVICE_MEMORY_LIMIT_MAX = 0xFFFFFFFFFFFFFFFF
 
 _MESSAGES = {
     NVML_ERROR_UNINITIALIZED: "Uninitialized",
     NVML_ERROR_INVALID_ARGUMENT: "Invalid Argument",
     NVML_ERROR_NOT_SUPPORTED: "Not Supported",
+    NVML_ERROR_NO_PERMISSION: "Insufficient Permissions",
     NVML_ERROR_NOT_FOUND: "Not Found",
+    NVML_ERROR_INSUFFICIENT_SIZE: "Insufficient Size",
     NVML_ERROR_DRIVER_NOT_LOADED: "Driver Not Loaded",
     NVML_ERROR_LIBRARY_NOT_FOUND: "NVML Shared Library Not Found",
     NVML_ERROR_FUNCTION_NOT_FOUND: "Function Not Found",
@@ -39,15 +59,47 @@ GIB = 1024**3
 MIB = 1024**2
 
 
-class NVMLError(Exception):
-    """Like ``pynvml.NVMLError``: carries the NVML return code in ``value``."""
+class NVMLLibraryMismatchError(Exception):
+    """Like pynvml's: an unversioned call the loaded library cannot serve; not an NVMLError."""
 
-    def __init__(self, value: int) -> None:
-        super().__init__(value)
-        self.value = value
+
+class NVMLError(Exception):  # noqa: PLW1641 - unhashable on purpose, as pynvml's
+    """Like ``pynvml.NVMLError``: ``NVMLError(code)`` is an instance of the code's subclass."""
+
+    _valClassMapping: dict[int, type[NVMLError]] = {}  # noqa: RUF012 - pynvml's own name
+    value: int
+
+    def __new__(cls, value: int) -> NVMLError:
+        made = NVMLError._valClassMapping.get(value, cls) if cls is NVMLError else cls
+        obj = Exception.__new__(made)
+        obj.value = value
+        return obj
 
     def __str__(self) -> str:
         return _MESSAGES.get(self.value, f"NVML Error with code {self.value}")
+
+    def __eq__(self, other: object) -> bool:
+        # pynvml's: compares codes, fails on a foreign object, and leaves errors unhashable
+        return bool(self.value == other.value)  # type: ignore[attr-defined]
+
+
+def _error_classes() -> dict[str, type[NVMLError]]:
+    """``NVMLError_NotSupported`` and the rest, named as pynvml names them."""
+    made = {}
+    for name, code in list(globals().items()):
+        if not name.startswith("NVML_ERROR_"):
+            continue
+        words = string.capwords(name.removeprefix("NVML_ERROR_"), "_").replace("_", "")
+
+        def new(cls: type[NVMLError], *_args: Any, _code: int = code) -> NVMLError:
+            return NVMLError.__new__(cls, _code)
+
+        made[f"NVMLError_{words}"] = type(f"NVMLError_{words}", (NVMLError,), {"__new__": new})
+        NVMLError._valClassMapping[code] = made[f"NVMLError_{words}"]
+    return made
+
+
+globals().update(_error_classes())
 
 
 @dataclass
@@ -86,8 +138,10 @@ class FakeGpu:
     bus_id: str = ""
     numa_node: int | None = None
     minor: int | None = None
+    #: SMs; a whole GPU does not tell them through nvmlDeviceGetAttributes (MIG handles only)
     sm_count: int | None = 108
     cores: int | None = 6912
+    compute_capability: tuple[int, int] | None = (8, 0)
     utilization: tuple[int, int] | None = (0, 0)
     power: int | None = 60_000
     power_limit: int | None = 400_000
@@ -98,6 +152,8 @@ class FakeGpu:
     migs: list[FakeMig | None] = field(default_factory=list)
     processes: list[FakeProcess] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)
+    #: what nvmlDeviceSetMemoryLimits_v1 was given, by name space: (soft, hard)
+    memory_limits: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.uuid = self.uuid or f"GPU-{self.index:08d}-0000-0000-0000-000000000000"
@@ -106,11 +162,18 @@ class FakeGpu:
 
 
 class FakeNVML:
-    """A module-like object with the NVML surface accelkit-cuda uses."""
+    """A module-like object with the NVML surface accelkit-cuda uses.
+
+    ``missing`` names functions the simulated driver lacks (the ``_v3`` process list on drivers
+    before 510, ``nvmlDeviceSetMemoryLimits_v1`` on most): calling one raises
+    ``NVMLError_FunctionNotFound``, as pynvml does when the symbol is absent.
+    """
 
     NVMLError = NVMLError
+    NVMLLibraryMismatchError = NVMLLibraryMismatchError
     NVML_DEVICE_MIG_ENABLE = NVML_DEVICE_MIG_ENABLE
     NVML_TEMPERATURE_GPU = NVML_TEMPERATURE_GPU
+    NVML_DEVICE_MEMORY_LIMIT_MAX = NVML_DEVICE_MEMORY_LIMIT_MAX
 
     def __init__(
         self,
@@ -122,6 +185,7 @@ class FakeNVML:
         driver_version: str = "550.54.15",
         nvml_version: str = "12.550.54.15",
         cuda_version: int = 12040,
+        missing: frozenset[str] | set[str] = frozenset({"nvmlDeviceSetMemoryLimits_v1"}),
     ) -> None:
         self.gpus = list(gpus or [])
         self.init_error = init_error
@@ -130,8 +194,20 @@ class FakeNVML:
         self.driver_version = driver_version
         self.nvml_version = nvml_version
         self.cuda_version = cuda_version
+        self.missing = frozenset(missing)
         self.init_calls = 0
         self.shutdown_calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        # the per-code error classes, as module attributes
+        if name.startswith("NVMLError_") and name in globals():
+            return globals()[name]
+        raise AttributeError(name)
+
+    def _symbol(self, name: str) -> None:
+        """pynvml's _nvmlGetFunctionPointer: an absent symbol is FUNCTION_NOT_FOUND."""
+        if name in self.missing:
+            raise NVMLError(NVML_ERROR_FUNCTION_NOT_FOUND)
 
     # -- library ---------------------------------------------------------------------------
     @property
@@ -144,6 +220,7 @@ class FakeNVML:
 
     def _check(self, handle: FakeGpu | FakeMig, function: str) -> None:
         self._need_init()
+        self._symbol(function)
         code = handle.errors.get(function, handle.errors.get("*"))
         if code is not None:
             raise NVMLError(code)
@@ -228,17 +305,23 @@ class FakeNVML:
         return handle.cores
 
     def nvmlDeviceGetAttributes(self, handle: FakeGpu | FakeMig) -> SimpleNamespace:
-        self._check(handle, "nvmlDeviceGetAttributes")
-        if isinstance(handle, FakeMig):
-            return SimpleNamespace(
-                multiprocessorCount=handle.sm_count,
-                gpuInstanceSliceCount=handle.gpu_slices,
-                computeInstanceSliceCount=handle.compute_slices,
-                memorySizeMB=handle.memory_mb,
-            )
-        if handle.sm_count is None:
+        """pynvml's wrapper of ``nvmlDeviceGetAttributes_v2``: MIG device handles only."""
+        self._check(handle, "nvmlDeviceGetAttributes_v2")
+        if not isinstance(handle, FakeMig):
             raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
-        return SimpleNamespace(multiprocessorCount=handle.sm_count)
+        return SimpleNamespace(
+            multiprocessorCount=handle.sm_count,
+            gpuInstanceSliceCount=handle.gpu_slices,
+            computeInstanceSliceCount=handle.compute_slices,
+            memorySizeMB=handle.memory_mb,
+        )
+
+    def nvmlDeviceGetCudaComputeCapability(self, handle: FakeGpu | FakeMig) -> tuple[int, int]:
+        self._check(handle, "nvmlDeviceGetCudaComputeCapability")
+        gpu = self._parent(handle) if isinstance(handle, FakeMig) else handle
+        if gpu.compute_capability is None:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        return gpu.compute_capability
 
     # -- MIG -------------------------------------------------------------------------------
     def nvmlDeviceGetMigMode(self, handle: FakeGpu) -> list[int]:
@@ -292,9 +375,45 @@ class FakeNVML:
         assert sensor == NVML_TEMPERATURE_GPU
         return self._gpu_reading(handle, "nvmlDeviceGetTemperature", "temperature")
 
-    def nvmlDeviceGetComputeRunningProcesses(self, handle: FakeGpu | FakeMig) -> list[FakeProcess]:
-        self._check(handle, "nvmlDeviceGetComputeRunningProcesses")
+    def nvmlDeviceGetComputeRunningProcesses_v3(
+        self, handle: FakeGpu | FakeMig
+    ) -> list[FakeProcess]:
+        self._check(handle, "nvmlDeviceGetComputeRunningProcesses_v3")
         return list(handle.processes)
+
+    def nvmlDeviceGetComputeRunningProcesses_v2(
+        self, handle: FakeGpu | FakeMig
+    ) -> list[FakeProcess]:
+        self._check(handle, "nvmlDeviceGetComputeRunningProcesses_v2")
+        return list(handle.processes)
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: FakeGpu | FakeMig) -> list[FakeProcess]:
+        """pynvml's unversioned wrapper of ``_v3``, under ``throwOnVersionMismatch``."""
+        try:
+            return self.nvmlDeviceGetComputeRunningProcesses_v3(handle)
+        except NVMLError_FunctionNotFound:  # type: ignore[name-defined]  # noqa: F821
+            msg = (
+                "Unversioned function called and the pyNVML version does not match the NVML "
+                "lib version. Either use matching pyNVML and NVML lib versions or use a "
+                "versioned function such as nvmlDeviceGetComputeRunningProcesses_v2"
+            )
+            raise NVMLLibraryMismatchError(msg) from None
+
+    # -- memory limits ---------------------------------------------------------------------
+    @staticmethod
+    def c_nvmlSetMemoryLimits_v1_t(
+        nameSpace: bytes, softLimit: int, hardLimit: int
+    ) -> SimpleNamespace:
+        return SimpleNamespace(nameSpace=nameSpace, softLimit=softLimit, hardLimit=hardLimit)
+
+    def nvmlDeviceSetMemoryLimits_v1(self, handle: FakeGpu | FakeMig, limits: Any) -> None:
+        self._check(handle, "nvmlDeviceSetMemoryLimits_v1")
+        gpu = self._parent(handle) if isinstance(handle, FakeMig) else handle
+        name = limits.nameSpace.decode()
+        if limits.hardLimit == NVML_DEVICE_MEMORY_LIMIT_MAX:
+            gpu.memory_limits.pop(name, None)
+        else:
+            gpu.memory_limits[name] = (int(limits.softLimit), int(limits.hardLimit))
 
 
 def gpus(count: int, **overrides: object) -> list[FakeGpu]:
@@ -302,9 +421,18 @@ def gpus(count: int, **overrides: object) -> list[FakeGpu]:
     return [FakeGpu(index, **overrides) for index in range(count)]  # type: ignore[arg-type]
 
 
+#: GPU-instance ids an A100 gives each profile's instances, in placement order (nvidia-smi mig -lgi)
+GI_IDS = {"3g.40gb": [1, 2], "2g.20gb": [3, 4, 5], "1g.10gb": [7, 8, 9, 10, 11, 12, 13]}
+
+
 def mig_gpu(index: int, profiles: list[str | None], **overrides: object) -> FakeGpu:
-    """A MIG-enabled GPU whose slots hold the given profiles (``None``: an unused slot)."""
+    """A MIG-enabled GPU whose slots hold the given profiles (``None``: an unused slot).
+
+    GPU-instance ids follow the A100's placements (``GI_IDS``), so slot and GPU-instance id
+    differ as they do on real hardware.
+    """
     sizes = {"1g.10gb": (1, 9856, 14), "2g.20gb": (2, 19968, 28), "3g.40gb": (3, 40192, 42)}
+    free = {profile: list(ids) for profile, ids in GI_IDS.items()}
     migs: list[FakeMig | None] = []
     for slot, profile in enumerate(profiles):
         if profile is None:
@@ -319,7 +447,15 @@ def mig_gpu(index: int, profiles: list[str | None], **overrides: object) -> Fake
                 gpu_slices=slices,
                 compute_slices=slices,
                 sm_count=sms,
-                gpu_instance_id=slot + 1,
+                gpu_instance_id=free[profile].pop(0),
             )
         )
     return FakeGpu(index, mig_supported=True, mig_enabled=True, migs=migs, **overrides)  # type: ignore[arg-type]
+
+
+def write_mig_minors(proc_root: Path, lines: dict[str, int]) -> Path:
+    """A fake ``<proc>/driver/nvidia-caps/mig-minors`` (``gpu0/gi1/access 12`` …)."""
+    path = proc_root / "driver" / "nvidia-caps" / "mig-minors"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{name} {minor}\n" for name, minor in lines.items()))
+    return path

@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from accelkit.types import SlotType
-from accelkit_cuda.discovery import sysfs_bus_id
+from accelkit_cuda.discovery import mig_minors, sysfs_bus_id
 
 from . import fake_nvml as fk
 from .support import run, write_numa_node
@@ -39,8 +39,8 @@ def test_device_facts_come_from_nvml(start):
         bus_id="00000000:3B:00.0",
         numa_node=1,
         minor=4,
-        sm_count=132,
         cores=16896,
+        compute_capability=(9, 0),
     )
     (device,) = start([gpu]).devices
     assert device.device_id == "cuda0"
@@ -49,6 +49,7 @@ def test_device_facts_come_from_nvml(start):
     assert device.memory_size == 85_520_809_984
     assert device.hw_location == "0000:3b:00.0"
     assert device.numa_node == 1
+    # nvmlDeviceGetAttributes answers for MIG handles only: 16896 cores / 128 per SM on sm_90
     assert device.processing_units == 132
     assert device.extra == {
         "index": "0",
@@ -67,6 +68,27 @@ def test_missing_sm_and_core_counts_are_zero_and_absent(start):
     (device,) = start([fk.FakeGpu(0, sm_count=None, cores=None)]).devices
     assert device.processing_units == 0
     assert "cuda_cores" not in device.extra
+
+
+@pytest.mark.parametrize(
+    ("cores", "capability", "sms"),
+    [
+        (6912, (8, 0), 108),  # A100: 64 cores per SM
+        (10752, (8, 6), 84),  # RTX A6000: 128
+        (14592, (9, 0), 114),  # H100 PCIe
+        (5120, (7, 0), 80),  # V100
+        (3584, (6, 0), 56),  # P100: 64
+        (3584, (6, 1), 28),  # GP102: 128
+        (18944, (10, 0), 148),  # B200
+        (6912, (2, 0), 0),  # an architecture the table does not know: unknown, not a guess
+        (6913, (8, 0), 0),  # cores that do not divide into SMs: unknown
+        (6912, None, 0),  # no compute capability: unknown
+    ],
+)
+def test_whole_gpu_sms_come_from_cores_and_compute_capability(start, cores, capability, sms):
+    gpu = fk.FakeGpu(0, cores=cores, compute_capability=capability, sm_count=999)
+    (device,) = start([gpu]).devices
+    assert device.processing_units == sms
 
 
 @pytest.mark.parametrize(("written", "expected"), [("1", 1), ("-1", None), ("junk", None)])
@@ -105,28 +127,69 @@ def test_mig_off_on_a_mig_capable_gpu_offers_the_whole_gpu(start):
     assert plugin.device_slots(plugin.devices)["cuda0"].slot_name == "cuda.device"
 
 
-def test_mig_instances_replace_their_parent(start):
+def test_mig_instances_replace_their_parent_and_are_named_by_gpu_instance(start):
     gpus = [fk.mig_gpu(0, ["3g.40gb", None, "1g.10gb", "1g.10gb"], numa_node=0), fk.FakeGpu(1)]
     plugin = start(gpus)
     devices = {d.device_id: d for d in plugin.devices}
-    assert list(devices) == ["cuda0-mig0", "cuda0-mig2", "cuda0-mig3", "cuda1"]
-    mig = devices["cuda0-mig2"]
+    # named by GPU-instance id (1, 7, 8) as nvidia-smi and DCGM name them, not by slot (0, 2, 3)
+    assert list(devices) == ["cuda0-mig1", "cuda0-mig7", "cuda0-mig8", "cuda1"]
+    mig = devices["cuda0-mig7"]
     assert mig.uuid == "MIG-00000002-0000-0000-0000-000000000000"
     assert mig.model_name == "NVIDIA A100-SXM4-80GB MIG 1g.10gb"
     assert mig.memory_size == 9856 * fk.MIB
     assert mig.processing_units == 14
     assert mig.numa_node == 0
-    assert mig.hw_location == "0000:10:00.0/gi3/ci0"
+    assert mig.hw_location == "0000:10:00.0/gi7/ci0"
     assert mig.extra["parent_id"] == "cuda0"
     assert mig.extra["parent_uuid"] == gpus[0].uuid
+    assert mig.extra["parent_model"] == "NVIDIA A100-SXM4-80GB"
     assert mig.extra["minor"] == "0"
     assert mig.extra["mig_profile"] == "1g.10gb"
+    assert mig.extra["mig_index"] == "2"
+    assert mig.extra["gpu_instance_id"] == "7"
     slots = plugin.device_slots(plugin.devices)
-    assert slots["cuda0-mig0"].slot_name == "cuda.mig-3g.40gb"
-    assert slots["cuda0-mig2"].slot_name == "cuda.mig-1g.10gb"
-    assert slots["cuda0-mig2"].slot_type is SlotType.UNIQUE
-    assert slots["cuda0-mig2"].amount == 1
+    assert slots["cuda0-mig1"].slot_name == "cuda.mig-3g.40gb"
+    assert slots["cuda0-mig7"].slot_name == "cuda.mig-1g.10gb"
+    assert slots["cuda0-mig7"].slot_type is SlotType.UNIQUE
+    assert slots["cuda0-mig7"].amount == 1
     assert slots["cuda1"].slot_name == "cuda.device"
+
+
+def test_further_compute_instances_of_one_gpu_instance_get_their_ci(start):
+    gpu = fk.mig_gpu(0, ["3g.40gb", "3g.40gb"])
+    second = gpu.migs[1]
+    assert second is not None
+    second.gpu_instance_id, second.compute_instance_id = 1, 2
+    assert [d.device_id for d in start([gpu]).devices] == ["cuda0-mig1", "cuda0-mig1-ci2"]
+
+
+def test_mig_caps_minors_come_from_proc(start, proc):
+    fk.write_mig_minors(
+        proc,
+        {
+            "config": 1,
+            "monitor": 2,
+            "gpu3/gi7/access": 66,
+            "gpu3/gi7/ci0/access": 67,
+            "gpu3/gi8/access": 75,
+            "gpu3/gi8/ci0/access": 76,
+        },
+    )
+    plugin = start([fk.mig_gpu(0, ["1g.10gb", "1g.10gb"], minor=3)])
+    caps = {d.device_id: d.extra["mig_caps"] for d in plugin.devices}
+    assert caps == {"cuda0-mig7": "66,67", "cuda0-mig8": "75,76"}
+
+
+def test_without_mig_minors_the_caps_are_empty(start, proc):
+    (proc / "driver").mkdir()
+    plugin = start([fk.mig_gpu(0, ["1g.10gb"])])
+    assert plugin.devices[0].extra["mig_caps"] == ""
+
+
+def test_malformed_mig_minors_lines_are_skipped(proc):
+    path = fk.write_mig_minors(proc, {"gpu0/gi1/access": 5})
+    path.write_text(path.read_text() + "garbage\ngpu0/gi2/access x\n\n")
+    assert mig_minors(proc) == {"gpu0/gi1/access": 5}
 
 
 def test_mig_uuid_device_ids(start):

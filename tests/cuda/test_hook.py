@@ -59,17 +59,33 @@ def test_container_gets_uuids_device_nodes_and_cdi_names(start):
     assert "CUDA_VISIBLE_DEVICES" not in config.env_vars
 
 
-def test_mig_instances_use_their_mig_uuids_and_the_parent_device_node(start):
+def test_mig_instances_use_their_mig_uuids_the_parent_node_and_their_caps(start, proc):
+    fk.write_mig_minors(
+        proc,
+        {
+            "gpu3/gi7/access": 66,
+            "gpu3/gi7/ci0/access": 67,
+            "gpu3/gi8/access": 75,
+            "gpu3/gi8/ci0/access": 76,
+        },
+    )
     plugin = start([fk.mig_gpu(0, ["1g.10gb", "1g.10gb"], minor=3)])
-    alloc = {"cuda.mig-1g.10gb": {"cuda0-mig0": Decimal(1), "cuda0-mig1": Decimal(1)}}
-    migs = [uuid(plugin, "cuda0-mig0"), uuid(plugin, "cuda0-mig1")]
+    alloc = {"cuda.mig-1g.10gb": {"cuda0-mig7": Decimal(1), "cuda0-mig8": Decimal(1)}}
+    migs = [uuid(plugin, "cuda0-mig7"), uuid(plugin, "cuda0-mig8")]
     assert all(u.startswith("MIG-") for u in migs)
     tree = pre_create(plugin, TREE, alloc)
     assert tree.env_vars == {"CUDA_VISIBLE_DEVICES": ",".join(migs)}
     box = pre_create(plugin, BOX, alloc)
     assert box.env_vars["NVIDIA_VISIBLE_DEVICES"] == ",".join(migs)
-    assert list(box.mounts) == [Mount.device("/dev/nvidia3"), *CONTROL]
+    caps = [Mount.device(f"/dev/nvidia-caps/nvidia-cap{m}") for m in (66, 67, 75, 76)]
+    assert list(box.mounts) == [Mount.device("/dev/nvidia3"), *CONTROL, *caps]
     assert box.cdi_devices == tuple(f"nvidia.com/gpu={u}" for u in migs)
+
+
+def test_whole_gpus_get_no_caps_nodes(start, proc):
+    fk.write_mig_minors(proc, {"gpu0/gi1/access": 9})
+    box = pre_create(start(fk.gpus(1)), BOX, {"cuda.device": {"cuda0": Decimal(1)}})
+    assert not any("nvidia-caps" in m.source for m in box.mounts)
 
 
 def test_shares_are_reported_per_visible_device(start):

@@ -8,10 +8,12 @@ import subprocess
 import sys
 from decimal import Decimal
 
+import pytest
+
 from accelkit.metrics import Measurement, MetricContext, MetricType
 from accelkit.partition import DevicePartition
 from accelkit.types import NodeInfo, Workload
-from accelkit_cuda.processes import leader_process_tree
+from accelkit_cuda.processes import leader_pid, leader_process_tree
 
 from . import fake_nvml as fk
 from .support import run
@@ -122,12 +124,24 @@ def test_power_without_limit_has_no_node_capacity(start):
     assert power.node == Measurement(30)
 
 
-def test_mig_instances_report_memory_only(start):
-    gpu = fk.mig_gpu(0, ["1g.10gb"])
+def test_mig_instances_report_memory_and_their_gpu_counts_in_node_power_and_temperature(start):
+    gpu = fk.mig_gpu(0, ["1g.10gb"], power=90_000, power_limit=400_000, temperature=51)
     gpu.migs[0].memory_used = GIB  # type: ignore[union-attr]
+    whole = fk.FakeGpu(1, power=60_000, power_limit=300_000, temperature=40)
+    metrics = by_key(run(start([gpu, whole]).gather_node_metrics(MetricContext())))
+    assert metrics["mem_used"].per_device["cuda0-mig7"] == Measurement(GIB, 9856 * fk.MIB)
+    # a MIG instance has no sensor of its own: no per-device reading, but the node counts it
+    assert set(metrics["power"].per_device) == {"cuda1"}
+    assert metrics["power"].node == Measurement(150_000, 700_000)
+    assert set(metrics["temperature"].per_device) == {"cuda1"}
+    assert metrics["temperature"].node == Measurement(51)
+
+
+def test_a_mig_gpu_alone_still_reports_node_power(start):
+    gpu = fk.mig_gpu(0, ["1g.10gb"], power=90_000, power_limit=None)
     metrics = by_key(run(start([gpu]).gather_node_metrics(MetricContext())))
-    assert list(metrics) == ["mem_used"]
-    assert metrics["mem_used"].per_device["cuda0-mig0"] == Measurement(GIB, 9856 * fk.MIB)
+    assert metrics["power"].per_device == {}
+    assert metrics["power"].node == Measurement(90_000)
 
 
 def test_workload_gpu_memory_from_its_process_tree(start):
@@ -155,7 +169,7 @@ def test_a_workload_without_processes_has_no_metrics(start):
 def test_a_lost_gpu_does_not_break_workload_metrics(start, caplog):
     gpus = two_busy_gpus()
     plugin = start(gpus, workload_pids=lambda w: {100})
-    gpus[0].errors["nvmlDeviceGetComputeRunningProcesses"] = fk.NVML_ERROR_GPU_IS_LOST
+    gpus[0].errors["nvmlDeviceGetComputeRunningProcesses_v3"] = fk.NVML_ERROR_GPU_IS_LOST
     ctx = plugin.create_agent_context("agent-1", DevicePartition.of("cuda0", "cuda1"))
     with caplog.at_level(logging.WARNING, logger="accelkit_cuda"):
         (metric,) = run(ctx.gather_workload_metrics(MetricContext(), Workload.process_tree("1")))
@@ -177,7 +191,7 @@ def test_process_metrics(start):
 def test_unsupported_process_list_counts_as_none(start):
     gpus = two_busy_gpus()
     plugin = start(gpus)
-    gpus[0].errors["nvmlDeviceGetComputeRunningProcesses"] = fk.NVML_ERROR_NOT_SUPPORTED
+    gpus[0].errors["nvmlDeviceGetComputeRunningProcesses_v3"] = fk.NVML_ERROR_NOT_SUPPORTED
     ctx = plugin.create_agent_context("agent-1", DevicePartition.of("cuda0", "cuda1"))
     (metric,) = run(ctx.gather_process_metrics(MetricContext(), 100))
     assert metric.value == Measurement(1 * GIB)
@@ -186,6 +200,54 @@ def test_unsupported_process_list_counts_as_none(start):
 def test_leader_process_tree_of_a_live_process():
     pids = leader_process_tree(Workload.process_tree(str(os.getpid())))
     assert os.getpid() in pids
+
+
+def test_drivers_without_the_v3_process_list_fall_back_to_v2(start):
+    missing = {"nvmlDeviceGetComputeRunningProcesses_v3"}
+    plugin = start(fk.FakeNVML(two_busy_gpus(), missing=missing))
+    ctx = plugin.create_agent_context("agent-1", DevicePartition.of("cuda0", "cuda1"))
+    (metric,) = run(ctx.gather_process_metrics(MetricContext(), 100))
+    assert metric.value == Measurement(5 * GIB)
+
+
+def test_a_library_mismatch_never_escapes_the_metrics(start):
+    # pynvml raises NVMLLibraryMismatchError, not an NVMLError, for the unversioned call
+    missing = {
+        "nvmlDeviceGetComputeRunningProcesses_v3",
+        "nvmlDeviceGetComputeRunningProcesses_v2",
+    }
+    nvml = fk.FakeNVML(two_busy_gpus(), missing=missing)
+    nvml.nvmlInit()
+    with pytest.raises(fk.NVMLLibraryMismatchError):
+        nvml.nvmlDeviceGetComputeRunningProcesses(nvml.gpus[0])
+    assert not issubclass(fk.NVMLLibraryMismatchError, fk.NVMLError)
+    plugin = start(fk.FakeNVML(two_busy_gpus(), missing=missing), workload_pids=lambda w: {100})
+    ctx = plugin.create_agent_context("agent-1", DevicePartition.of("cuda0", "cuda1"))
+    (metric,) = run(ctx.gather_process_metrics(MetricContext(), 100))
+    assert metric.value == Measurement(0)
+    (workload,) = run(ctx.gather_workload_metrics(MetricContext(), Workload.process_tree("1")))
+    assert workload.value == Measurement(0)
+
+
+def test_accelkit_run_workloads_get_gpu_memory():
+    # `accelkit run` records a process tree as pid:<n>
+    pids = leader_process_tree(Workload.process_tree(f"pid:{os.getpid()}"))
+    assert os.getpid() in pids
+    assert leader_pid("pid:42") == 42
+    assert leader_pid("42") == 42
+    assert leader_pid("pid:") is None
+    assert leader_pid("pid:٣") is None  # a non-ASCII digit is no pid
+    assert leader_pid("container-1") is None
+
+
+def test_gpu_memory_of_a_pid_workload_from_the_default_process_mapping(start):
+    gpus = two_busy_gpus()
+    gpus[0].processes.append(fk.FakeProcess(os.getpid(), 3 * GIB))
+    plugin = start(gpus)
+    ctx = plugin.create_agent_context("agent-1", DevicePartition.of("cuda0", "cuda1"))
+    workload = Workload.process_tree(f"pid:{os.getpid()}")
+    (metric,) = run(ctx.gather_workload_metrics(MetricContext(), workload))
+    assert metric.value == Measurement(3 * GIB)
 
 
 def test_leader_process_tree_of_unknown_workloads_is_empty():

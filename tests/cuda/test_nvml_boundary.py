@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pynvml  # nvidia-ml-py, a dependency of accelkit-cuda: no driver needed here
 import pytest
 
 from accelkit_cuda.nvml import NVMLLibrary, text
@@ -55,3 +56,92 @@ def test_foreign_exceptions_carry_no_nvml_code():
 def test_text_decodes_ctypes_bytes():
     assert text(b"00000000:3B:00.0") == "00000000:3B:00.0"
     assert text("GPU-1") == "GPU-1"
+
+
+# -- the fake behaves like the real pynvml ------------------------------------------------------
+
+CODES = [
+    fk.NVML_ERROR_UNINITIALIZED,
+    fk.NVML_ERROR_INVALID_ARGUMENT,
+    fk.NVML_ERROR_NOT_SUPPORTED,
+    fk.NVML_ERROR_NO_PERMISSION,
+    fk.NVML_ERROR_NOT_FOUND,
+    fk.NVML_ERROR_INSUFFICIENT_SIZE,
+    fk.NVML_ERROR_DRIVER_NOT_LOADED,
+    fk.NVML_ERROR_LIBRARY_NOT_FOUND,
+    fk.NVML_ERROR_FUNCTION_NOT_FOUND,
+    fk.NVML_ERROR_GPU_IS_LOST,
+    fk.NVML_ERROR_UNKNOWN,
+]
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_errors_are_per_code_subclasses_as_in_pynvml(code):
+    real, fake = pynvml.NVMLError(code), fk.NVMLError(code)
+    assert type(fake).__name__ == type(real).__name__
+    assert isinstance(fake, fk.NVMLError)
+    assert (fake.value, fake.args, str(fake)) == (real.value, real.args, str(real))
+    # the subclass built without a code carries its own, as pynvml's do
+    assert getattr(fk, type(fake).__name__)().value == code
+
+
+def test_errors_are_unhashable_and_compare_by_code_as_in_pynvml():
+    for module in (pynvml, fk):
+        error = module.NVMLError(fk.NVML_ERROR_NOT_FOUND)
+        with pytest.raises(TypeError, match="unhashable"):
+            hash(error)
+        assert error == module.NVMLError(fk.NVML_ERROR_NOT_FOUND)
+        with pytest.raises(AttributeError):
+            error == ValueError()  # noqa: B015 - pynvml's __eq__ fails on foreign objects
+
+
+def test_the_mismatch_error_is_no_nvml_error_as_in_pynvml():
+    assert not issubclass(pynvml.NVMLLibraryMismatchError, pynvml.NVMLError)
+    assert not issubclass(fk.NVMLLibraryMismatchError, fk.NVMLError)
+
+
+def test_the_fake_offers_the_functions_accelkit_calls_with_pynvml_names():
+    called = {
+        "nvmlDeviceGetComputeRunningProcesses",
+        "nvmlDeviceGetComputeRunningProcesses_v2",
+        "nvmlDeviceGetCudaComputeCapability",
+        "nvmlDeviceGetNumGpuCores",
+        "nvmlDeviceGetAttributes",
+        "nvmlDeviceSetMemoryLimits_v1",
+        "c_nvmlSetMemoryLimits_v1_t",
+        "nvmlDeviceGetGpuInstanceId",
+        "nvmlDeviceGetComputeInstanceId",
+        "nvmlDeviceGetMigDeviceHandleByIndex",
+    }
+    assert all(hasattr(pynvml, name) for name in called)
+    assert all(hasattr(fk.FakeNVML, name) for name in called)
+
+
+def test_a_mismatch_error_anywhere_reads_as_absent():
+    class Mismatched(fk.FakeNVML):
+        def nvmlDeviceGetNumGpuCores(self, handle):
+            raise fk.NVMLLibraryMismatchError("no")
+
+    library, gpu = started(Mismatched([fk.FakeGpu(0)]))
+    assert library.core_count(gpu) is None
+    assert library.gpu_sm_count(gpu) is None
+
+
+def test_memory_limits_where_the_driver_has_them():
+    library, gpu = started(fk.FakeNVML([fk.FakeGpu(0)], missing=set()))
+    assert library.set_memory_limit(gpu, "w1", 4 * fk.GIB) is True
+    assert gpu.memory_limits == {"w1": (4 * fk.GIB, 4 * fk.GIB)}
+    assert library.set_memory_limit(gpu, "w1", None) is True
+    assert gpu.memory_limits == {}
+
+
+def test_memory_limits_are_skipped_where_the_driver_lacks_them():
+    library, gpu = started(fk.FakeNVML([fk.FakeGpu(0)]))  # the default driver lacks the call
+    assert library.set_memory_limit(gpu, "w1", fk.GIB) is False
+    unsupported = fk.FakeGpu(0, errors={"nvmlDeviceSetMemoryLimits_v1": 3})
+    library, gpu = started(fk.FakeNVML([unsupported], missing=set()))
+    assert library.set_memory_limit(gpu, "w1", fk.GIB) is False
+    lost = fk.FakeGpu(0, errors={"nvmlDeviceSetMemoryLimits_v1": fk.NVML_ERROR_GPU_IS_LOST})
+    library, gpu = started(fk.FakeNVML([lost], missing=set()))
+    with pytest.raises(fk.NVMLError):
+        library.set_memory_limit(gpu, "w1", fk.GIB)

@@ -34,7 +34,7 @@ def test_fractional_mode_offers_the_configured_shares(start):
 def test_fractional_mode_keeps_mig_instances_unique(start):
     plugin = start([fk.mig_gpu(0, ["1g.10gb"]), fk.FakeGpu(1)], {"allocation": "fractional"})
     slots = plugin.device_slots(plugin.devices)
-    assert slots["cuda0-mig0"].slot_name == "cuda.mig-1g.10gb"
+    assert slots["cuda0-mig7"].slot_name == "cuda.mig-1g.10gb"
     assert slots["cuda1"].slot_name == "cuda.shares"
 
 

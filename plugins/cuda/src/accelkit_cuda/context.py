@@ -3,33 +3,54 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
+from typing import Protocol, runtime_checkable
 
+from accelkit.errors import PluginContractError
 from accelkit.metrics import Measurement, MetricContext, MetricType, ProcessMetric, WorkloadMetric
-from accelkit.plugin import MaskedAgentContext
-from accelkit.types import AgentId, Workload
+from accelkit.plugin import AbstractComputePlugin, AgentShare, MaskedAgentContext
+from accelkit.types import AgentId, DeviceId, Workload
 from accelkit_cuda.metrics import memory_of, process_memory
-
-if TYPE_CHECKING:
-    from accelkit.partition import Partition
-    from accelkit_cuda.plugin import CUDAPlugin
+from accelkit_cuda.nvml import Handle, NVMLLibrary
+from accelkit_cuda.processes import WorkloadPids
 
 GPU_MEMORY_KEY = "gpu_mem"
+
+
+@runtime_checkable
+class GPUSource(Protocol):
+    """What the context reads from its plugin: NVML, device handles and workload processes."""
+
+    @property
+    def library(self) -> NVMLLibrary:
+        """The initialised NVML library."""
+        ...
+
+    @property
+    def workload_pids(self) -> WorkloadPids:
+        """Maps a workload to the pids whose GPU use counts as its own."""
+        ...
+
+    def handles(self, device_ids: Iterable[DeviceId]) -> dict[DeviceId, Handle]:
+        """NVML handles of the given devices."""
+        ...
 
 
 class CUDAAgentContext(MaskedAgentContext):
     """A masked context whose metrics count only GPU memory on the agent's own devices."""
 
-    plugin: CUDAPlugin
-
-    def __init__(self, plugin: CUDAPlugin, agent_id: AgentId, partition: Partition) -> None:
+    def __init__(
+        self, plugin: AbstractComputePlugin, agent_id: AgentId, partition: AgentShare
+    ) -> None:
         super().__init__(plugin, agent_id, partition)
-        self.plugin = plugin
+        if not isinstance(plugin, GPUSource):
+            msg = f"CUDAAgentContext needs a plugin with NVML handles, got {type(plugin).__name__}"
+            raise PluginContractError(msg)
+        self.source = plugin
 
     async def _usage(self) -> dict[int, int]:
-        handles = self.plugin.handles(self.device_mask)
-        return await asyncio.to_thread(process_memory, self.plugin.library, handles)
+        handles = self.source.handles(self.device_mask)
+        return await asyncio.to_thread(process_memory, self.source.library, handles)
 
     async def gather_workload_metrics(
         self, ctx: MetricContext, workload: Workload
@@ -38,7 +59,7 @@ class CUDAAgentContext(MaskedAgentContext):
 
         A workload that maps to no processes (see :mod:`accelkit_cuda.processes`) gets none.
         """
-        pids = frozenset(self.plugin.workload_pids(workload))
+        pids = frozenset(self.source.workload_pids(workload))
         if not pids:
             return ()
         used = memory_of(await self._usage(), pids)

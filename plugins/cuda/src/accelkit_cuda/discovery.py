@@ -1,8 +1,15 @@
 """Finding the node's GPUs and MIG instances through NVML.
 
 A GPU with MIG mode on is not offered whole: each of its MIG instances becomes a device of
-its own, in the UNIQUE slot ``cuda.mig-<profile>``. A GPU whose NVML calls fail is skipped and
-logged, so one broken GPU never hides the others.
+its own, in the UNIQUE slot ``cuda.mig-<profile>``, named by its GPU-instance id as nvidia-smi,
+DCGM and ``/proc/driver/nvidia/capabilities/gpu<N>/mig/gi<M>`` name it: ``cuda0-mig<gi>``
+(``cuda0-mig<gi>-ci<ci>`` for a further compute instance of the same GPU instance). A GPU whose
+NVML calls fail is skipped and logged, so one broken GPU never hides the others.
+
+``processing_units`` is the SM count: from ``nvmlDeviceGetAttributes`` for MIG instances (it
+answers for MIG handles only) and from the CUDA cores and compute capability for whole GPUs;
+``0`` means NVML could not tell. A MIG instance's ``extra`` holds the minors of its
+``/dev/nvidia-caps`` nodes (``mig_caps``), read from ``/proc/driver/nvidia-caps/mig-minors``.
 """
 
 from __future__ import annotations
@@ -28,6 +35,26 @@ class FoundDevice:
 
     device: ComputeDevice
     handle: Handle = attrs.field(eq=False, repr=False)
+    #: the whole GPU of a MIG instance, whose power and temperature the instance cannot read
+    parent_handle: Handle = attrs.field(default=None, eq=False, repr=False)
+
+
+def mig_minors(proc_root: Path) -> dict[str, int]:
+    """``/proc/driver/nvidia-caps/mig-minors``: ``gpu0/gi1/access`` → its caps minor.
+
+    A missing or unreadable file (no MIG support in the driver) gives an empty mapping.
+    """
+    path = proc_root / "driver" / "nvidia-caps" / "mig-minors"
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return {}
+    minors = {}
+    for line in lines:
+        name, _, minor = line.strip().rpartition(" ")
+        if name and minor.isdecimal():
+            minors[name] = int(minor)
+    return minors
 
 
 def sysfs_bus_id(nvml_bus_id: str) -> str:
@@ -52,20 +79,21 @@ def sysfs_numa_node(sysfs_root: Path, bus_id: str) -> int | None:
 
 
 def discover_devices(
-    lib: NVMLLibrary, id_mode: DeviceIdMode, sysfs_root: Path
+    lib: NVMLLibrary, id_mode: DeviceIdMode, sysfs_root: Path, proc_root: Path = Path("/proc")
 ) -> list[FoundDevice]:
     """Every usable GPU, or its MIG instances when MIG mode is on, in NVML index order."""
     found: list[FoundDevice] = []
+    caps = mig_minors(proc_root)
     for index in range(lib.device_count()):
         try:
-            found.extend(_discover_gpu(lib, index, id_mode, sysfs_root))
+            found.extend(_discover_gpu(lib, index, id_mode, sysfs_root, caps))
         except lib.error_type as exc:
             log.warning("cuda: skipping GPU %d: NVML error: %s", index, exc)
     return found
 
 
 def _discover_gpu(
-    lib: NVMLLibrary, index: int, id_mode: DeviceIdMode, sysfs_root: Path
+    lib: NVMLLibrary, index: int, id_mode: DeviceIdMode, sysfs_root: Path, caps: dict[str, int]
 ) -> list[FoundDevice]:
     handle = lib.handle_by_index(index)
     uuid = lib.uuid(handle)
@@ -85,7 +113,7 @@ def _discover_gpu(
         hw_location=bus_id,
         numa_node=numa_node,
         memory_size=memory.total,
-        processing_units=lib.multiprocessor_count(handle) or 0,
+        processing_units=lib.gpu_sm_count(handle) or 0,
         model_name=lib.name(handle),
         uuid=uuid,
         extra=extra,
@@ -93,7 +121,10 @@ def _discover_gpu(
     if not lib.mig_enabled(handle):
         return [FoundDevice(gpu, handle)]
     instances = [
-        _mig_instance(lib, gpu, slot, mig_handle, id_mode)
+        attrs.evolve(
+            _mig_instance(lib, gpu, slot, mig_handle, id_mode=id_mode, caps=caps),
+            parent_handle=handle,
+        )
         for slot, mig_handle in lib.mig_handles(handle)
     ]
     if not instances:
@@ -102,7 +133,13 @@ def _discover_gpu(
 
 
 def _mig_instance(
-    lib: NVMLLibrary, parent: ComputeDevice, slot: int, handle: Handle, id_mode: DeviceIdMode
+    lib: NVMLLibrary,
+    parent: ComputeDevice,
+    slot: int,
+    handle: Handle,
+    *,
+    id_mode: DeviceIdMode,
+    caps: dict[str, int],
 ) -> FoundDevice:
     uuid = lib.uuid(handle)
     name = lib.name(handle)
@@ -114,17 +151,24 @@ def _mig_instance(
         parent.memory_size,
     )
     gpu_instance, compute_instance = lib.instance_ids(handle)
-    device_id = DeviceId(uuid if id_mode is DeviceIdMode.UUID else f"{parent.device_id}-mig{slot}")
+    by_instance = f"{parent.device_id}-mig{gpu_instance}"
+    if compute_instance:
+        by_instance = f"{by_instance}-ci{compute_instance}"
+    device_id = DeviceId(uuid if id_mode is DeviceIdMode.UUID else by_instance)
+    gi_path = f"gpu{parent.extra['minor']}/gi{gpu_instance}"
+    cap_minors = [caps.get(f"{gi_path}/access"), caps.get(f"{gi_path}/ci{compute_instance}/access")]
     extra = {
         "index": parent.extra["index"],
         "minor": parent.extra["minor"],
         "pci_bus_id": parent.extra["pci_bus_id"],
         "parent_id": parent.device_id,
         "parent_uuid": parent.uuid or "",
+        "parent_model": parent.model_name,
         "mig_profile": profile,
         "mig_index": str(slot),
         "gpu_instance_id": str(gpu_instance),
         "compute_instance_id": str(compute_instance),
+        "mig_caps": ",".join(str(m) for m in cap_minors if m is not None),
     }
     device = ComputeDevice(
         device_name=DEVICE_NAME,

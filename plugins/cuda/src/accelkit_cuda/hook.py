@@ -3,7 +3,9 @@
 The hook is stateless: :func:`workload_config` is a pure function of the workload, the
 allocation and the allocated devices, so an agent that restarts rebuilds the same config.
 Visible devices are ordered by natural device-id order (``cuda2`` before ``cuda10``), never by
-the order of the allocation mapping.
+the order of the allocation mapping. A container with MIG instances also gets each instance's
+``/dev/nvidia-caps/nvidia-cap<N>`` nodes (its GPU-instance and compute-instance access caps),
+without which CUDA inside the container cannot open the instance.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ CONTROL_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
 DRIVER_CAPABILITIES = "compute,utility"
 #: NVIDIA_VISIBLE_DEVICES value that gives a container no GPU
 NO_DEVICES = "void"
+#: where the MIG capability device nodes live
+CAPS_DIR = "/dev/nvidia-caps"
 
 
 def _allocated(device_alloc: DeviceAllocation) -> list[DeviceId]:
@@ -78,7 +82,13 @@ def workload_config(
     if "" in minors:
         msg = f"cuda: a device of {ordered} has no device minor number"
         raise WorkloadCreationDenied(msg)
-    nodes = [f"/dev/nvidia{minor}" for minor in minors] + list(CONTROL_DEVICES)
+    caps = [
+        f"{CAPS_DIR}/nvidia-cap{minor}"
+        for d in ordered
+        for minor in devices[d].extra.get("mig_caps", "").split(",")
+        if minor
+    ]
+    nodes = [f"/dev/nvidia{minor}" for minor in minors] + list(CONTROL_DEVICES) + caps
     mounts: tuple[Mount, ...] = tuple(Mount.device(path) for path in nodes)
     return WorkloadConfig(
         env_vars={

@@ -2,8 +2,10 @@
 
 Each device is read in one go; an NVML error on a device (a lost GPU, most often) skips that
 device's readings and is logged, and the other devices are still reported. A reading a device
-does not offer (MIG instances have no utilisation) is simply absent. Units are NVML's own:
-percent, bytes, milliwatts and degrees Celsius, all integers.
+does not offer (MIG instances have no utilisation, power or temperature) is simply absent.
+The power and temperature of a GPU with MIG mode on, which is not a device itself, count in
+the node figures. Units are NVML's own: percent, bytes, milliwatts and degrees Celsius, all
+integers (the Prometheus exposition converts them to base units).
 """
 
 from __future__ import annotations
@@ -67,11 +69,14 @@ def _metric(
     unit: str,
     per_device: Mapping[DeviceId, Measurement],
     node: Callable[[Sequence[Measurement]], Measurement],
+    *,
+    also: Sequence[Measurement] = (),
 ) -> list[NodeMetric]:
-    if not per_device:
+    """One metric; ``also`` counts in the node figure only (GPUs that are not devices)."""
+    if not per_device and not also:
         return []
     by_id = {str(device_id): m for device_id, m in per_device.items()}
-    return [NodeMetric(key, kind, unit, node(list(per_device.values())), by_id)]
+    return [NodeMetric(key, kind, unit, node([*per_device.values(), *also]), by_id)]
 
 
 def _mean(values: Sequence[Measurement]) -> Measurement:
@@ -88,11 +93,15 @@ def _hottest(values: Sequence[Measurement]) -> Measurement:
     return Measurement(max(m.value for m in values))
 
 
-def node_metrics(readings: Mapping[DeviceId, DeviceReading]) -> list[NodeMetric]:
+def node_metrics(
+    readings: Mapping[DeviceId, DeviceReading],
+    mig_parents: Sequence[DeviceReading] = (),
+) -> list[NodeMetric]:
     """``gpu_util``, ``mem_util``, ``mem_used``, ``power`` and ``temperature`` per device.
 
     The node value is the mean of the utilisations, the sum of memory and power (against the
-    sum of totals and limits), and the hottest device's temperature.
+    sum of totals and limits), and the hottest device's temperature; the power and temperature
+    of ``mig_parents`` (GPUs with MIG mode on) count in the node's.
     """
     items = readings.items()
     gpu = {d: Measurement(r.gpu_util, _PERCENT) for d, r in items if r.gpu_util is not None}
@@ -104,9 +113,19 @@ def node_metrics(readings: Mapping[DeviceId, DeviceReading]) -> list[NodeMetric]
         *_metric("gpu_util", MetricType.UTILIZATION, "percent", gpu, _mean),
         *_metric("mem_util", MetricType.UTILIZATION, "percent", mem, _mean),
         *_metric("mem_used", MetricType.GAUGE, "bytes", used, _total),
-        *_metric("power", MetricType.GAUGE, "mW", power, _total),
-        *_metric("temperature", MetricType.GAUGE, "celsius", temp, _hottest),
+        *_metric("power", MetricType.GAUGE, "mW", power, _total, also=_powers(mig_parents)),
+        *_metric(
+            "temperature", MetricType.GAUGE, "celsius", temp, _hottest, also=_temps(mig_parents)
+        ),
     ]
+
+
+def _powers(readings: Sequence[DeviceReading]) -> list[Measurement]:
+    return [Measurement(r.power, r.power_limit) for r in readings if r.power is not None]
+
+
+def _temps(readings: Sequence[DeviceReading]) -> list[Measurement]:
+    return [Measurement(r.temperature) for r in readings if r.temperature is not None]
 
 
 def process_memory(lib: NVMLLibrary, handles: Mapping[DeviceId, Handle]) -> dict[int, int]:

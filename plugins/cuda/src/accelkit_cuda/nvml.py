@@ -2,7 +2,10 @@
 
 The library is reached through a module object (``pynvml`` itself, or a test double with the
 same functions and constants), so nothing here imports ``pynvml`` at import time. Readings come
-back as plain ``int`` and ``str``; a reading the GPU does not offer comes back as ``None``.
+back as plain ``int`` and ``str``; a reading the GPU or driver does not offer comes back as
+``None``. That covers pynvml's ``NVMLLibraryMismatchError`` (an unversioned function whose
+newest version the driver lacks), which is *not* an ``NVMLError``: process lists then fall
+back to the older ``_v2`` call.
 """
 
 from __future__ import annotations
@@ -30,9 +33,30 @@ ERROR_FUNCTION_NOT_FOUND = 13
 ERROR_GPU_IS_LOST = 15
 MIG_ENABLE = 1
 TEMPERATURE_GPU = 0
+#: nvmlDeviceSetMemoryLimits_v1's "no limit"
+MEMORY_LIMIT_MAX = 0xFFFFFFFFFFFFFFFF
+
+#: CUDA cores per streaming multiprocessor by compute capability (major, or (major, minor)),
+#: from NVIDIA's CUDA programming guide; GP100 and GA100 have half the cores of their siblings
+CORES_PER_SM: dict[tuple[int, ...], int] = {
+    (3,): 192,
+    (5,): 128,
+    (6, 0): 64,
+    (6,): 128,
+    (7,): 64,
+    (8, 0): 64,
+    (8,): 128,
+    (9,): 128,
+    (10,): 128,
+    (12,): 128,
+}
 
 #: codes that mean "this GPU or driver does not offer that reading"
 _ABSENT = frozenset({ERROR_NOT_SUPPORTED, ERROR_FUNCTION_NOT_FOUND})
+
+
+class _NoV3(Exception):
+    """The driver has no ``_v3`` process list (pynvml's mismatch error): ask ``_v2``."""
 
 
 def import_nvml() -> NVMLModule:
@@ -77,6 +101,12 @@ class NVMLLibrary:
         error: type[Exception] = self.module.NVMLError
         return error
 
+    @property
+    def absent_types(self) -> tuple[type[Exception], ...]:
+        """Exceptions that mean "the driver has no such function": pynvml's mismatch error."""
+        mismatch = getattr(self.module, "NVMLLibraryMismatchError", None)
+        return (AttributeError, *([mismatch] if isinstance(mismatch, type) else []))
+
     def error_code(self, exc: BaseException) -> int | None:
         """The NVML return code carried by ``exc``, or ``None`` for a foreign exception."""
         if not isinstance(exc, self.error_type):
@@ -88,7 +118,7 @@ class NVMLLibrary:
         """Run ``read``; a reading the device or driver does not offer gives ``None``."""
         try:
             return read()
-        except AttributeError:  # an older nvidia-ml-py without the function
+        except self.absent_types:  # an older nvidia-ml-py or driver without the function
             return None
         except self.error_type as exc:
             if self.error_code(exc) in _ABSENT:
@@ -127,12 +157,27 @@ class NVMLLibrary:
     def minor_number(self, handle: Handle) -> int:
         return int(self.module.nvmlDeviceGetMinorNumber(handle))
 
-    def multiprocessor_count(self, handle: Handle) -> int | None:
-        attributes = self.optional(lambda: self.module.nvmlDeviceGetAttributes(handle))
-        return None if attributes is None else int(attributes.multiprocessorCount)
-
     def core_count(self, handle: Handle) -> int | None:
         return self.optional(lambda: int(self.module.nvmlDeviceGetNumGpuCores(handle)))
+
+    def compute_capability(self, handle: Handle) -> tuple[int, int] | None:
+        found = self.optional(lambda: self.module.nvmlDeviceGetCudaComputeCapability(handle))
+        return None if found is None else (int(found[0]), int(found[1]))
+
+    def gpu_sm_count(self, handle: Handle) -> int | None:
+        """SMs of a whole GPU: its CUDA cores over the cores per SM of its compute capability.
+
+        ``nvmlDeviceGetAttributes`` answers for MIG handles only; ``None`` when NVML tells
+        neither figure or the architecture is unknown.
+        """
+        cores = self.core_count(handle)
+        capability = self.compute_capability(handle)
+        if cores is None or capability is None:
+            return None
+        per_sm = CORES_PER_SM.get(capability) or CORES_PER_SM.get(capability[:1])
+        if per_sm is None or cores % per_sm:
+            return None
+        return cores // per_sm
 
     def mig_enabled(self, handle: Handle) -> bool:
         modes = self.optional(lambda: self.module.nvmlDeviceGetMigMode(handle))
@@ -178,11 +223,40 @@ class NVMLLibrary:
         )
 
     def processes(self, handle: Handle) -> list[ProcessUsage]:
-        found = self.optional(lambda: self.module.nvmlDeviceGetComputeRunningProcesses(handle))
+        """Compute processes: the ``_v3`` list, or ``_v2`` on drivers without it (before 510)."""
+        try:
+            found = self.optional(lambda: self._processes_v3(handle))
+        except _NoV3:
+            found = self.optional(
+                lambda: self.module.nvmlDeviceGetComputeRunningProcesses_v2(handle)
+            )
         return [
             ProcessUsage(int(p.pid), None if p.usedGpuMemory is None else int(p.usedGpuMemory))
             for p in found or ()
         ]
+
+    def _processes_v3(self, handle: Handle) -> Any:
+        try:
+            return self.module.nvmlDeviceGetComputeRunningProcesses(handle)
+        except self.absent_types as exc:
+            raise _NoV3 from exc
+
+    def set_memory_limit(self, handle: Handle, name_space: str, limit: int | None) -> bool:
+        """``nvmlDeviceSetMemoryLimits_v1``: cap ``name_space``'s memory (``None`` lifts it).
+
+        False where the driver or nvidia-ml-py has no such function or the device does not
+        support it; other NVML errors are raised.
+        """
+        hard = MEMORY_LIMIT_MAX if limit is None else limit
+
+        def call() -> bool:
+            limits = self.module.c_nvmlSetMemoryLimits_v1_t(
+                nameSpace=name_space.encode(), softLimit=hard, hardLimit=hard
+            )
+            self.module.nvmlDeviceSetMemoryLimits_v1(handle, limits)
+            return True
+
+        return self.optional(call) or False
 
     def driver_version(self) -> str:
         return text(self.module.nvmlSystemGetDriverVersion())

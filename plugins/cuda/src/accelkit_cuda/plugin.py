@@ -39,6 +39,7 @@ class CUDAPlugin(AbstractComputePlugin):
 
     ``nvml`` is the NVML module to use (``pynvml``, imported by :meth:`init`, when omitted);
     ``sysfs_root`` is where NUMA nodes are read when NVML does not report them;
+    ``proc_root`` is where ``driver/nvidia-caps/mig-minors`` is read (MIG caps device nodes);
     ``workload_pids`` maps a workload to its processes for workload metrics.
     """
 
@@ -55,6 +56,7 @@ class CUDAPlugin(AbstractComputePlugin):
         *,
         nvml: NVMLModule | None = None,
         sysfs_root: Path = Path("/sys"),
+        proc_root: Path = Path("/proc"),
         workload_pids: WorkloadPids = leader_process_tree,
     ) -> None:
         super().__init__(config)
@@ -62,8 +64,11 @@ class CUDAPlugin(AbstractComputePlugin):
         self.workload_pids = workload_pids
         self._nvml_module = nvml
         self._sysfs_root = sysfs_root
+        self._proc_root = proc_root
         self._library: NVMLLibrary | None = None
         self._handles: dict[DeviceId, Handle] = {}
+        #: GPUs with MIG mode on, by parent device id: not devices, but read for node metrics
+        self._mig_parents: dict[DeviceId, Handle] = {}
 
     @property
     def library(self) -> NVMLLibrary:
@@ -97,12 +102,20 @@ class CUDAPlugin(AbstractComputePlugin):
         """Shut NVML down; safe to call more than once."""
         library, self._library = self._library, None
         self._handles = {}
+        self._mig_parents = {}
         if library is not None:
             _shutdown(library)
 
     async def list_devices(self) -> Sequence[ComputeDevice]:
-        found = discover_devices(self.library, self.settings.device_id, self._sysfs_root)
+        found = discover_devices(
+            self.library, self.settings.device_id, self._sysfs_root, self._proc_root
+        )
         self._handles = {f.device.device_id: f.handle for f in found}
+        self._mig_parents = {
+            DeviceId(f.device.extra["parent_id"]): f.parent_handle
+            for f in found
+            if f.parent_handle is not None
+        }
         return tuple(f.device for f in found)
 
     def handles(self, device_ids: Iterable[DeviceId]) -> dict[DeviceId, Handle]:
@@ -144,9 +157,13 @@ class CUDAPlugin(AbstractComputePlugin):
         )
 
     async def gather_node_metrics(self, ctx: MetricContext) -> Sequence[NodeMetric]:
-        """Utilisation, memory, power and temperature of every discovered device."""
+        """Utilisation, memory, power and temperature of every discovered device.
+
+        GPUs with MIG mode on are read too: their power and temperature count in the node's.
+        """
         readings = await asyncio.to_thread(read_devices, self.library, dict(self._handles))
-        return node_metrics(readings)
+        parents = await asyncio.to_thread(read_devices, self.library, dict(self._mig_parents))
+        return node_metrics(readings, list(parents.values()))
 
 
 def _shutdown(library: NVMLLibrary) -> None:

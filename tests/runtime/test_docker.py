@@ -279,7 +279,8 @@ def test_a_fresh_runtime_tells_whether_a_container_lives(dockerd: Engine) -> Non
     recorded = [WorkloadHandle.from_json(h.to_json()) for h in (running, created)]
 
     async def after_restart() -> list[bool | None]:
-        again = DockerRuntime(dockerd.url, output=None)
+        # another process, with another DOCKER_HOST: the handle names the engine
+        again = DockerRuntime("unix:///nonexistent/docker.sock", output=None)
         try:
             seen = [await again.is_alive(h) for h in recorded]
             seen.append(await again.adopt(recorded[0]))

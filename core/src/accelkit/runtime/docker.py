@@ -31,6 +31,8 @@ class DockerRuntime(Runtime):
     ``url`` is the engine's address (``unix:///path``, ``tcp://host:port``); without it
     ``DOCKER_HOST``, else ``/var/run/docker.sock``. The containers' output is copied to
     ``output`` while they run (our own stdout and stderr by default; ``None`` copies nothing).
+    A handle names the engine its container was made on; calls with it go to that engine, so
+    a later ``DOCKER_HOST`` never makes a live container look gone.
     Engine failures are :class:`~accelkit.runtime.base.RuntimeUnavailable` (no engine, no such
     image) or :class:`~accelkit.errors.WorkloadError` (the engine refused), never aiohttp's.
     """
@@ -41,14 +43,16 @@ class DockerRuntime(Runtime):
     def __init__(self, url: str | None = None, *, output: OutputTarget | None = TERMINAL) -> None:
         self.url = docker_host(url)
         self._output = output
-        self._ops: ContainerOps | None = None
+        self._ops: dict[str, ContainerOps] = {}
 
-    def _engine(self) -> ContainerOps:
-        if self._ops is None:
-            from accelkit.runtime.docker_ops import ContainerOps
+    def _engine(self, handle: WorkloadHandle | None = None) -> ContainerOps:
+        """The engine of ``handle`` (where its container was made), else this runtime's."""
+        url = (handle.details.get("engine") if handle is not None else None) or self.url
+        if (ops := self._ops.get(url)) is None:
+            from accelkit.runtime.docker_ops import ContainerOps  # imported on first use
 
-            self._ops = ContainerOps(self.url, self._output)
-        return self._ops
+            ops = self._ops[url] = ContainerOps(url, self._output)
+        return ops
 
     async def new_workload(self, agent_id: AgentId) -> Workload:
         """A workload named like the container it becomes: ``accelkit-<agent>-<hex>``."""
@@ -64,7 +68,7 @@ class DockerRuntime(Runtime):
 
     async def start(self, handle: WorkloadHandle) -> None:
         """Start the container, its output copied from its first byte."""
-        await self._engine().start(handle)
+        await self._engine(handle).start(handle)
 
     async def wait(self, handle: WorkloadHandle) -> int:
         """The container's exit status; an OOM kill is 137 (see :meth:`exit_notes`)."""
@@ -72,32 +76,32 @@ class DockerRuntime(Runtime):
 
     async def wait_exit(self, handle: WorkloadHandle) -> ContainerExit:
         """Wait for the container to exit: its status and whether it was OOM-killed."""
-        return await self._engine().wait_exit(handle)
+        return await self._engine(handle).wait_exit(handle)
 
     async def exit_notes(self, handle: WorkloadHandle) -> list[str]:
         """An OOM kill or the engine's error, after :meth:`wait` and before :meth:`stop`."""
-        return await self._engine().exit_notes(handle)
+        return await self._engine(handle).exit_notes(handle)
 
     async def signal(self, handle: WorkloadHandle, signum: int) -> None:
         """Send ``signum`` to the container's main process; nothing if it no longer runs."""
-        await self._engine().signal(handle, signum)
+        await self._engine(handle).signal(handle, signum)
 
     async def stop(self, handle: WorkloadHandle, grace: float) -> None:
         """The engine's stop (SIGTERM, SIGKILL after ``grace`` seconds), then removal."""
-        await self._engine().stop(handle, grace)
+        await self._engine(handle).stop(handle, grace)
 
     async def discard(self, workload: Workload, handle: WorkloadHandle | None) -> None:
         """Remove the container (by its name when its creation was not recorded)."""
-        await self._engine().discard(workload, handle)
+        await self._engine(handle).discard(workload, handle)
 
     async def is_alive(self, handle: WorkloadHandle) -> bool | None:
         """Inspect the container by id: a missing one is gone, a silent engine ``None``."""
-        return await self._engine().is_alive(handle)
+        return await self._engine(handle).is_alive(handle)
 
     async def adopt(self, handle: WorkloadHandle) -> bool:
         """Whether the container still runs; ``RuntimeUnavailable`` when the engine cannot
         say (a live container must not be taken for a dead one)."""
-        return await self._engine().adopt(handle)
+        return await self._engine(handle).adopt(handle)
 
     async def containers(self, agent_id: AgentId | None = None) -> list[ContainerRecord]:
         """The containers accelkit made on this engine (of one agent, or all), in any state."""
@@ -115,5 +119,6 @@ class DockerRuntime(Runtime):
 
     async def close(self) -> None:
         """Stop copying output and close the engine connection."""
-        if self._ops is not None:
-            await self._ops.close()
+        for ops in self._ops.values():
+            await ops.close()
+        self._ops.clear()

@@ -38,7 +38,8 @@ def start(sysfs: Path, proc: Path) -> Iterator[Callable[..., CUDAPlugin]]:
     def _start(
         gpus: list[FakeGpu] | FakeNVML, config: dict[str, Any] | None = None, **kwargs: Any
     ) -> CUDAPlugin:
-        nvml = gpus if isinstance(gpus, FakeNVML) else FakeNVML(gpus)
+        # a list of fake GPUs, a FakeNVML, or a module such as the real pynvml
+        nvml = FakeNVML(gpus) if isinstance(gpus, list) else gpus
         kwargs.setdefault("proc_root", proc)
         plugin = CUDAPlugin(config or {}, nvml=nvml, sysfs_root=sysfs, **kwargs)
         run(plugin.init())

@@ -1,15 +1,23 @@
-"""The same checks against the fake NVML and, on a machine with a GPU, the real one.
+"""The same checks against the fake NVML, the real pynvml over a simulated NVML library, and,
+on a machine with a GPU, the real one.
 
 ``pytest -m gpu tests/cuda`` (``nox -s gpu``) runs only the real-NVML cases; without a driver
-or GPU they skip with the reason. The default run covers the fake cases.
+or GPU they skip with the reason. The default run covers the fake cases and the simulated
+library (``simulated/libnvidia_ml_sim.c``, built with the C compiler for each run: a driver with
+the ``_v3`` process list and one without it, where pynvml raises ``NVMLLibraryMismatchError``);
+those skip where no C compiler is installed.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
+import shutil
+import subprocess
 from collections.abc import Iterator
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
@@ -22,7 +30,15 @@ from accelkit_cuda import CUDAPlugin
 from . import fake_nvml as fk
 from .support import run
 
-BACKENDS = [pytest.param("fake", id="fake"), pytest.param("real", id="real", marks=pytest.mark.gpu)]
+BACKENDS = [
+    pytest.param("fake", id="fake"),
+    pytest.param("sim-v3", id="pynvml-over-simulated-driver"),
+    pytest.param("sim-v2", id="pynvml-over-simulated-old-driver"),
+    pytest.param("real", id="real", marks=pytest.mark.gpu),
+]
+SIMULATED = Path(__file__).parent / "simulated" / "libnvidia_ml_sim.c"
+#: GPU memory the simulated library reports for the test process on GPU 0
+SIM_PID_BYTES = 3 * 1024**2
 KNOWN_METRICS = {"gpu_util", "mem_util", "mem_used", "power", "temperature"}
 UUID = re.compile(r"(GPU|MIG)-[0-9A-Za-z-/]+")
 
@@ -36,15 +52,50 @@ def backend(request) -> str:
     return str(request.param)
 
 
+@pytest.fixture(scope="session")
+def simulated_libraries(tmp_path_factory) -> dict[str, Path]:
+    """The simulated NVML library, built with and without the ``_v3`` process list.
+
+    Empty where no C compiler is installed (the simulated cases then skip).
+    """
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        return {}
+    built = {}
+    for name, flags in (("sim-v3", ["-DWITH_V3_PROCESSES"]), ("sim-v2", [])):
+        path = tmp_path_factory.mktemp("nvml") / f"libnvidia-ml-{name}.so"
+        command = [compiler, "-shared", "-fPIC", "-Wall", "-Werror", "-o", str(path), *flags]
+        subprocess.run([*command, str(SIMULATED)], check=True, capture_output=True)
+        built[name] = path
+    return built
+
+
+def real_pynvml_over(library: Path, monkeypatch: pytest.MonkeyPatch):
+    """The real pynvml, pointed at a simulated library until ``monkeypatch`` is undone."""
+    import pynvml
+
+    monkeypatch.setenv("NVML_SIM_PID", str(os.getpid()))
+    monkeypatch.setenv("NVML_SIM_PID_BYTES", str(SIM_PID_BYTES))
+    monkeypatch.setattr(pynvml, "nvmlLib", ctypes.CDLL(str(library)))
+    monkeypatch.setattr(pynvml, "_nvmlGetFunctionPointer_cache", {})
+    return pynvml
+
+
 @pytest.fixture
-def make(backend, start) -> Iterator:
+def make(backend, start, monkeypatch, simulated_libraries, sysfs, proc) -> Iterator:
     """Build a started plugin with a config over the chosen NVML."""
     real: list[CUDAPlugin] = []
 
     def _make(config=None) -> CUDAPlugin:
         if backend == "fake":
             return start(fake_node(), config)
-        plugin = CUDAPlugin(config or {})
+        if backend.startswith("sim"):
+            if backend not in simulated_libraries:
+                pytest.skip("no C compiler to build the simulated NVML library")
+            nvml = real_pynvml_over(simulated_libraries[backend], monkeypatch)
+            plugin = CUDAPlugin(config or {}, nvml=nvml, sysfs_root=sysfs, proc_root=proc)
+        else:
+            plugin = CUDAPlugin(config or {})
         try:
             run(plugin.init())
         except PluginUnavailable as exc:
@@ -129,6 +180,28 @@ def test_process_and_workload_metrics(make):
     workload = Workload.process_tree(str(os.getpid()))
     (metric,) = run(ctx.gather_workload_metrics(MetricContext(), workload))
     assert metric.value.value >= 0
+
+
+def test_whole_gpus_have_their_sm_count(make, backend):
+    plugin = make()
+    whole = [d for d in plugin.devices if "mig_profile" not in d.extra]
+    assert whole
+    for device in whole:
+        assert device.processing_units > 0, "an SM count of 0 would be false"
+    if backend.startswith("sim"):
+        assert {d.processing_units for d in whole} == {132}  # 16896 cores, sm_90
+
+
+def test_process_memory_on_drivers_with_and_without_the_v3_list(make, backend):
+    if not backend.startswith("sim"):
+        pytest.skip("the simulated library sets the test process's GPU memory")
+    plugin = make()
+    ctx = plugin.create_agent_context("agent-1", DevicePartition.of("cuda0", "cuda1"))
+    (process,) = run(ctx.gather_process_metrics(MetricContext(), os.getpid()))
+    assert process.value.value == SIM_PID_BYTES
+    workload = Workload.process_tree(f"pid:{os.getpid()}")
+    (metric,) = run(ctx.gather_workload_metrics(MetricContext(), workload))
+    assert metric.value.value == SIM_PID_BYTES
 
 
 def test_node_info(make):

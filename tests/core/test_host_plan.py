@@ -46,16 +46,22 @@ def test_autosplit_plan_has_exactly_the_documented_shape():
                 },
                 "slots": {"cpu": "2", "mem": "17179869184", "cuda.device": "3"},
                 "scaling": {"cpu": "0.5", "mem": "0.5", "cuda.device": "0.6"},
+                "numa_nodes": [0, 1],
             },
             "agent-2": {
                 "devices": {"cpu": ["3", "4"], "mem": ["root"], "cuda": ["cuda3", "cuda4"]},
                 "slots": {"cpu": "2", "mem": "17179869184", "cuda.device": "2"},
                 "scaling": {"cpu": "0.5", "mem": "0.5", "cuda.device": "0.4"},
+                "numa_nodes": [0, 1],
             },
         },
         "reserved": {"cpu": "1", "mem": "1073741824"},
         "unassigned": {"cpu": [], "cuda": []},
-        "warnings": [],
+        # cores 0-2 sit on node 0, 3-4 on node 1; cuda devices alternate between the nodes
+        "warnings": [
+            "agent 'agent-1': accelerators on NUMA node(s) 1, but its cpu cores on 0",
+            "agent 'agent-2': accelerators on NUMA node(s) 0, but its cpu cores on 1",
+        ],
     }
     assert json.loads(json.dumps(plan)) == plan  # plain JSON data only
     assert list(plan) == ["mode", "agents", "reserved", "unassigned", "warnings"]
@@ -99,7 +105,11 @@ def test_manual_plan_lists_unassigned_devices_and_warns():
     assert plan["agents"]["x"]["scaling"]["mem"] == "0.25"
     assert plan["unassigned"] == {"cpu": ["1"], "cuda": ["cuda0", "cuda2", "cuda4"]}
     assert plan["reserved"] == {"cpu": "1", "mem": str(G)}
+    assert plan["agents"]["x"]["numa_nodes"] == [0, 1]
+    assert plan["agents"]["y"]["numa_nodes"] == [1]
     assert plan["warnings"] == [
         "cpu device(s) assigned to no agent: '1'",
         "cuda device(s) assigned to no agent: 'cuda0', 'cuda2', 'cuda4'",
+        # x's cores 0 and 2 sit on node 0, its cuda1 and cuda3 on node 1
+        "agent 'x': accelerators on NUMA node(s) 1, but its cpu cores on 0",
     ]

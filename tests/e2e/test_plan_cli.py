@@ -47,10 +47,14 @@ def test_plan_json_on_the_auto_split_example(capsys):
         "devices": {"cpu": ["6", "7"], "mem": ["root"], "cuda": ["cuda4"]},
         "slots": {"cpu": "2", "mem": str(21 * G), "cuda.device": "1"},
         "scaling": {"cpu": "0.285714285714", "mem": "0.333333333333", "cuda.device": "0.2"},
+        "numa_nodes": [1],
     }
     assert plan["reserved"] == {"cpu": "1", "mem": str(G)}
     assert plan["unassigned"] == {"cpu": [], "cuda": []}
-    assert plan["warnings"] == []
+    # cores 4-5 sit on node 1, cuda2-3 on node 0
+    assert plan["warnings"] == [
+        "agent 'agent-2': accelerators on NUMA node(s) 0, but its cpu cores on 1"
+    ]
 
 
 def test_plan_options_override_mode_and_agent_count(capsys):
@@ -76,6 +80,7 @@ def test_plan_table_on_the_manual_example(capsys):
     assert "1,3,5,7" in out
     assert "40G" in out
     assert "reserved: 1 cpu core(s), 2G of memory" in out
+    assert "NUMA nodes: training: 0, 1; inference: 0, 1" in out
     assert "unassigned cuda: cuda4" in out
     assert "warning: cuda device(s) assigned to no agent: 'cuda4'" in out
 
@@ -130,7 +135,11 @@ resource = { cpu = ["2"], mem = "40G", devices = { tpu = ["tpu0"] } }
 
 def test_check_accepts_the_examples_with_a_one_line_summary(capsys):
     status, out, err = run(capsys, "check", "--config", str(AUTO))
-    assert (status, err) == (0, "")
+    assert status == 0
+    # cores 4-5 of agent-2 sit on node 1, its cuda2-3 on node 0
+    assert err == (
+        "warning: agent 'agent-2': accelerators on NUMA node(s) 0, but its cpu cores on 1\n"
+    )
     assert out == f"{AUTO}: ok: mode auto-split, 3 agent(s), 3 plugin(s), 14 device(s)\n"
     status, out, err = run(capsys, "check", "--config", str(MANUAL))
     assert status == 0

@@ -81,6 +81,13 @@ def print_plan(data: dict[str, Any]) -> None:
             rows.append((agent_id, slot, _amount(slot, amount), agent["scaling"][slot], devices))
     columns = ("agent", "slot", "amount", "scaling", "devices")
     print_table(f"Partition plan ({data['mode']})", columns, rows)
+    numa = [
+        f"{agent_id}: {', '.join(map(str, agent['numa_nodes']))}"
+        for agent_id, agent in data["agents"].items()
+        if agent.get("numa_nodes")
+    ]
+    if numa:
+        click.echo(f"NUMA nodes: {'; '.join(numa)}")
     reserved = data["reserved"]
     mem = _amount("mem", reserved["mem"])
     click.echo(f"reserved: {reserved['cpu']} cpu core(s), {mem} of memory")

@@ -36,6 +36,7 @@ def build_plan(result: PartitionResult, warnings: Iterable[str] = ()) -> dict[st
             "devices": devices,
             "slots": _amounts(result.capacity[agent_id]),
             "scaling": _amounts(result.scaling[agent_id]),
+            "numa_nodes": list(result.numa_nodes.get(agent_id, ())),
         }
     return {
         "mode": result.mode.value,

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 
 import attrs
 
 from accelkit.config.model import AgentConfig, AllocationMode, ResourceConfig
 from accelkit.errors import ConfigError
+from accelkit.partition.autosplit import Node, node_key, split_plugin
 from accelkit.partition.manual import ManualAssigner
 from accelkit.partition.model import (
     DevicePartition,
@@ -18,7 +19,7 @@ from accelkit.partition.model import (
     ResourceAssignments,
     SlotPartition,
 )
-from accelkit.partition.ordering import distribute_devices, natural_sort_key
+from accelkit.partition.ordering import natural_sort_key
 from accelkit.partition.problems import ProblemList, listing
 from accelkit.partition.reserve import CPU, MEM, Reservation, reserve
 from accelkit.partition.scaling import partition_capacity, scaling_factors
@@ -45,6 +46,8 @@ class PartitionResult:
     scaling: Mapping[AgentId, Mapping[SlotName, Decimal]]
     unassigned: Mapping[DeviceName, tuple[DeviceId, ...]]
     warnings: tuple[str, ...] = ()
+    #: per agent, the NUMA nodes its devices sit on (devices without a known node left out)
+    numa_nodes: Mapping[AgentId, tuple[int, ...]] = attrs.field(factory=dict)
 
 
 class ResourcePartitioner:
@@ -118,12 +121,22 @@ class ResourcePartitioner:
         return {agent: dict(parts) for agent in agent_ids}
 
     def generate_autosplit_assignments(self, agent_ids: Sequence[AgentId]) -> ResourceAssignments:
-        """Devices split fill-from-front; amounts split evenly, rounded down to the alignment."""
+        """Devices split per slot type; amounts split evenly, rounded down to the alignment.
+
+        Each slot type of a plugin is split fill-from-front on its own (see
+        :mod:`accelkit.partition.autosplit`). With ``numa-aware-split`` each agent's devices
+        come from as few NUMA nodes as the counts allow, and its cpu cores from the NUMA
+        nodes of its accelerators first.
+        """
         self._problems().raise_any()
         result: dict[AgentId, dict[DeviceName, Partition]] = {a: {} for a in agent_ids}
         if not agent_ids:
             return result
-        for name, info in self.device_map.items():
+        numa_aware = self.resource.numa_aware_split
+        # Accelerators first: with NUMA awareness, cpu cores follow them.
+        names = sorted(self.device_map, key=lambda n: n == CPU)
+        for name in names:
+            info = self.device_map[name]
             if info.shared_by_amount:
                 share = {
                     slot: self._share(slot, amount, len(agent_ids), info)
@@ -132,10 +145,35 @@ class ResourcePartitioner:
                 for agent in agent_ids:
                     result[agent][name] = SlotPartition(_plain(share), info.device_ids)
                 continue
-            split = distribute_devices(self.free_devices(name), agent_ids)
+            preferred = self._accelerator_nodes(result) if numa_aware and name == CPU else None
+            split = split_plugin(
+                info,
+                self.free_devices(name),
+                agent_ids,
+                numa_aware=numa_aware,
+                preferred=preferred,
+            )
             for agent in agent_ids:
                 result[agent][name] = DevicePartition(split[agent])
-        return result
+        return {a: {n: result[a][n] for n in self.device_map} for a in agent_ids}
+
+    def _accelerator_nodes(
+        self, assigned: Mapping[AgentId, Mapping[DeviceName, Partition]]
+    ) -> dict[AgentId, list[Node]]:
+        """Per agent, the NUMA nodes of its accelerators, those with the most first."""
+        preferred: dict[AgentId, list[Node]] = {}
+        for agent, parts in assigned.items():
+            counts: dict[Node, int] = {}
+            for name, part in parts.items():
+                if isinstance(part, DevicePartition):
+                    for node in self._nodes_of(name, part.device_ids):
+                        counts[node] = counts.get(node, 0) + 1
+            preferred[agent] = sorted(counts, key=lambda n: (-counts[n], node_key(n)))
+        return preferred
+
+    def _nodes_of(self, name: DeviceName, ids: Sequence[DeviceId]) -> list[Node]:
+        nodes = {d.device_id: d.numa_node for d in self.device_map[name].devices}
+        return [nodes.get(d) for d in ids]
 
     def generate_manual_assignments(self, agents: Sequence[AgentConfig]) -> ResourceAssignments:
         """Each agent gets what its ``[agents.resource]`` names, after every check passes."""
@@ -209,6 +247,9 @@ class ResourcePartitioner:
         else:
             scaling = {a: scaling_factors(capacity[a], allocatable) for a in assignments}
         warnings.extend(self._empty_agent_warnings(capacity))
+        numa = {a: self._agent_nodes(parts) for a, parts in assignments.items()}
+        if applied is not AllocationMode.SHARED:
+            warnings.extend(self._numa_warnings(assignments, numa))
         return PartitionResult(
             applied,
             assignments,
@@ -218,6 +259,7 @@ class ResourcePartitioner:
             scaling,
             unassigned,
             tuple(warnings),
+            numa,
         )
 
     # -- helpers ----------------------------------------------------------------------------
@@ -240,6 +282,39 @@ class ResourcePartitioner:
             result.update(partition_capacity(self.device_map[name], partition))
         return result
 
+    def _device_nodes(self, parts: Mapping[DeviceName, Partition], *, cpu: bool) -> set[int]:
+        """The known NUMA nodes of an agent's cpu cores (``cpu``) or of its other devices."""
+        found: set[int] = set()
+        for name, part in parts.items():
+            if isinstance(part, DevicePartition) and (name == CPU) is cpu:
+                found.update(n for n in self._nodes_of(name, part.device_ids) if n is not None)
+        return found
+
+    def _agent_nodes(self, parts: Mapping[DeviceName, Partition]) -> tuple[int, ...]:
+        return tuple(
+            sorted(self._device_nodes(parts, cpu=True) | self._device_nodes(parts, cpu=False))
+        )
+
+    def _numa_warnings(
+        self,
+        assignments: ResourceAssignments,
+        numa: Mapping[AgentId, tuple[int, ...]],
+    ) -> list[str]:
+        """Agents whose accelerators sit on other nodes than their cores and, with
+        ``numa-aware-split``, agents spanning several nodes."""
+        warnings = []
+        for agent, parts in assignments.items():
+            cores = self._device_nodes(parts, cpu=True)
+            accelerators = self._device_nodes(parts, cpu=False)
+            if cores and (away := accelerators - cores):
+                warnings.append(
+                    f"agent {agent!r}: accelerators on NUMA node(s) {_nodes(away)}, "
+                    f"but its cpu cores on {_nodes(cores)}"
+                )
+            elif self.resource.numa_aware_split and len(numa[agent]) > 1:
+                warnings.append(f"agent {agent!r} spans NUMA nodes {_nodes(numa[agent])}")
+        return warnings
+
     def _empty_agent_warnings(
         self, capacity: Mapping[AgentId, Mapping[SlotName, Decimal]]
     ) -> list[str]:
@@ -249,3 +324,7 @@ class ResourcePartitioner:
                 if slot in slots and slots[slot] <= 0:
                     warnings.append(f"agent {agent!r} gets no {what}")
         return warnings
+
+
+def _nodes(nodes: Iterable[int]) -> str:
+    return ", ".join(str(n) for n in sorted(nodes))

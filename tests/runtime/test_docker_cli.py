@@ -1,0 +1,192 @@
+"""`accelkit run --runtime docker` end to end, as a real process, against the session's dockerd."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from accelkit.workload import Ledger
+
+if TYPE_CHECKING:
+    from .conftest import Engine
+
+ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
+EXAMPLES = Path(__file__).parents[2] / "docs" / "examples"
+LIMIT_FILES = "/sys/fs/cgroup/cpuset/cpuset.cpus /sys/fs/cgroup/memory/memory.limit_in_bytes"
+
+pytestmark = pytest.mark.slow
+
+
+def environment(engine: Engine, state: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCELKIT_", "DOCKER_"))}
+    return env | {"DOCKER_HOST": engine.url, "ACCELKIT_STATE_DIR": str(state)}
+
+
+def accelkit_run(
+    engine: Engine, config: Path, slots: str, *argv: str, image: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    args = ["run", "--config", str(config), "--agent", "agent-1", "--slots", slots]
+    args += ["--runtime", "docker", "--image", image or engine.image, "--", *argv]
+    return subprocess.run(
+        [*ACCELKIT, *args],
+        capture_output=True,
+        text=True,
+        env=environment(engine, config.parent / "state"),
+        timeout=120,
+        check=False,
+    )
+
+
+def left_behind(engine: Engine, config: Path) -> tuple[list[str], list[str]]:
+    """The containers accelkit made that still exist, and the ledger's records."""
+    listed = engine.run_cli("ps", "--all", "--quiet", "--filter", "label=io.accelkit.agent")
+    state = config.parent / "state"
+    booked = [f"{a}+{w}" for a, w in Ledger(state).read_all()] if state.exists() else []
+    return listed.split(), booked
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Path:
+    """The demo node (mock devices playing cpu, mem and cuda)."""
+    for name in ("demo.toml", "mock-devices.toml"):
+        shutil.copy(EXAMPLES / name, tmp_path / name)
+    return tmp_path / "demo.toml"
+
+
+@pytest.fixture
+def real_node(tmp_path: Path) -> Path:
+    """This machine's own cores and memory (the cpu and mem plugins), nothing reserved."""
+    config = tmp_path / "host.toml"
+    config.write_text(
+        '[resource]\nreserved-cpu = 0\nreserved-mem = "0"\n[plugins]\nallowed = ["cpu", "mem"]\n'
+    )
+    return config
+
+
+def test_the_demo_node_runs_a_container_with_the_hooks_env(dockerd: Engine, demo: Path) -> None:
+    script = f"echo devices=$MOCK_CPU_DEVICES; cat {LIMIT_FILES} >/dev/null && exit 3"
+    result = accelkit_run(dockerd, demo, "cpu=1", "sh", "-c", script)
+    assert result.returncode == 3, result.stderr
+    assert result.stdout.startswith("devices=")
+    assert result.stdout.strip() != "devices="
+    assert "on agent agent-1" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert left_behind(dockerd, demo) == ([], [])
+
+
+def test_the_container_gets_the_cores_and_memory_it_was_given(
+    dockerd: Engine, real_node: Path
+) -> None:
+    result = accelkit_run(dockerd, real_node, "cpu=1,mem=64M", "sh", "-c", f"cat {LIMIT_FILES}")
+    assert result.returncode == 0, result.stderr
+    cpus, limit = result.stdout.split()
+    assert cpus.isdigit()  # one core, not the machine's list
+    assert limit == str(64 * 1024 * 1024)
+    assert f"cpu:{cpus}" in result.stderr
+    assert left_behind(dockerd, real_node) == ([], [])
+
+
+def test_a_missing_image_exits_2_with_nothing_booked(dockerd: Engine, demo: Path) -> None:
+    result = accelkit_run(dockerd, demo, "cpu=1", "true", image="no/such:image")
+    assert result.returncode == 2
+    assert (
+        "error: image 'no/such:image' not found; load it with docker load/import" in result.stderr
+    )
+    assert "Traceback" not in result.stderr
+    assert left_behind(dockerd, demo) == ([], [])
+
+
+def test_an_engine_that_does_not_run_exits_2_with_nothing_booked(
+    dockerd: Engine, demo: Path, tmp_path: Path
+) -> None:
+    gone = dockerd.__class__(f"unix://{tmp_path}/no-engine.sock", dockerd.image, dockerd.cli)
+    result = accelkit_run(gone, demo, "cpu=1", "true")
+    assert result.returncode == 2
+    expected = f"error: cannot reach the Docker engine at unix://{tmp_path}/no-engine.sock: "
+    assert expected in result.stderr
+    assert "Traceback" not in result.stderr
+    assert left_behind(dockerd, demo) == ([], [])
+
+
+def test_an_oom_kill_exits_137_and_says_so(dockerd: Engine, real_node: Path) -> None:
+    fill = "x=$(head -c 200000000 /dev/zero | tr '\\0' a)"
+    result = accelkit_run(dockerd, real_node, "cpu=1,mem=32M", "sh", "-c", fill)
+    assert result.returncode == 137, result.stderr
+    assert "killed by the kernel's OOM killer" in result.stderr
+    assert left_behind(dockerd, real_node) == ([], [])
+
+
+def test_sigterm_stops_a_container_that_ignores_it_after_the_grace(
+    dockerd: Engine, demo: Path
+) -> None:
+    args = ["run", "--config", str(demo), "--agent", "agent-1", "--slots", "cpu=1", "--grace", "1"]
+    args += ["--runtime", "docker", "--image", dockerd.image, "--"]
+    args += ["sh", "-c", "trap '' TERM; echo ready; while :; do sleep 1; done"]
+    env = environment(dockerd, demo.parent / "state")
+    with subprocess.Popen(
+        [*ACCELKIT, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True
+    ) as run:
+        assert run.stdout is not None
+        assert run.stdout.readline() == "ready\n"
+        # the container prints before the engine's answer to the start reaches accelkit: a
+        # signal in between aborts the run (143) instead of going to the container
+        time.sleep(0.5)
+        sent = time.monotonic()
+        run.send_signal(signal.SIGTERM)
+        status = run.wait(60)
+        took = time.monotonic() - sent
+    assert status == 137  # the SIGKILL after the grace ended it
+    assert 1.0 <= took < 15.0
+    assert left_behind(dockerd, demo) == ([], [])
+
+
+def _median_wall(argv: list[str], env: dict[str, str], times: int) -> float:
+    walls = []
+    for _ in range(times):
+        begun = time.perf_counter()
+        subprocess.run(argv, env=env, check=True, capture_output=True)
+        walls.append(time.perf_counter() - begun)
+    return statistics.median(walls)
+
+
+def test_run_overhead_beside_docker_run(dockerd: Engine, demo: Path) -> None:
+    """``accelkit run --runtime docker -- true`` beside ``docker run --rm`` of the same image.
+
+    Prints the medians; ``pytest tests/runtime/test_docker_cli.py -k overhead -s`` shows them.
+    """
+    env = environment(dockerd, demo.parent / "state")
+    times = 7
+    docker_run = [*dockerd.cli, "run", "--rm", dockerd.image, "true"]
+    args = ["run", "--config", str(demo), "--agent", "agent-1", "--slots", "cpu=1"]
+    ours = [*ACCELKIT, *args, "--runtime", "docker", "--image", dockerd.image, "--", "true"]
+    _median_wall(docker_run, env, 1)  # warm-up: the engine's first container
+    floor = _median_wall(docker_run, env, times)
+    accelkit = _median_wall(ours, env, times)
+    import_only = _median_wall([sys.executable, "-c", "import accelkit.cli.app"], env, times)
+    print(
+        f"\ndocker run --rm: {floor * 1000:.0f} ms; accelkit run --runtime docker: "
+        f"{accelkit * 1000:.0f} ms ({accelkit / floor:.2f}x); "
+        f"python -c 'import accelkit.cli.app': {import_only * 1000:.0f} ms (medians of {times})"
+    )
+    assert accelkit < 10 * floor
+    assert left_behind(dockerd, demo) == ([], [])
+
+
+def test_the_same_run_through_podman(podman_service: Engine, real_node: Path) -> None:
+    result = accelkit_run(
+        podman_service, real_node, "cpu=1,mem=64M", "sh", "-c", f"cat {LIMIT_FILES}; exit 5"
+    )
+    assert result.returncode == 5, result.stderr
+    cpus, limit = result.stdout.split()
+    assert (cpus.isdigit(), limit) == (True, str(64 * 1024 * 1024))
+    listed = podman_service.run_cli("ps", "--all", "--quiet", "--filter", "label=io.accelkit.agent")
+    assert listed.split() == []

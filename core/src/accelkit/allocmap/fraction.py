@@ -39,7 +39,9 @@ class FractionAllocMap(AbstractAllocMap):
     not a multiple raises :class:`~accelkit.errors.NotMultipleOfQuantum`. A request that fits
     on one device goes to one device: under FILL the most free one, under EVENLY the one it
     fits best. A larger request goes, under FILL, to the most free devices in turn and, under
-    EVENLY, to as few devices as keep the grants even (2 devices of 1.0, request 1.5 → 0.75 + 0.75).
+    EVENLY, to as few devices as keep the grants even (2 devices of 1.0, request 1.5 → 0.75 + 0.75);
+    when no number of devices keeps them even, to the most even split the free amounts allow
+    (free 0.3/0.3/0.9, request 1 → 0.3 + 0.3 + 0.4).
 
     With ``allow_fragmentation=False`` a request that cannot be placed on
     ``ceil(request / largest device capacity)`` devices raises

@@ -9,6 +9,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -190,3 +191,34 @@ def test_the_same_run_through_podman(podman_service: Engine, real_node: Path) ->
     assert (cpus.isdigit(), limit) == (True, str(64 * 1024 * 1024))
     listed = podman_service.run_cli("ps", "--all", "--quiet", "--filter", "label=io.accelkit.agent")
     assert listed.split() == []
+
+
+def test_a_container_outliving_a_killed_accelkit_keeps_its_device_until_it_ends(
+    dockerd: Engine, mock_node: Callable[..., Path]
+) -> None:
+    """kill -9 of ``accelkit run``: the engine, asked by the next run, says the container
+    lives, so its GPU stays booked; once it has ended the next run tears it down."""
+    node = mock_node(gpus=1)
+    args = ["run", "--config", str(node), "--agent", "agent-1", "--slots", "cuda.device=1"]
+    args += ["--runtime", "docker", "--image", dockerd.image, "--"]
+    env = environment(dockerd, node.parent / "state")
+    with subprocess.Popen(
+        [*ACCELKIT, *args, "sh", "-c", "echo ready; exec sleep 300"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        text=True,
+    ) as first:
+        assert first.stdout is not None
+        assert first.stdout.readline() == "ready\n"
+        time.sleep(0.5)  # past the start, so the handle is recorded
+        first.kill()
+        first.wait(30)
+    (container,) = left_behind(dockerd, node)[0]
+    refused = accelkit_run(dockerd, node, "cuda.device=1", "true")
+    assert refused.returncode == 2
+    assert "cuda.device" in refused.stderr
+    dockerd.run_cli("kill", container)  # the workload ends while no accelkit watches it
+    after = accelkit_run(dockerd, node, "cuda.device=1", "true")
+    assert after.returncode == 0, after.stderr
+    assert left_behind(dockerd, node) == ([], [])

@@ -126,8 +126,12 @@ def _v2_base(fs: CgroupFS) -> CgroupDir | None:
     return own
 
 
+def _subtree(path: Path) -> set[str]:
+    return set((CgroupDir(path, 2, path).read("cgroup.subtree_control") or "").split())
+
+
 def _enable(path: Path, controllers: list[str]) -> None:
-    present = set((path / "cgroup.subtree_control").read_text().split())
+    present = _subtree(path)
     wanted = [c for c in controllers if c not in present]
     if wanted:
         write_control(path / "cgroup.subtree_control", " ".join(f"+{c}" for c in wanted))
@@ -169,10 +173,10 @@ def _make_v2(fs: CgroupFS, relative: str, limits: CgroupLimits) -> WorkloadCgrou
 
 def _enable_at_base(base: Path, controllers: list[str]) -> None:
     """Enable ``controllers`` for the base's children, moving this process out of it first."""
-    present = set((base / "cgroup.subtree_control").read_text().split())
+    present = _subtree(base)
     if all(c in present for c in controllers):
         return
-    if str(os.getpid()) in (base / "cgroup.procs").read_text().split():
+    if str(os.getpid()) in (CgroupDir(base, 2, base).read("cgroup.procs") or "").split():
         supervisor = base / SUPERVISOR_LEAF
         supervisor.mkdir(exist_ok=True)
         write_control(supervisor / "cgroup.procs", str(os.getpid()))

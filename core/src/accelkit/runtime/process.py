@@ -53,6 +53,9 @@ class _Pending:
     argv: tuple[str, ...]
     plan: ProcessPlan
     cgroups: WorkloadCgroups
+    #: forgotten once stopped and no :meth:`ProcessRuntime.wait` waits for the leader's status
+    stopped: bool = False
+    waiting: int = 0
 
 
 class ProcessRuntime(Runtime):
@@ -127,7 +130,12 @@ class ProcessRuntime(Runtime):
         pending = self._created.get(handle.ident)
         status = 0
         if pending is not None:
-            status = await pending.tree.wait()
+            pending.waiting += 1
+            try:
+                status = await pending.tree.wait()
+            finally:
+                pending.waiting -= 1
+                self._forget(handle, pending)
         cgroups = _cgroups_of(handle)
         if cgroups.dirs:
             delay = 0.0005
@@ -153,7 +161,7 @@ class ProcessRuntime(Runtime):
     async def stop(self, handle: WorkloadHandle, grace: float) -> None:
         """SIGTERM all, SIGKILL after ``grace``, wait until empty, remove the cgroups."""
         cgroups = _cgroups_of(handle)
-        pending = self._created.pop(handle.ident, None)
+        pending = self._created.get(handle.ident)
         if pending is not None:
             pending.tree.abort()  # a launcher still waiting for its plan exits at once
         if cgroups.dirs:
@@ -162,6 +170,12 @@ class ProcessRuntime(Runtime):
             await _stop_group(pending.tree, grace)
         if pending is not None:
             await pending.tree.wait()
+            pending.stopped = True
+            self._forget(handle, pending)
+
+    def _forget(self, handle: WorkloadHandle, pending: _Pending) -> None:
+        if pending.stopped and not pending.waiting:
+            self._created.pop(handle.ident, None)
 
     async def discard(self, workload: Workload, handle: WorkloadHandle | None) -> None:
         """Make a parked launcher exit and remove what :meth:`create` made."""

@@ -1,0 +1,466 @@
+"""The process runtime against the real cgroup v1 files of this machine, with real processes.
+
+Each test makes workloads under the test process's own cgroups (as ``accelkit run`` does) and
+checks the kernel's files and what the processes can do. Where the machine has no writable
+cgroup v1 hierarchy (not root, cgroup v2 only) the module skips with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import psutil
+import pytest
+
+from accelkit.cgroup import CgroupFS
+from accelkit.runtime import LaunchSpec, RuntimeUnavailable, WorkloadHandle
+from accelkit.runtime.cgroups import WorkloadCgroups
+from accelkit.runtime.process import ProcessRuntime
+from accelkit.types import AgentId, Mount, WorkloadConfig
+
+pytestmark = pytest.mark.slow  # real processes, real cgroups
+
+AGENT = AgentId("agent-1")
+GIB = 1024**3
+
+
+def _v1_problem() -> str | None:
+    if os.geteuid() != 0:
+        return "cgroup tests need root"
+    fs = CgroupFS.read()
+    for controller in ("memory", "cpuset", "pids", "freezer", "devices"):
+        own = fs.process_directory(controller)
+        if own is None or own.version != 1:
+            return f"no cgroup v1 {controller} hierarchy here"
+        if not os.access(own.path, os.W_OK):
+            return f"cannot write {own.path}"
+    return None
+
+
+_PROBLEM = _v1_problem()
+v1 = pytest.mark.skipif(_PROBLEM is not None, reason=_PROBLEM or "")
+
+
+#: the workloads a test launched: none may outlive it, even when it fails
+_LAUNCHED: list[WorkloadHandle] = []
+
+
+@pytest.fixture(autouse=True)
+def _stop_what_was_launched() -> Iterator[None]:
+    yield
+    while _LAUNCHED:  # another runtime, through the handle alone
+        asyncio.run(ProcessRuntime().stop(_LAUNCHED.pop(), 0))
+
+
+@pytest.fixture
+def runtime() -> ProcessRuntime:
+    return ProcessRuntime(pids_max=512)
+
+
+async def launch(
+    runtime: ProcessRuntime,
+    argv: Sequence[str],
+    *,
+    config: WorkloadConfig | None = None,
+    nodes: Sequence[str] = (),
+    required: bool = True,
+) -> WorkloadHandle:
+    workload = await runtime.new_workload(AGENT)
+    spec = LaunchSpec(
+        AGENT,
+        workload,
+        list(argv),
+        config or WorkloadConfig(),
+        base_env=os.environ,
+        node_device_nodes=frozenset(nodes),
+        memory_limit_required=required,
+    )
+    handle = await runtime.create(spec)
+    _LAUNCHED.append(handle)
+    await runtime.start(handle)
+    return handle
+
+
+def py(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def run(coro):  # type: ignore[no-untyped-def]
+    return asyncio.run(coro)
+
+
+@v1
+def test_limits_are_in_the_cgroup_files_and_the_leader_is_in_them_before_exec(runtime):
+    config = WorkloadConfig(memory_limit=GIB, cpuset_cpus=[0])
+
+    files = (
+        "memory/memory.limit_in_bytes",
+        "memory/memory.memsw.limit_in_bytes",
+        "cpuset/cpuset.cpus",
+        "cpuset/cpuset.mems",
+        "pids/pids.max",
+    )
+
+    async def main() -> tuple[WorkloadHandle, str, dict[str, str], bool, bool]:
+        handle = await launch(runtime, ["sleep", "30"], config=config)
+        pid = int(handle.details["leader_pid"])
+        cgroup_text = Path(f"/proc/{pid}/cgroup").read_text()
+        dirs = WorkloadCgroups.from_details(handle.ident, handle.details).dirs
+        seen = {}
+        for name in files:
+            controller, _, file = name.partition("/")
+            with contextlib.suppress(FileNotFoundError):
+                seen[name] = (dirs[controller] / file).read_text().strip()
+        alive = await runtime.is_alive(handle)
+        await runtime.stop(handle, 0)
+        return handle, cgroup_text, seen, bool(alive), bool(await runtime.is_alive(handle))
+
+    handle, cgroup_text, seen, alive, alive_after_stop = run(main())
+    dirs = WorkloadCgroups.from_details(handle.ident, handle.details).dirs
+    assert handle.runtime == "process"
+    assert handle.ident == f"accelkit/agent-1/pid-{handle.details['leader_pid']}"
+    assert set(dirs) == {"memory", "cpuset", "pids", "freezer", "devices"}
+    assert seen["memory/memory.limit_in_bytes"] == str(GIB)
+    assert seen.get("memory/memory.memsw.limit_in_bytes", str(GIB)) == str(GIB)
+    assert seen["cpuset/cpuset.cpus"] == "0"
+    assert seen["cpuset/cpuset.mems"] != ""  # copied from the parent: v1 children start empty
+    assert seen["pids/pids.max"] == "512"
+    for controller in ("memory", "cpuset", "pids", "freezer", "devices"):
+        assert f"{controller}:" in cgroup_text
+    assert cgroup_text.count(handle.ident) == 5  # the exec'd command is in every group
+    assert alive
+    assert not alive_after_stop
+    assert not any(d.exists() for d in dirs.values())
+
+
+def _device(path: Path, like: str) -> str:
+    info = os.stat(like)
+    os.mknod(path, 0o666 | stat.S_IFCHR, info.st_rdev)
+    return str(path)
+
+
+OPEN_BOTH = """
+import errno, sys
+for path in sys.argv[1:]:
+    try:
+        open(path, "rb").close()
+        print(path, "ok")
+    except OSError as exc:
+        print(path, errno.errorcode[exc.errno])
+"""
+
+
+@v1
+def test_device_nodes_not_granted_are_denied(runtime, tmp_path, capfd):
+    denied = _device(tmp_path / "accel0", "/dev/full")
+    granted = _device(tmp_path / "accel1", "/dev/zero")
+    config = WorkloadConfig(mounts=[Mount.device(granted)])
+
+    async def main() -> int:
+        handle = await launch(
+            runtime, [*py(OPEN_BOTH), denied, granted], config=config, nodes=[denied, granted]
+        )
+        return await runtime.wait(handle)
+
+    assert run(main()) == 0
+    out = capfd.readouterr().out.split("\n")
+    assert f"{denied} EPERM" in out
+    assert f"{granted} ok" in out
+    with open(denied, "rb"):  # only the workload is denied
+        pass
+
+
+def test_a_node_device_path_that_is_not_a_device_is_refused(runtime, tmp_path):
+    plain = tmp_path / "not-a-device"
+    plain.write_text("")
+
+    async def main() -> None:
+        await launch(runtime, ["true"], nodes=[str(plain)])
+
+    with pytest.raises(Exception, match="is not a device node"):
+        run(main())
+
+
+CHILD_OUTLIVES_LEADER = """
+import pathlib, subprocess, sys
+out = pathlib.Path(sys.argv[1])
+code = "import os, pathlib, sys, time\\n"
+code += "os.setsid()\\n" if sys.argv[2] == "daemon" else ""
+code += "pathlib.Path(sys.argv[1]).write_text(str(os.getpid()))\\ntime.sleep(300)"
+subprocess.Popen([sys.executable, "-c", code, str(out)])
+"""
+
+
+def _pid_from(path: Path) -> int:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            return int(path.read_text())
+        time.sleep(0.01)
+    pytest.fail(f"{path} was never written")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+@v1
+@pytest.mark.parametrize("kind", ["child", "daemon"])
+def test_a_dead_leader_with_a_live_child_is_alive_and_stop_kills_the_child(runtime, tmp_path, kind):
+    pidfile = tmp_path / "child.pid"
+
+    async def main() -> tuple[WorkloadHandle, bool, bool]:
+        handle = await launch(runtime, [*py(CHILD_OUTLIVES_LEADER), str(pidfile), kind])
+        leader = psutil.Process(int(handle.details["leader_pid"]))
+        _pid_from(pidfile)
+        with contextlib.suppress(psutil.NoSuchProcess):
+            leader.wait(30)
+        waiting = asyncio.ensure_future(runtime.wait(handle))
+        await asyncio.sleep(0.3)
+        still_waiting = not waiting.done()
+        other = ProcessRuntime()  # another process's view: the handle alone
+        alive = await other.is_alive(handle)
+        await runtime.stop(handle, 1)
+        assert await asyncio.wait_for(waiting, 10) == 0  # the leader's status
+        return handle, still_waiting, bool(alive)
+
+    handle, still_waiting, alive = run(main())
+    assert still_waiting  # wait() does not return while the child runs
+    assert alive
+    assert _gone(_pid_from(pidfile))
+    assert run(ProcessRuntime().is_alive(handle)) is False
+
+
+IGNORES_TERM = """
+import pathlib, signal, sys, time
+signal.signal(signal.SIGTERM, lambda *_: pathlib.Path(sys.argv[1]).write_text("term"))
+pathlib.Path(sys.argv[1]).write_text("ready")
+while True:
+    time.sleep(1)
+"""
+
+
+@v1
+def test_a_leader_ignoring_sigterm_is_killed_after_the_grace(runtime, tmp_path):
+    marker = tmp_path / "marker"
+
+    async def main() -> tuple[float, int]:
+        handle = await launch(runtime, [*py(IGNORES_TERM), str(marker)])
+        while not marker.exists():
+            await asyncio.sleep(0.01)
+        started = time.monotonic()
+        waiting = asyncio.ensure_future(runtime.wait(handle))
+        await runtime.stop(handle, 0.5)
+        return time.monotonic() - started, await waiting
+
+    took, status = run(main())
+    assert marker.read_text() == "term"  # it got SIGTERM first
+    assert 0.5 <= took < 10
+    assert status == 128 + signal.SIGKILL
+
+
+@v1
+def test_signal_reaches_every_process_of_the_workload(runtime, tmp_path):
+    pidfile = tmp_path / "child.pid"
+
+    async def main() -> int:
+        handle = await launch(runtime, [*py(CHILD_OUTLIVES_LEADER), str(pidfile), "daemon"])
+        _pid_from(pidfile)
+        await runtime.signal(handle, signal.SIGTERM)
+        return await asyncio.wait_for(runtime.wait(handle), 30)
+
+    assert run(main()) == 0  # the leader had exited by itself
+    assert _gone(_pid_from(pidfile))
+
+
+FILL = """
+chunks = []
+while True:
+    chunks.append(bytearray(16 * 1024 * 1024))
+"""
+
+
+@v1
+def test_filling_the_memory_limit_is_an_oom_kill_with_status_137(runtime):
+    config = WorkloadConfig(memory_limit=64 * 1024**2)
+
+    async def main() -> tuple[int, list[str]]:
+        handle = await launch(runtime, py(FILL), config=config)
+        status = await runtime.wait(handle)
+        notes = await runtime.exit_notes(handle)
+        await runtime.stop(handle, 0)
+        return status, notes
+
+    status, notes = run(main())
+    assert status == 137
+    assert len(notes) == 1
+    assert "out of memory" in notes[0]
+    assert "64M" in notes[0]
+
+
+THREADS = """
+import threading
+ready = threading.Barrier(201)
+threads = [threading.Thread(target=ready.wait) for _ in range(200)]
+for t in threads:
+    t.start()
+ready.wait()
+for t in threads:
+    t.join()
+print("200 threads")
+"""
+
+RESERVE = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_long]
+PROT_NONE, MAP_PRIVATE, MAP_ANONYMOUS = 0, 0x02, 0x20
+area = libc.mmap(None, 4 * 1024**3, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+assert area not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+print("reserved", 4 * 1024**3)
+"""
+
+
+@v1
+@pytest.mark.parametrize(("code", "said"), [(THREADS, "200 threads"), (RESERVE, "reserved")])
+def test_a_1g_limit_bounds_memory_not_address_space(runtime, capfd, code, said):
+    config = WorkloadConfig(memory_limit=GIB)
+
+    async def main() -> int:
+        handle = await launch(runtime, py(code), config=config)
+        return await runtime.wait(handle)
+
+    assert run(main()) == 0, capfd.readouterr().err
+    assert said in capfd.readouterr().out
+
+
+@v1
+def test_a_command_that_cannot_start_fails_and_leaves_no_cgroup(runtime):
+    async def main() -> WorkloadHandle:
+        workload = await runtime.new_workload(AGENT)
+        handle = await runtime.create(LaunchSpec(AGENT, workload, ["/nonexistent/command"]))
+        with pytest.raises(Exception, match="cannot run '/nonexistent/command'"):
+            await runtime.start(handle)
+        await runtime.stop(handle, 0)
+        return handle
+
+    handle = run(main())
+    dirs = WorkloadCgroups.from_details(handle.ident, handle.details).dirs
+    assert dirs
+    assert not any(d.exists() for d in dirs.values())
+
+
+@v1
+def test_a_discarded_workload_runs_nothing_and_leaves_nothing(runtime):
+    async def main() -> tuple[int, WorkloadHandle]:
+        workload = await runtime.new_workload(AGENT)
+        pid = int(workload.id.removeprefix("pid:"))
+        handle = await runtime.create(LaunchSpec(AGENT, workload, ["sleep", "300"]))
+        await runtime.discard(workload, handle)
+        return pid, handle
+
+    pid, handle = run(main())
+    assert _gone(pid)
+    assert run(runtime.is_alive(handle)) is False
+
+
+def _fake_v1_root(tmp_path: Path) -> tuple[Path, Path]:
+    """A root whose cgroup v1 hierarchies live on a read-only file system."""
+    root = tmp_path / "root"
+    (root / "proc/self").mkdir(parents=True)
+    lines, memberships = [], []
+    for number, controller in enumerate(("memory", "cpuset", "pids", "freezer", "devices")):
+        lines.append(
+            f"{40 + number} 31 0:{40 + number} / /sys/fs/cgroup/{controller} rw - cgroup cgroup "
+            f"rw,{controller}"
+        )
+        memberships.append(f"{number + 1}:{controller}:/")
+    (root / "proc/self/mountinfo").write_text("\n".join(lines) + "\n")
+    (root / "proc/self/cgroup").write_text("\n".join(memberships) + "\n")
+    tree = root / "sys/fs/cgroup"
+    tree.mkdir(parents=True)
+    return root, tree
+
+
+@pytest.fixture
+def read_only_tree(tmp_path) -> Iterator[Path]:
+    if os.geteuid() != 0:
+        pytest.skip("mounting a read-only tmpfs needs root")
+    root, tree = _fake_v1_root(tmp_path)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(tree)], check=False)
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        for controller in ("memory", "cpuset", "pids", "freezer", "devices"):
+            (tree / controller).mkdir()
+        subprocess.run(["mount", "-o", "remount,ro", str(tree)], check=True)
+        yield root
+    finally:
+        subprocess.run(["umount", str(tree)], check=True)
+
+
+def test_a_cgroup_tree_accelkit_may_not_write_refuses_a_memory_limit(read_only_tree):
+    runtime = ProcessRuntime(root=read_only_tree)
+
+    async def main() -> None:
+        await launch(runtime, ["true"], config=WorkloadConfig(memory_limit=GIB))
+
+    with pytest.raises(RuntimeUnavailable) as raised:
+        run(main())
+    message = str(raised.value)
+    assert "cannot enforce the memory limit of 1G" in message
+    assert "Read-only file system" in message
+    assert "--no-memory-limit" in message
+
+
+def test_without_cgroups_the_run_says_what_is_missing_and_still_runs(read_only_tree, tmp_path):
+    runtime = ProcessRuntime(root=read_only_tree)
+    marker = tmp_path / "ran"
+
+    async def main() -> tuple[WorkloadHandle, int]:
+        config = WorkloadConfig(memory_limit=GIB)
+        handle = await launch(runtime, ["touch", str(marker)], config=config, required=False)
+        return handle, await runtime.wait(handle)
+
+    handle, status = run(main())
+    assert status == 0
+    assert marker.exists()
+    missing = handle.details["missing"]
+    for controller in ("memory", "cpuset", "pids", "freezer", "devices"):
+        assert f"{controller}: cannot create a cgroup" in missing
+    lines = runtime.describe(handle)
+    assert lines[0].startswith("process runtime: no cgroup")
+    assert any("not contained: devices" in line for line in lines)
+    assert run(runtime.is_alive(handle)) is False  # by the leader's stamp
+    run(runtime.stop(handle, 0))
+
+
+def test_a_workload_not_made_by_this_runtime_is_refused():
+    from accelkit.types import Workload
+
+    async def main() -> None:
+        await ProcessRuntime().create(LaunchSpec(AGENT, Workload.process_tree("pid:1"), ["true"]))
+
+    with pytest.raises(RuntimeUnavailable, match="not made by this process runtime"):
+        run(main())
+    with pytest.raises(Exception, match="not created by this process runtime"):
+        run(ProcessRuntime().start(WorkloadHandle("process", "accelkit/a/pid-1")))
+
+
+def test_a_handle_without_cgroups_or_leader_cannot_tell():
+    handle = WorkloadHandle("process", "accelkit/a/pid-1", {"cgroup_version": "x"})
+    assert run(ProcessRuntime().is_alive(handle)) is None

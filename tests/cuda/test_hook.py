@@ -9,6 +9,7 @@ import pytest
 from accelkit.errors import WorkloadCreationDenied
 from accelkit.partition import DevicePartition
 from accelkit.types import ComputeDevice, Mount, Workload, WorkloadConfig
+from accelkit_cuda.hook import CUDALifecycleHook, share_memory_limits
 
 from . import fake_nvml as fk
 from .support import run
@@ -161,3 +162,70 @@ def test_a_container_device_without_minor_number_is_denied(start):
     )
     with pytest.raises(WorkloadCreationDenied, match="no device minor number"):
         run(hook.pre_create())
+
+
+# -- per-share memory limits ------------------------------------------------------------------
+
+
+def shared_hook(plugin, workload, alloc):
+    ids = [d.device_id for d in plugin.devices]
+    ctx = plugin.create_agent_context("agent-1", DevicePartition.of(*ids))
+    return ctx.create_lifecycle_hook(workload, alloc)
+
+
+def test_shares_cap_gpu_memory_while_the_workload_lives(start):
+    gpus = fk.gpus(2, memory_total=80 * fk.GIB)
+    nvml = fk.FakeNVML(gpus, missing=set())  # a driver with nvmlDeviceSetMemoryLimits_v1
+    plugin = start(nvml, {"allocation": "fractional", "shares-per-device": "4"})
+    alloc = {"cuda.shares": {"cuda1": Decimal("1.5"), "cuda0": Decimal("0.25")}}
+    hook = shared_hook(plugin, TREE, alloc)
+    run(hook.pre_create())
+    assert gpus[0].memory_limits == gpus[1].memory_limits == {}  # nothing before it exists
+    run(hook.post_create())
+    assert gpus[0].memory_limits == {"4242": (5 * fk.GIB, 5 * fk.GIB)}  # 0.25 of 4 shares
+    assert gpus[1].memory_limits == {"4242": (30 * fk.GIB, 30 * fk.GIB)}
+    run(hook.post_terminate())
+    run(hook.post_terminate())  # idempotent
+    assert gpus[0].memory_limits == gpus[1].memory_limits == {}
+
+
+def test_without_the_driver_call_limits_are_skipped_and_said(start, caplog):
+    gpus = fk.gpus(1)
+    plugin = start(fk.FakeNVML(gpus), {"allocation": "fractional"})  # the call is missing
+    hook = shared_hook(plugin, TREE, {"cuda.shares": {"cuda0": Decimal("0.5")}})
+    with caplog.at_level("INFO", logger="accelkit_cuda"):
+        run(hook.post_create())
+    assert "no memory limit for 4242 on cuda0" in caplog.text
+    assert gpus[0].memory_limits == {}
+    run(hook.post_terminate())
+
+
+def test_a_lost_gpu_while_limiting_is_logged_not_raised(start, caplog):
+    gpus = fk.gpus(1)
+    nvml = fk.FakeNVML(gpus, missing=set())
+    plugin = start(nvml, {"allocation": "fractional"})
+    gpus[0].errors["nvmlDeviceSetMemoryLimits_v1"] = fk.NVML_ERROR_GPU_IS_LOST
+    hook = shared_hook(plugin, TREE, {"cuda.shares": {"cuda0": Decimal("0.5")}})
+    with caplog.at_level("WARNING", logger="accelkit_cuda"):
+        run(hook.post_create())
+    assert "memory limit of 4242 on cuda0 failed: GPU is lost" in caplog.text
+
+
+def test_whole_gpus_get_no_memory_limit(start):
+    gpus = fk.gpus(1)
+    plugin = start(fk.FakeNVML(gpus, missing=set()))
+    hook = shared_hook(plugin, TREE, {"cuda.device": {"cuda0": Decimal(1)}})
+    run(hook.post_create())
+    assert gpus[0].memory_limits == {}
+
+
+def test_a_hook_without_a_limiter_sets_nothing():
+    device = ComputeDevice("cuda", "cuda0", "x", None, fk.GIB, 1, uuid="GPU-x")
+    hook = CUDALifecycleHook(
+        TREE, {"cuda.shares": {"cuda0": Decimal(1)}}, devices={"cuda0": device}
+    )
+    run(hook.post_create())
+    run(hook.post_terminate())
+    assert share_memory_limits(hook.device_alloc, hook.devices, Decimal(2)) == {
+        "cuda0": fk.GIB // 2
+    }

@@ -6,12 +6,19 @@ Visible devices are ordered by natural device-id order (``cuda2`` before ``cuda1
 the order of the allocation mapping. A container with MIG instances also gets each instance's
 ``/dev/nvidia-caps/nvidia-cap<N>`` nodes (its GPU-instance and compute-instance access caps),
 without which CUDA inside the container cannot open the instance.
+
+With ``cuda.shares``, a workload's share of a GPU also caps its GPU memory there (the share of
+the GPU's memory, rounded down) through ``nvmlDeviceSetMemoryLimits_v1`` where the driver has
+it: set once the workload exists, lifted when it is gone, under the workload id as the limit's
+name space. Where the driver lacks the call the limit is skipped and logged, never faked.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from decimal import Decimal
+from typing import Protocol
 
 from accelkit.errors import WorkloadCreationDenied
 from accelkit.partition import natural_sort_key
@@ -35,6 +42,30 @@ DRIVER_CAPABILITIES = "compute,utility"
 NO_DEVICES = "void"
 #: where the MIG capability device nodes live
 CAPS_DIR = "/dev/nvidia-caps"
+
+log = logging.getLogger(__name__)
+
+
+class MemoryLimiter(Protocol):
+    """Sets per-workload GPU memory limits (the plugin, through NVML)."""
+
+    async def limit_memory(self, device_id: DeviceId, name_space: str, limit: int | None) -> bool:
+        """Cap (or, with ``None``, free) ``name_space`` on a device; False where unsupported."""
+        ...
+
+
+def share_memory_limits(
+    device_alloc: DeviceAllocation,
+    devices: Mapping[DeviceId, ComputeDevice],
+    shares_per_device: Decimal,
+) -> dict[DeviceId, int]:
+    """Bytes each ``cuda.shares`` grant may use: its fraction of the GPU's memory, rounded down."""
+    shares = device_alloc.get(SHARES_SLOT, {})
+    return {
+        device_id: int(devices[device_id].memory_size * share / shares_per_device)
+        for device_id, share in sorted(shares.items(), key=lambda item: natural_sort_key(item[0]))
+        if share > 0 and device_id in devices
+    }
 
 
 def _allocated(device_alloc: DeviceAllocation) -> list[DeviceId]:
@@ -103,7 +134,46 @@ def workload_config(
 
 
 class CUDALifecycleHook(AbstractLifecycleHook):
-    """Exposes the allocated GPUs to one workload; holds no state of its own."""
+    """Exposes the allocated GPUs to one workload; holds no state of its own.
+
+    ``limiter`` and ``shares_per_device`` enable the per-share memory limits.
+    """
+
+    def __init__(
+        self,
+        workload: Workload,
+        device_alloc: DeviceAllocation,
+        *,
+        devices: Mapping[DeviceId, ComputeDevice] | None = None,
+        limiter: MemoryLimiter | None = None,
+        shares_per_device: Decimal = Decimal(1),
+    ) -> None:
+        super().__init__(workload, device_alloc, devices=devices)
+        self.limiter = limiter
+        self.shares_per_device = shares_per_device
+
+    def _limits(self) -> dict[DeviceId, int]:
+        return share_memory_limits(self.device_alloc, self.devices, self.shares_per_device)
 
     async def pre_create(self) -> WorkloadConfig:
         return workload_config(self.workload, self.device_alloc, self.devices)
+
+    async def post_create(self) -> None:
+        """Cap the workload's GPU memory on each shared GPU where the driver can."""
+        if (limiter := self.limiter) is None:
+            return
+        for device_id, limit in self._limits().items():
+            if not await limiter.limit_memory(device_id, self.workload.id, limit):
+                log.info(
+                    "cuda: no memory limit for %s on %s: the driver has no "
+                    "nvmlDeviceSetMemoryLimits_v1 (or the GPU does not support it)",
+                    self.workload.id,
+                    device_id,
+                )
+
+    async def post_terminate(self) -> None:
+        """Lift the limits ``post_create`` set; safe to call more than once."""
+        if (limiter := self.limiter) is None:
+            return
+        for device_id in self._limits():
+            await limiter.limit_memory(device_id, self.workload.id, None)

@@ -12,11 +12,13 @@ from accelkit.errors import PluginError, PluginUnavailable
 from accelkit.plugin import AbstractComputePlugin
 from accelkit.types import (
     ComputeDevice,
+    DeviceAllocation,
     DeviceId,
     DeviceName,
     DeviceSlotInfo,
     NodeInfo,
     SlotSpec,
+    Workload,
 )
 from accelkit_cuda.config import AllocationMode, CUDAConfig
 from accelkit_cuda.context import CUDAAgentContext
@@ -145,6 +147,36 @@ class CUDAPlugin(AbstractComputePlugin):
             quantum_size=self.settings.quantum,
             allow_fragmentation=self.settings.allow_fragmentation,
         )
+
+    def create_lifecycle_hook(
+        self,
+        workload: Workload,
+        device_alloc: DeviceAllocation,
+        devices: Mapping[DeviceId, ComputeDevice],
+    ) -> CUDALifecycleHook:
+        """The hook, able to cap the memory of ``cuda.shares`` grants through this plugin."""
+        return CUDALifecycleHook(
+            workload,
+            device_alloc,
+            devices=devices,
+            limiter=self,
+            shares_per_device=self.settings.shares_per_device,
+        )
+
+    async def limit_memory(self, device_id: DeviceId, name_space: str, limit: int | None) -> bool:
+        """``nvmlDeviceSetMemoryLimits_v1`` on one device; False where the driver lacks it.
+
+        Another NVML error (a lost GPU) is logged and reads as not applied.
+        """
+        handle = self._handles.get(device_id)
+        if handle is None or self._library is None:
+            return False
+        library = self._library
+        try:
+            return await asyncio.to_thread(library.set_memory_limit, handle, name_space, limit)
+        except library.error_type as exc:
+            log.warning("cuda: memory limit of %s on %s failed: %s", name_space, device_id, exc)
+            return False
 
     async def get_node_info(self) -> NodeInfo:
         """Driver, NVML and CUDA driver versions."""

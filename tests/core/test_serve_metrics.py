@@ -10,7 +10,6 @@ import urllib.error
 import urllib.request
 
 import pytest
-from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from accelkit.cli import serve_metrics_cmd
@@ -22,6 +21,10 @@ from accelkit.metrics_export.service import serve_metrics
 from .metrics_support import write_node_config
 
 WAIT = 60  # generous upper bounds so a slow machine never fails; nothing is timed
+
+
+async def nothing(budget: object, accept: object) -> tuple[bytes, str]:
+    return b"", "text/plain"
 
 
 @pytest.fixture
@@ -82,7 +85,7 @@ def test_only_metrics_is_served_and_only_on_loopback(served):
     with pytest.raises(urllib.error.HTTPError) as error:
         scrape(f"http://127.0.0.1:{served.port}/")
     assert error.value.code == 404
-    assert served._server.server_address[0] == LOOPBACK
+    assert [address[0] for address in served._runner.addresses] == [LOOPBACK]
 
 
 def test_a_port_in_use_is_a_plain_error(capsys, tmp_path):
@@ -91,7 +94,7 @@ def test_a_port_in_use_is_a_plain_error(capsys, tmp_path):
         taken.listen()
         port = taken.getsockname()[1]
         with pytest.raises(MetricsServerError, match=f"cannot serve metrics on 127.0.0.1:{port}"):
-            MetricsServer(CollectorRegistry(), port)
+            asyncio.run(MetricsServer(nothing, port).start())
         config = str(write_node_config(tmp_path))
         assert main(["serve-metrics", "--port", str(port), "--config", config]) == 2
     err = capsys.readouterr().err

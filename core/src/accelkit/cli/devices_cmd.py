@@ -11,6 +11,7 @@ import click
 from accelkit.cli.options import config_option, json_option, read_config
 from accelkit.cli.output import print_json, print_table
 from accelkit.discovery import PluginLoader
+from accelkit.registry import PluginStatus
 from accelkit.sizes import format_binary_size
 from accelkit.types import ComputeDevice
 
@@ -32,6 +33,9 @@ async def _devices(config_path: Path | None) -> dict[str, list[ComputeDevice]]:
     loader = PluginLoader.from_entry_points(config.plugins.with_environment())
     try:
         plugins = await loader.start()
+        for record in loader.records.values():  # on stderr: --json output stays clean
+            if record.status is PluginStatus.FAILED:
+                click.echo(f"warning: plugin {record.name!r} failed: {record.error}", err=True)
         return {p.key: list(p.devices) for p in plugins}
     finally:
         await loader.close()

@@ -18,7 +18,12 @@ from accelkit.cli.output import print_json
 from accelkit.config import HostConfig
 from accelkit.host import PartitionHost
 from accelkit.metrics import Measurement
-from accelkit.metrics_export import MetricsGatherer, MetricsSnapshot, SnapshotCollector
+from accelkit.metrics_export import (
+    MetricsGatherer,
+    MetricsSnapshot,
+    ScrapeErrorCollector,
+    SnapshotCollector,
+)
 from accelkit.types import format_amount
 
 _CENT = Decimal("0.01")
@@ -64,6 +69,7 @@ def prometheus_text(snapshot: MetricsSnapshot) -> str:
     """``snapshot`` in the Prometheus text exposition format."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SnapshotCollector(lambda: snapshot))
+    registry.register(ScrapeErrorCollector(lambda: snapshot))
     return generate_latest(registry).decode()
 
 

@@ -1,4 +1,11 @@
-"""Gathering every plugin's metrics from a started partition host, each plugin guarded."""
+"""Gathering every plugin's metrics from a started partition host, each plugin guarded.
+
+Plugins are asked at the same time, each under a time limit (``[plugins] call-timeout``, or the
+scrape's own budget when shorter): a plugin that raises or does not answer in time is left out
+of that snapshot and named in its ``errors``, and the snapshot comes back when the limit
+expires at the latest. Callers that ask while a gather is under way share its snapshot, so a
+burst of scrapes costs one round of plugin calls, never one per scrape.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
+import attrs
+
+from accelkit.calls import timeout_message
 from accelkit.host import PartitionHost
 from accelkit.metrics import MetricContext, NodeMetric
 from accelkit.metrics_export.agent_share import agent_measurement, plugin_factor
@@ -22,24 +32,38 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+@attrs.define
+class _Answer:
+    """What one plugin answered in one round, and what it was doing when it stopped."""
+
+    node: tuple[NodeMetric, ...] | None = None
+    samples: list[WorkloadSample] = attrs.field(factory=list)
+    doing: str = "gather_node_metrics"
+    error: str | None = None
+
+
 class MetricsGatherer:
     """Gathers snapshots from a started host; keeps each plugin's readings between gathers.
 
-    A plugin whose gather raises is left out of that snapshot and named in its ``errors``; the
-    other plugins' metrics are still reported. ``workloads`` lists, per agent, the workloads
-    whose metrics to gather too.
+    A plugin whose gather raises, or does not answer within ``timeout`` seconds (default: the
+    host config's ``call-timeout``), is left out of that snapshot and named in its ``errors``;
+    the other plugins' metrics are still reported. ``workloads`` lists, per agent, the
+    workloads whose metrics to gather too.
     """
 
     def __init__(
         self,
         host: PartitionHost,
         workloads: Mapping[AgentId, Sequence[Workload]] | None = None,
+        *,
+        timeout: Decimal | None = None,
     ) -> None:
         self.host = host
         self.workloads = None if workloads is None else dict(workloads)
+        self.timeout = host.config.plugins.call_timeout if timeout is None else timeout
         self._previous: dict[str, dict[str, tuple[float, Decimal]]] = {}
         self._round = MetricContext()
-        self._lock = asyncio.Lock()
+        self._under_way: asyncio.Future[MetricsSnapshot] | None = None
 
     def _context(self, name: str) -> MetricContext:
         """The metric context of one plugin (or agent workload) in the current round.
@@ -64,20 +88,54 @@ class MetricsGatherer:
             found.setdefault(agent_id, []).append(record.workload)
         return found
 
-    async def gather(self) -> MetricsSnapshot:
-        """One snapshot; concurrent callers are served one after the other."""
-        async with self._lock:
-            self._round = MetricContext()
-            node: dict[DeviceName, tuple[NodeMetric, ...]] = {}
-            errors: dict[DeviceName, str] = {}
-            for key, plugin in self.host.plugins.items():
-                try:
-                    node[key] = tuple(await plugin.gather_node_metrics(self._context(key)))
-                except Exception as exc:
-                    errors[key] = _describe(exc)
-                    log.warning("plugin %s: gathering node metrics failed", key, exc_info=True)
-            workloads = await self._gather_workloads(errors)
-            return MetricsSnapshot(node, self._agent_metrics(node), workloads, errors)
+    async def gather(self, timeout: Decimal | None = None) -> MetricsSnapshot:
+        """One snapshot, each plugin given at most ``timeout`` (and :attr:`timeout`) seconds.
+
+        A caller that comes while a gather is under way waits for that one and shares its
+        snapshot; a caller that gives up (is cancelled) never cancels it for the others.
+        """
+        if self._under_way is None or self._under_way.done():
+            limit = self.timeout if timeout is None else min(timeout, self.timeout)
+            self._under_way = asyncio.ensure_future(self._gather(limit))
+        return await asyncio.shield(self._under_way)
+
+    async def _gather(self, limit: Decimal) -> MetricsSnapshot:
+        self._round = MetricContext()
+        workloads = dict(self._workloads())
+        for agent_id in [a for a in workloads if a not in self.host.agents]:
+            log.warning("metrics: no agent %r for its workloads", agent_id)
+            del workloads[agent_id]
+        keys = list(self.host.plugins)
+        answers = await asyncio.gather(*(self._ask(key, workloads, limit) for key in keys))
+        node: dict[DeviceName, tuple[NodeMetric, ...]] = {}
+        samples: list[WorkloadSample] = []
+        errors: dict[DeviceName, str] = {}
+        for key, answer in zip(keys, answers, strict=True):
+            if answer.node is not None:
+                node[key] = answer.node
+            samples += answer.samples
+            if answer.error is not None:
+                errors[key] = answer.error
+        return MetricsSnapshot(node, self._agent_metrics(node), samples, errors)
+
+    async def _ask(
+        self, key: DeviceName, workloads: Mapping[AgentId, Sequence[Workload]], limit: Decimal
+    ) -> _Answer:
+        """One plugin's node and workload metrics, all within ``limit`` seconds."""
+        answer = _Answer()
+        try:
+            async with asyncio.timeout(float(limit)):
+                plugin = self.host.plugins[key]
+                answer.node = tuple(await plugin.gather_node_metrics(self._context(key)))
+                answer.doing = "gather_workload_metrics"
+                await self._workload_metrics(key, workloads, answer)
+        except TimeoutError:
+            answer.error = timeout_message(key, answer.doing, limit)
+            log.warning("metrics: %s", answer.error)
+        except Exception as exc:
+            answer.error = _describe(exc)
+            log.warning("plugin %s: gathering node metrics failed", key, exc_info=True)
+        return answer
 
     def _agent_metrics(self, node: Mapping[DeviceName, Sequence[NodeMetric]]) -> list[AgentMetric]:
         found: list[AgentMetric] = []
@@ -98,21 +156,18 @@ class MetricsGatherer:
                         )
         return found
 
-    async def _gather_workloads(self, errors: dict[DeviceName, str]) -> list[WorkloadSample]:
-        samples: list[WorkloadSample] = []
-        for agent_id, workloads in self._workloads().items():
-            view = self.host.agents.get(agent_id)
-            if view is None:
-                log.warning("metrics: no agent %r for its workloads", agent_id)
+    async def _workload_metrics(
+        self, key: DeviceName, workloads: Mapping[AgentId, Sequence[Workload]], answer: _Answer
+    ) -> None:
+        for agent_id, found in workloads.items():
+            if (context := self.host.agents[agent_id].contexts.get(key)) is None:
                 continue
-            for key, context in view.contexts.items():
-                for workload in workloads:
-                    ctx = self._context(f"{agent_id}/{key}/{workload.id}")
-                    try:
-                        metrics = await context.gather_workload_metrics(ctx, workload)
-                    except Exception as exc:
-                        errors[key] = _describe(exc)
-                        log.warning("plugin %s: workload metrics failed", key, exc_info=True)
-                        continue
-                    samples += [WorkloadSample(agent_id, key, m) for m in metrics]
-        return samples
+            for workload in found:
+                ctx = self._context(f"{agent_id}/{key}/{workload.id}")
+                try:
+                    metrics = await context.gather_workload_metrics(ctx, workload)
+                except Exception as exc:
+                    answer.error = _describe(exc)
+                    log.warning("plugin %s: workload metrics failed", key, exc_info=True)
+                    continue
+                answer.samples += [WorkloadSample(agent_id, key, m) for m in metrics]

@@ -1,93 +1,124 @@
-"""Serving ``/metrics`` on the loopback interface for a Prometheus server to scrape."""
+"""Serving ``/metrics`` on the loopback interface for a Prometheus server to scrape (DESIGN §17).
+
+aiohttp serves it on the event loop the plugins run on, so a scrape awaits the gather directly:
+no thread per connection (an idle connection costs a socket, not a thread), a listen backlog of
+:data:`BACKLOG`, silent connections dropped after :data:`IDLE_TIMEOUT` seconds, and at the
+descriptor limit asyncio pauses accepting for a moment instead of retrying in a busy loop.
+"""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterable
-from socketserver import ThreadingMixIn
+from collections.abc import Awaitable, Callable
+from decimal import Decimal
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
+from aiohttp import web
 
 from accelkit.errors import AccelkitError
+from accelkit.metrics_export.exposition import SCRAPE_TIMEOUT_HEADER, scrape_budget
 
-if TYPE_CHECKING:
-    from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
+__all__ = [
+    "BACKLOG",
+    "IDLE_TIMEOUT",
+    "LOOPBACK",
+    "METRICS_PATH",
+    "MetricsServer",
+    "MetricsServerError",
+    "Render",
+]
 
 #: the only address served: metrics stay on the node unless a local proxy forwards them
 LOOPBACK = "127.0.0.1"
 METRICS_PATH = "/metrics"
+#: connections the kernel queues before accepting (the kernel caps it at net.core.somaxconn)
+BACKLOG = 1024
+#: seconds a connection may stay silent (before its request or between requests)
+IDLE_TIMEOUT = 10.0
+#: seconds closing waits for scrapes under way
+SHUTDOWN_TIMEOUT = 5.0
+
+#: the body and content type of one scrape, from its time budget and its Accept header
+Render = Callable[[Decimal | None, str | None], Awaitable[tuple[bytes, str]]]
 
 
 class MetricsServerError(AccelkitError):
     """The metrics endpoint could not be served (the port is taken, not permitted, ...)."""
 
 
-class _ThreadingServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        """Scrapes are not logged: one line every few seconds would bury everything else."""
-
-
-def metrics_only(app: WSGIApplication) -> WSGIApplication:
-    """``app`` on ``/metrics``; every other path answers 404."""
-
-    def serve(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") == METRICS_PATH:
-            return app(environ, start_response)
-        start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
-        return [f"not found: accelkit serves {METRICS_PATH} only\n".encode()]
-
-    return serve
+async def _not_found(request: web.Request) -> web.Response:
+    return web.Response(status=404, text=f"not found: accelkit serves {METRICS_PATH} only\n")
 
 
 class MetricsServer:
-    """``/metrics`` of ``registry`` on ``127.0.0.1:port`` (port 0: any free port), in a thread.
+    """``/metrics`` answered by ``render`` on ``127.0.0.1:port`` (port 0: any free port).
 
-    Use it as a context manager; :attr:`port` is the port actually bound.
+    Use it as ``async with MetricsServer(render, port) as server:`` inside the running event
+    loop; :attr:`port` is the port actually bound.
     """
 
-    def __init__(self, registry: CollectorRegistry, port: int) -> None:
-        app = metrics_only(make_wsgi_app(registry))
-        try:
-            self._server = make_server(
-                LOOPBACK, port, app, server_class=_ThreadingServer, handler_class=_QuietHandler
-            )
-        except OSError as exc:
-            msg = f"cannot serve metrics on {LOOPBACK}:{port}: {exc.strerror or exc}"
-            raise MetricsServerError(msg) from exc
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="accelkit-metrics", daemon=True
+    def __init__(self, render: Render, port: int, *, idle_timeout: float = IDLE_TIMEOUT) -> None:
+        self._render = render
+        self._wanted = port
+        app = web.Application()
+        app.router.add_get(METRICS_PATH, self._metrics)
+        app.router.add_route("*", "/{tail:.*}", _not_found)
+        self._runner = web.AppRunner(
+            app,
+            access_log=None,  # one line per scrape would bury everything else
+            keepalive_timeout=idle_timeout,
+            shutdown_timeout=SHUTDOWN_TIMEOUT,
         )
+        self._site: web.TCPSite | None = None
+        self._port: int | None = None
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        budget = scrape_budget(request.headers.get(SCRAPE_TIMEOUT_HEADER))
+        body, content_type = await self._render(budget, request.headers.get("Accept"))
+        response = web.Response(body=body, headers={"Content-Type": content_type})
+        response.enable_compression()  # gzip when the scraper accepts it, as Prometheus does
+        return response
+
+    async def start(self) -> None:
+        """Bind and listen.
+
+        Raises:
+            MetricsServerError: the port cannot be bound.
+        """
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, LOOPBACK, self._wanted, backlog=BACKLOG)
+        try:
+            await site.start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            msg = f"cannot serve metrics on {LOOPBACK}:{self._wanted}: {exc.strerror or exc}"
+            raise MetricsServerError(msg) from exc
+        self._site = site
+        self._port = int(self._runner.addresses[0][1])
 
     @property
     def port(self) -> int:
-        return int(self._server.server_port)
+        if self._port is None:
+            msg = "the metrics server is not started"
+            raise RuntimeError(msg)
+        return self._port
 
     @property
     def url(self) -> str:
         return f"http://{LOOPBACK}:{self.port}{METRICS_PATH}"
 
-    def __enter__(self) -> MetricsServer:
-        self._thread.start()
+    async def __aenter__(self) -> MetricsServer:
+        await self.start()
         return self
 
-    def __exit__(
+    async def __aexit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        await self.close()
 
-    def close(self) -> None:
+    async def close(self) -> None:
         """Stop serving and release the port."""
-        if self._thread.is_alive():
-            self._server.shutdown()
-            self._thread.join()
-        self._server.server_close()
+        await self._runner.cleanup()
+        self._site = None

@@ -5,31 +5,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry
-
 from accelkit.config import HostConfig
 from accelkit.host import PartitionHost
+from accelkit.metrics_export.exposition import Exposition
 from accelkit.metrics_export.gather import MetricsGatherer
-from accelkit.metrics_export.prometheus import SnapshotCollector
 from accelkit.metrics_export.server import MetricsServer
-from accelkit.metrics_export.snapshot import MetricsSnapshot
-
-#: seconds a scrape waits for the plugins before it fails
-SCRAPE_TIMEOUT = 30.0
 
 
-def registry_for(gatherer: MetricsGatherer, loop: asyncio.AbstractEventLoop) -> CollectorRegistry:
-    """A registry whose scrapes, served on another thread, gather on ``loop``."""
-
-    def snapshot() -> MetricsSnapshot:
-        future = asyncio.run_coroutine_threadsafe(gatherer.gather(), loop)
-        return future.result(SCRAPE_TIMEOUT)
-
-    # auto_describe stays off: registering must not gather, the loop is busy registering
-    registry = CollectorRegistry(auto_describe=False)
-    found = gatherer.host.device_map  # the DCGM labels of each device series come from here
-    registry.register(SnapshotCollector(snapshot, lambda: {k: v.devices for k, v in found.items()}))
-    return registry
+def exposition_for(host: PartitionHost) -> Exposition:
+    """Scrapes of ``host``'s metrics, each device series with its DCGM labels."""
+    found = host.device_map  # the DCGM labels of each device series come from here
+    return Exposition(MetricsGatherer(host), lambda: {k: v.devices for k, v in found.items()})
 
 
 async def serve_metrics(
@@ -41,11 +27,14 @@ async def serve_metrics(
 ) -> None:
     """Start the host, serve ``/metrics`` on loopback, and keep serving until ``stop`` is set.
 
-    Without ``stop`` it serves until the task is cancelled or the process interrupted.
+    Without ``stop`` it serves until the task is cancelled or the process interrupted. Each
+    plugin has ``[plugins] call-timeout`` seconds per scrape, or less when the scraper's
+    timeout header says so; the scrape answers with the plugins that answered in time.
     """
-    async with PartitionHost.open(config) as host:
-        registry = registry_for(MetricsGatherer(host), asyncio.get_running_loop())
-        with MetricsServer(registry, port) as server:
-            if on_ready is not None:
-                on_ready(server)
-            await (stop or asyncio.Event()).wait()
+    async with (
+        PartitionHost.open(config) as host,
+        MetricsServer(exposition_for(host).render, port) as server,
+    ):
+        if on_ready is not None:
+            on_ready(server)
+        await (stop or asyncio.Event()).wait()

@@ -1,0 +1,134 @@
+"""A plugin that hangs, installed for real: commands still answer, the hang is named.
+
+The hanging fixture distribution (``tests/fixtures/hanging-plugin``) is installed into a
+directory of its own and put on ``PYTHONPATH``; ``HANGING_PLUGIN_IN`` says where it hangs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HANGING = ROOT / "tests" / "fixtures" / "hanging-plugin"
+DEVICES = ROOT / "docs" / "examples" / "mock-devices.toml"
+ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
+WITHIN = 20.0  # seconds: a hang of an hour must not be waited for (the limit is 1 s)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def hanging_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The hanging plugin distribution, really installed into a directory of its own."""
+    target = tmp_path_factory.mktemp("hanging-site")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "--target",
+            str(target),
+            str(HANGING),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return target
+
+
+def node_config(directory: Path, *, strict: bool = False) -> Path:
+    """Mock devices plus the hanging plugin, each call limited to 1 s."""
+    path = directory / "node.toml"
+    path.write_text(
+        f"""
+[resource]
+state-dir = "{directory / "state"}"
+
+[plugins]
+allowed = ["mock", "hanging"]
+call-timeout = 1
+strict = {"true" if strict else "false"}
+
+[plugins.config.mock]
+config-file = "{DEVICES}"
+"""
+    )
+    return path
+
+
+def accelkit(
+    site: Path, hang_in: str, *args: str
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    env |= {"PYTHONPATH": str(site), "HANGING_PLUGIN_IN": hang_in}
+    began = time.monotonic()
+    result = subprocess.run(
+        [*ACCELKIT, *args], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
+    return result, time.monotonic() - began
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        "import",
+        "accelkit_compute_plugins",
+        "configurable_slots",
+        "init",
+        "list_devices",
+        "device_slots",
+    ],
+)
+def test_devices_answers_and_names_the_plugin_that_hangs(hanging_site, tmp_path, method):
+    hang_in = "build" if method == "accelkit_compute_plugins" else method
+    config = str(node_config(tmp_path))
+    result, took = accelkit(hanging_site, hang_in, "devices", "--config", config, "--json")
+    assert result.returncode == 0, result.stderr
+    assert took < WITHIN
+    assert set(json.loads(result.stdout)) == {"cpu", "mem", "cuda"}  # the mock plugins
+    assert f"plugin 'hanging' timed out after 1 s in {method}" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_plugins_json_shows_the_hanging_plugin_failed(hanging_site, tmp_path):
+    config = str(node_config(tmp_path))
+    result, took = accelkit(hanging_site, "init", "plugins", "--config", config, "--json")
+    assert result.returncode == 0, result.stderr
+    assert took < WITHIN
+    records = {r["name"]: r for r in json.loads(result.stdout)}
+    assert records["hanging"]["status"] == "failed"
+    assert records["hanging"]["error"] == "plugin 'hanging' timed out after 1 s in init"
+    assert records["mock"]["status"] == "loaded"
+
+
+def test_strict_mode_makes_the_hang_a_start_up_error(hanging_site, tmp_path):
+    config = str(node_config(tmp_path, strict=True))
+    result, took = accelkit(hanging_site, "list_devices", "devices", "--config", config)
+    assert result.returncode == 2
+    assert took < WITHIN
+    assert result.stderr.startswith("error: strict plugin loading: 1 plugin(s) failed")
+    assert "plugin 'hanging' timed out after 1 s in list_devices" in result.stderr
+
+
+def test_metrics_answers_without_the_plugin_that_hangs_in_them(hanging_site, tmp_path):
+    config = str(node_config(tmp_path))
+    result, took = accelkit(hanging_site, "metrics", "metrics", "--config", config, "--json")
+    assert result.returncode == 0, result.stderr
+    assert took < WITHIN
+    data = json.loads(result.stdout)
+    assert {"cpu", "mem", "cuda"} <= set(data["node"])
+    assert "hang" not in data["node"]
+    assert data["errors"] == {"hang": "plugin 'hang' timed out after 1 s in gather_node_metrics"}

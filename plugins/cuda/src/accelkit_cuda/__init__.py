@@ -4,9 +4,9 @@ Importing this module is cheap: ``pynvml`` is imported by :meth:`CUDAPlugin.init
 no GPU, driver or library makes the plugin ``unavailable`` with the reason.
 
 Devices are ``cuda0``, ``cuda1``, … in NVML index order (or the GPU UUIDs). A GPU with MIG mode
-on is not offered whole: each MIG instance is a device (``cuda0-mig0`` or its ``MIG-…`` UUID)
-in the UNIQUE slot ``cuda.mig-<profile>``, ``<profile>`` being NVIDIA's name such as
-``1g.10gb``. ``cuda.device``, ``cuda.shares`` and ``cuda.mig-*`` cannot be requested together.
+on is not offered whole: each MIG instance is a device named by its GPU-instance id
+(``cuda0-mig7``, or its ``MIG-…`` UUID) in the UNIQUE slot ``cuda.mig-<profile>``, ``<profile>``
+being NVIDIA's name such as ``1g.10gb``. ``cuda.device``, ``cuda.shares`` and ``cuda.mig-*`` cannot be requested together.
 
 Host-config keys, in ``[plugins.config.cuda]``:
 

@@ -332,3 +332,103 @@ def test_parse_resource_txt_skips_comments_and_refuses_garbage():
     assert parse_resource_txt(["# c", "", "A=1=2\n"]) == {"A": "1=2"}
     with pytest.raises(WorkloadError, match="line 1"):
         parse_resource_txt(["no equals sign"])
+
+
+# the fields of POST /containers/create the renderer fills, as the Docker Engine API spec
+# (docs/api/v1.40.yaml … v1.51.yaml of moby) types them; written for these tests
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+DOCKER_CREATE_FRAGMENT = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "Env": {"type": "array", "items": {"type": "string", "pattern": "^[^=]+="}},
+        "HostConfig": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "Mounts": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["Type", "Source", "Target"],
+                        "properties": {
+                            "Type": {"enum": ["bind", "volume", "tmpfs", "npipe"]},
+                            "Source": {"type": "string"},
+                            "Target": {"type": "string"},
+                            "ReadOnly": {"type": "boolean"},
+                        },
+                    },
+                },
+                "Devices": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "PathOnHost": {"type": "string"},
+                            "PathInContainer": {"type": "string"},
+                            "CgroupPermissions": {"type": "string", "pattern": "^[rwm]+$"},
+                        },
+                    },
+                },
+                "DeviceRequests": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "Driver": {"type": "string"},
+                            "Count": {"type": "integer"},
+                            "DeviceIDs": _STRINGS,
+                            "Capabilities": {"type": "array", "items": _STRINGS},
+                            "Options": {"type": "object"},
+                        },
+                    },
+                },
+                "GroupAdd": _STRINGS,
+                "CpusetCpus": {"type": "string"},
+                "CpusetMems": {"type": "string"},
+                "Memory": {"type": "integer", "minimum": 0},
+                "MemorySwap": {"type": "integer"},
+            },
+        },
+        "NetworkingConfig": {
+            "type": "object",
+            "properties": {"EndpointsConfig": {"type": "object"}},
+            "additionalProperties": False,
+        },
+    },
+}
+
+CONFIGS = st.builds(
+    WorkloadConfig,
+    env_vars=st.dictionaries(st.from_regex(r"[A-Z_]{1,8}", fullmatch=True), st.text(max_size=5)),
+    mounts=st.lists(
+        st.sampled_from(
+            [Mount.device("/dev/accel0"), Mount("/a", "/b"), Mount("/c", "/c", read_only=True)]
+        ),
+        unique=True,
+    ),
+    networks=st.lists(st.sampled_from(["a", "b", "c", "d"]), unique=True),
+    extra_gids=st.lists(st.integers(0, 65535), max_size=2),
+    cdi_devices=st.lists(st.sampled_from(["v.com/x=0", "v.com/x=1"]), unique=True),
+    cpuset_cpus=st.none() | st.lists(st.integers(0, 63), min_size=1, max_size=4),
+    memory_limit=st.none() | st.integers(1, 2**40),
+)
+
+
+@given(config=CONFIGS, minor=st.integers(40, 51), cdi=st.booleans())
+def test_every_body_fits_its_api_version(config, minor, cdi):
+    version = DockerApiVersion(1, minor)
+    body = render_docker_create(config, api_version=version, cdi=cdi)
+    jsonschema.validate(body, DOCKER_CREATE_FRAGMENT)
+    host = body.get("HostConfig", {})
+    requests = host.get("DeviceRequests", [])
+    # a CDI request only where the engine resolves it (API 1.44 and CDI on), all of them then
+    assert bool(requests) == bool(cdi and minor >= 44 and config.cdi_devices)
+    assert all(r["Driver"] == "cdi" for r in requests)
+    at_create = list(body.get("NetworkingConfig", {}).get("EndpointsConfig", {}))
+    if minor < 44:
+        assert len(at_create) <= 1
+    later = docker_networks_to_connect(config, api_version=version)
+    assert [*at_create, *later] == list(config.networks)

@@ -215,7 +215,8 @@ def test_kills_at_random_instants_of_concurrent_writers(node, journalled_here):
         drivers = [driver(node, journalled_here, loops=10_000) for _ in range(2)]
         for process in drivers:
             assert process.stdout is not None
-            assert process.stdout.readline().strip() == "ready"
+            line = process.stdout.readline().strip()
+            assert line == "ready", process.communicate()[1]
         time.sleep(rng.uniform(0.05, 0.4))
         for process in drivers:
             process.kill()

@@ -31,7 +31,7 @@ import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +134,28 @@ class Holding:
     amount: str
 
 
+def _patiently(step: Callable[[], object]) -> None:
+    """Run ``step``, again while the database is busy (up to the busy timeout).
+
+    SQLite answers some lock conflicts at once, without its busy handler: switching to WAL or
+    recovering the WAL of a process killed mid-write while another process opens the ledger.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    delay = 0.001
+    while True:
+        try:
+            step()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+            continue
+        return
+
+
 def _depth(text: str) -> int:
     """The deepest nesting of ``[``/``{`` in JSON text, strings skipped."""
     depth = deepest = 0
@@ -222,9 +244,9 @@ class Ledger:
                 raise self._error(msg, exc) from exc
             try:
                 db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-                db.execute("PRAGMA journal_mode = WAL")
+                _patiently(lambda: db.execute("PRAGMA journal_mode = WAL"))
                 db.execute("PRAGMA synchronous = FULL")
-                db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} COMMIT;")
+                _patiently(lambda: db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} COMMIT;"))
             except sqlite3.Error as exc:
                 db.close()
                 fix = (
@@ -260,7 +282,7 @@ class Ledger:
             return
         db = self.db
         try:
-            db.execute("BEGIN IMMEDIATE")
+            _patiently(lambda: db.execute("BEGIN IMMEDIATE"))
         except sqlite3.Error as exc:
             msg = "cannot lock it"
             raise self._error(msg, exc) from exc

@@ -117,3 +117,34 @@ def test_an_empty_cpu_set_is_refused_before_anything_runs(config, monkeypatch):
     assert "spawned" not in steps
     assert all(not amount for per_device in allocations.values() for amount in per_device.values())
     assert Ledger(config.resource.state_dir).read_all() == {}
+
+
+def test_an_oom_kill_is_reported_with_status_137_and_torn_down(config, monkeypatch):
+    original = MockLifecycleHook.pre_create
+
+    async def pre_create(self):
+        base = await original(self)
+        if self.key == "mem":
+            return WorkloadConfig(env_vars=base.env_vars, memory_limit=64 * 1024**2)
+        return base
+
+    monkeypatch.setattr(MockLifecycleHook, "pre_create", pre_create)
+    lines: list[str] = []
+    fill = "chunks = []\nwhile True:\n    chunks.append(bytearray(16 * 1024 * 1024))"
+
+    async def main():
+        async with Node.open(config) as host:
+            slots = {SlotName("cpu"): Decimal(1), SlotName("mem"): Decimal(64 * 1024**2)}
+            return await run_workload(
+                host, AgentId("agent-1"), slots, [sys.executable, "-c", fill], echo=lines.append
+            )
+
+    status = asyncio.run(main())
+    said = "\n".join(lines)
+    if "cannot enforce the memory limit" in said:
+        pytest.skip("no usable memory controller here")
+    assert status == 137
+    assert (
+        "error: out of memory: the kernel killed 1 process(es) of the workload at its limit" in said
+    )
+    assert Ledger(config.resource.state_dir).read_all() == {}

@@ -339,3 +339,43 @@ def test_a_second_sigint_kills_at_once_and_the_teardown_completes(node, tmp_path
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+CPU_ONLY = ("--slots", "cpu=1", "--")
+
+
+def test_verbose_shows_the_cgroups_and_stderr_names_the_workload_and_its_devices(node):
+    result = accelkit(
+        node, "run", "--agent", "agent-1", "--slots", "cuda.device=1,cpu=1", "--", "true"
+    )
+    assert result.returncode == 0, result.stderr
+    assert "accelkit: workload pid:" in result.stderr
+    assert "devices cpu:0, cuda:cuda0" in result.stderr
+    verbose = subprocess.run(
+        [*ACCELKIT, "-v", "run", "--config", str(node), "--agent", "agent-1", *CPU_ONLY, "true"],
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=120,
+        check=False,
+    )
+    assert verbose.returncode == 0, verbose.stderr
+    if os.geteuid() == 0:
+        assert "accelkit: process runtime: cgroup v1 accelkit/agent-1/pid-" in verbose.stderr
+        assert "accelkit:   memory: /" in verbose.stderr
+        assert "accelkit:   devices: /" in verbose.stderr
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--runtime", "docker"], "--runtime docker needs --image IMG"),
+        (["--image", "busybox"], "--image is for --runtime docker"),
+        (["--runtime", "podman", "--image", "x"], "'podman' is not one of"),
+    ],
+)
+def test_runtime_options_are_checked(node, options, message):
+    result = accelkit(node, "run", "--agent", "agent-1", "--slots", "cpu=1", *options, "--", "true")
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert records(node) == []

@@ -204,8 +204,12 @@ class ProcessRuntime(Runtime):
         if not kills:
             return []
         limit = handle.details.get("memory_limit")
-        size = format_binary_size(int(limit)) if limit else "its memory limit"
-        return [f"out of memory: the kernel killed {kills} process(es) of the workload at {size}"]
+        where = (
+            f"at its limit of {format_binary_size(int(limit))}"
+            if limit
+            else "(no limit of its own)"
+        )
+        return [f"out of memory: the kernel killed {kills} process(es) of the workload {where}"]
 
     def describe(self, handle: WorkloadHandle) -> list[str]:
         """The cgroups in use, per controller, and what is not contained."""

@@ -169,14 +169,17 @@ def test_run_overhead_beside_docker_run(dockerd: Engine, demo: Path) -> None:
     docker_run = [*dockerd.cli, "run", "--rm", dockerd.image, "true"]
     args = ["run", "--config", str(demo), "--agent", "agent-1", "--slots", "cpu=1"]
     ours = [*ACCELKIT, *args, "--runtime", "docker", "--image", dockerd.image, "--", "true"]
+    process = [*ACCELKIT, *args, "--", "true"]
     _median_wall(docker_run, env, 1)  # warm-up: the engine's first container
     floor = _median_wall(docker_run, env, times)
     accelkit = _median_wall(ours, env, times)
+    in_process = _median_wall(process, env, times)
     import_only = _median_wall([sys.executable, "-c", "import accelkit.cli.app"], env, times)
     print(
         f"\ndocker run --rm: {floor * 1000:.0f} ms; accelkit run --runtime docker: "
-        f"{accelkit * 1000:.0f} ms ({accelkit / floor:.2f}x); "
-        f"python -c 'import accelkit.cli.app': {import_only * 1000:.0f} ms (medians of {times})"
+        f"{accelkit * 1000:.0f} ms ({accelkit / floor:.2f}x); accelkit run (process runtime): "
+        f"{in_process * 1000:.0f} ms; python -c 'import accelkit.cli.app': "
+        f"{import_only * 1000:.0f} ms (medians of {times})"
     )
     assert accelkit < 10 * floor
     assert left_behind(dockerd, demo) == ([], [])

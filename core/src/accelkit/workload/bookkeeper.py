@@ -121,6 +121,9 @@ class Bookkeeper:
                 )
                 due = [r for r in dead if r.retry_after is None or float(r.retry_after) <= now]
                 claimed = [self._claim(r) for r in due]
+                waiting = {r.key: r for r in dead if r not in due}  # devices stay taken
+                kept = self.reconciler.apply_changes(waiting, (), self.owned)
+                report = _merged(report, kept)
         deferred = [
             f"the teardown of dead workload {r.workload.id!r} is unfinished "
             f"({', '.join(r.unfinished()) or 'post_terminate'}); tried again after "
@@ -334,7 +337,7 @@ class Bookkeeper:
             record = self.owned.pop(key)
             if record.pending_teardown():
                 given_up = attrs.evolve(
-                    record, owner=None, leader=None, retry_after=f"{time.time():.0f}"
+                    record, owner=None, leader=None, retry_after=str(int(time.time()))
                 )
                 self.ledger.write(given_up)
                 self.reconciler.hold(given_up)

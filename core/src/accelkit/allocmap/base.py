@@ -12,7 +12,7 @@ from accelkit.allocmap import fastpath
 from accelkit.allocmap.checks import as_strings
 from accelkit.allocmap.operations import MapOperations
 from accelkit.allocmap.placement import Grants
-from accelkit.allocmap.pool import SlotPool
+from accelkit.allocmap.pool import SlotPool, new_pool
 from accelkit.allocmap.strategy import AllocationStrategy
 from accelkit.errors import InvalidResourceArgument
 from accelkit.types import DeviceId, DeviceSlotInfo, SlotName, SlotType
@@ -74,7 +74,7 @@ class AbstractAllocMap(MapOperations):
             infos = [self._all_slots[d] for d in ids]
             caps = [self._capacity_units(types[name], i.amount) for i in infos]
             nodes = [i.numa_node for i in infos]
-            self._pools[name] = SlotPool(name, types[name], ids, caps, nodes)
+            self._pools[name] = new_pool(name, types[name], ids, caps, nodes)
         caches: dict[str, tuple[dict[Decimal, int], dict[int, Decimal]]] = {}
         for pool in self._pools.values():
             pool.units_of, pool.amount_of = caches.setdefault(self._conversion_kind(pool), ({}, {}))

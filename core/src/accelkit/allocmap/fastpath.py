@@ -29,7 +29,7 @@ from accelkit.allocmap.operations import MapOperations
 from accelkit.allocmap.placement import Grants
 from accelkit.allocmap.pool import SlotPool
 from accelkit.errors import InsufficientResource
-from accelkit.types import DeviceAllocation, SlotName
+from accelkit.types import DeviceAllocation, DeviceId, SlotName
 
 #: the placement of a request without a hint: ``(pool, units, requested) -> grants``
 QuickPlace = Callable[[SlotPool, int, Decimal], Grants]
@@ -91,7 +91,7 @@ def _install_one_device(m: MapOperations, pool: SlotPool) -> None:
                     try:
                         left = free[0] - units
                         if left >= 0:
-                            free[0] = pool.total_free = left
+                            free[0] = left  # the pool's total_free too (OneDevicePool)
                             return {slot: {dev: raw}}
                     finally:
                         release()
@@ -113,7 +113,7 @@ def _install_one_device(m: MapOperations, pool: SlotPool) -> None:
                         try:
                             left = free[0] + units
                             if left <= cap:
-                                free[0] = pool.total_free = left
+                                free[0] = left
                                 return
                         finally:
                             release()
@@ -166,7 +166,7 @@ def _general_allocate(
                         raise InsufficientResource(
                             slot=slot,
                             requested=raw,
-                            allocatable=amount(pool, left),
+                            allocatable=pool.amount_of.get(left) or amount(pool, left),
                             context_tag=context_tag,
                         )
                     acquire()
@@ -179,8 +179,10 @@ def _general_allocate(
                             )
                             if len(grants) > 1:
                                 pool.shift(grants, 1)
-                                ids = pool.ids
-                                return {slot: {ids[i]: amount(pool, u) for i, u in grants}}
+                                ids, cached = pool.ids, pool.amount_of.get
+                                return {
+                                    slot: {ids[i]: cached(u) or amount(pool, u) for i, u in grants}
+                                }
                             # W3, and W1/W2 requests of one unit: one device, one bucket move.
                             ((i, _),) = grants
                             free, buckets, bit = pool.free, pool.buckets, pool.bits[i]
@@ -213,31 +215,67 @@ def _general_free(
         if len(alloc) == 1:
             ((slot, per_device),) = alloc.items()
             pool = pools.get(slot)
-            if pool is not None:
-                index, units_of = pool.index, pool.units_of
-                grants: Grants = []
+            if pool is not None and pool.quick:
                 try:
-                    for dev, raw in per_device.items():
-                        units = units_of.get(raw) if raw.__class__ is Decimal else None
-                        i = index.get(dev)
-                        if not units or i is None:
-                            break
-                        grants.append((i, units))
-                    else:
-                        acquire()
-                        try:
-                            cap, free = pool.cap, pool.free
-                            for i, units in grants:
-                                if units > cap[i] - free[i]:
-                                    break
-                            else:
-                                # W1-W3: a grant on one or several devices of one slot.
-                                pool.shift(grants, -1)
-                                return
-                        finally:
-                            release()
+                    if len(per_device) == 1:
+                        # W3 and W1/W2 grants of one device: one bucket move, inline.
+                        ((dev, raw),) = per_device.items()
+                        units = pool.units_of.get(raw) if raw.__class__ is Decimal else None
+                        i = pool.index.get(dev)
+                        if units and i is not None:
+                            acquire()
+                            try:
+                                free = pool.free
+                                old = free[i]
+                                new = old + units
+                                if new <= pool.cap[i]:
+                                    buckets, bit = pool.buckets, pool.bits[i]
+                                    free[i] = new
+                                    pool.total_free += units
+                                    if old:
+                                        rest = buckets[old] ^ bit
+                                        if rest:
+                                            buckets[old] = rest
+                                        else:
+                                            del buckets[old]
+                                    buckets[new] = buckets.get(new, 0) | bit
+                                    return
+                            finally:
+                                release()
+                    elif _free_several(pool, per_device, acquire, release):
+                        return
                 except (TypeError, AttributeError):  # unhashable amounts, not a mapping
                     pass
         general(alloc)
 
     return free_
+
+
+def _free_several(
+    pool: SlotPool,
+    per_device: Mapping[DeviceId, Decimal],
+    acquire: Callable[[], bool],
+    release: Callable[[], None],
+) -> bool:
+    """Free a grant on several devices of ``pool`` if it is plainly valid; say whether it was.
+
+    W1-W3 grants split over devices. Anything unusual is left to the general path.
+    """
+    index, units_of = pool.index, pool.units_of
+    grants: Grants = []
+    for dev, raw in per_device.items():
+        units = units_of.get(raw) if raw.__class__ is Decimal else None
+        i = index.get(dev)
+        if not units or i is None:
+            return False
+        grants.append((i, units))
+    acquire()
+    try:
+        cap, free = pool.cap, pool.free
+        for i, units in grants:
+            if units > cap[i] - free[i]:
+                return False
+        pool.shift(grants, -1)
+        return True
+    finally:
+        release()

@@ -146,6 +146,8 @@ class FractionAllocMap(AbstractAllocMap):
             if most >= units:
                 bits = buckets[most]
                 return [((bits & -bits).bit_length() - 1, units)]
+            if self._allow_fragmentation:
+                return fill(pool, pool.all_mask, units)  # W3 FILL's split requests
         else:
             fit = best_fit(pool, pool.all_mask, units)
             if fit >= 0:

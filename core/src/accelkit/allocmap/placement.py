@@ -55,7 +55,12 @@ def spread(frees: Sequence[int], amount: int) -> list[int]:
 def fill(pool: SlotPool, mask: int, amount: int) -> Grants:
     """Take from the most free device first, then the next most free one, and so on."""
     out: Grants = []
-    for v, bits in reversed(pool.groups(mask)):
+    groups = (
+        sorted(pool.buckets.items(), reverse=True)
+        if mask == pool.all_mask
+        else reversed(pool.groups(mask))
+    )
+    for v, bits in groups:
         rest = bits
         while rest:
             low = rest & -rest

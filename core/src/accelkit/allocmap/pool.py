@@ -159,3 +159,33 @@ class SlotPool:
             if new:
                 buckets[new] = buckets.get(new, 0) | bit
         self.total_free -= sign * total
+
+
+class OneDevicePool(SlotPool):
+    """A pool of one device (not UNIQUE): its free amount is the pool's free amount.
+
+    ``total_free`` reads ``free[0]`` and ignores writes, so the one-device fast path updates
+    a single number; :meth:`SlotPool.shift` changes ``free[0]`` itself.
+    """
+
+    __slots__ = ()
+
+    @property
+    def total_free(self) -> int:
+        return self.free[0]
+
+    @total_free.setter
+    def total_free(self, value: int) -> None:
+        pass
+
+
+def new_pool(
+    name: SlotName,
+    slot_type: SlotType,
+    ids: Sequence[DeviceId],
+    caps: Sequence[int],
+    nodes: Sequence[Node],
+) -> SlotPool:
+    """A :class:`OneDevicePool` for one device that is not UNIQUE, else a :class:`SlotPool`."""
+    one = len(ids) == 1 and slot_type is not SlotType.UNIQUE
+    return (OneDevicePool if one else SlotPool)(name, slot_type, ids, caps, nodes)

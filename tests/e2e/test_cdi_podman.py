@@ -21,7 +21,7 @@ import pytest
 
 from accelkit.types import Mount, MountType, WorkloadConfig
 from accelkit.workload.cdi_spec import ALL, without_colliding_env
-from accelkit.workload.render.cdi import render_cdi_spec
+from accelkit.workload.render.cdi import CDI_VERSIONS, render_cdi_spec
 
 pytestmark = pytest.mark.slow
 
@@ -200,3 +200,34 @@ def test_an_unknown_device_is_refused_by_podman(podman, installed):
     result = podman.run([f"{kind}=missing"], "true")
     assert result.returncode != 0
     assert "unresolvable CDI devices" in result.stderr
+
+
+def _version_cases(tmp: Path) -> list[tuple[str, str, WorkloadConfig]]:
+    (tmp / "lib").mkdir(exist_ok=True)
+    return [
+        ("vendor", "gpu0", WorkloadConfig(env_vars={"A": "1"})),
+        ("vendor", "gpu0", WorkloadConfig(mounts=[Mount.device("/dev/null")])),
+        ("vendor", "gpu0", WorkloadConfig(mounts=[Mount(str(tmp / "lib"), "/b")])),
+        ("vendor", "gpu0", WorkloadConfig(mounts=[Mount("/dev/zero", "/dev/y", MountType.DEVICE)])),
+        ("vendor", "0", WorkloadConfig(env_vars={"A": "1"})),
+        ("vendor.x", "gpu0", WorkloadConfig(env_vars={"A": "1"})),
+        ("vendor", "gpu0", WorkloadConfig(extra_gids=[5])),
+    ]
+
+
+@pytest.mark.parametrize("case", range(7))
+def test_every_spec_version_accelkit_writes_loads_where_the_runtime_knows_it(
+    podman, installed, tmp_path, case
+):
+    klass, name, config = _version_cases(tmp_path)[case]
+    kind = f"accelkit-test.invalid/{klass.replace('vendor', 'k' + uuid.uuid4().hex[:8])}"
+    spec = render_cdi_spec(kind, [(name, config)])
+    install(spec, installed)
+    result = podman.run([f"{kind}={name}"], "true")
+    if CDI_VERSIONS.index(spec["cdiVersion"]) <= CDI_VERSIONS.index("0.5.0"):
+        # every spec up to 0.5.0 loads, also in podman 4.3 (whose CDI library reads up to 0.5.0)
+        assert result.returncode == 0, (spec, result.stderr)
+    elif result.returncode != 0:
+        # an older library refuses what it does not know (a newer podman loads it): podman 4.3
+        # reads a dotted class as a path and cannot resolve a 0.7.0 spec
+        assert "CDI" in result.stderr or "no such file" in result.stderr, result.stderr

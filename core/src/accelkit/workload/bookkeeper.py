@@ -122,7 +122,7 @@ class Bookkeeper:
                 due = [r for r in dead if r.retry_after is None or float(r.retry_after) <= now]
                 claimed = [self._claim(r) for r in due]
                 waiting = {r.key: r for r in dead if r not in due}  # devices stay taken
-                kept = self.reconciler.apply_changes(waiting, (), self.owned)
+                kept = self.reconciler.apply_changes(waiting, (), self.owned, retry=False)
                 report = _merged(report, kept)
         deferred = [
             f"the teardown of dead workload {r.workload.id!r} is unfinished "

@@ -46,8 +46,15 @@ from accelkit.calls import DEFAULT_CALL_TIMEOUT, DEFAULT_HOOK_TIMEOUT, call_asyn
 from accelkit.errors import AccelkitError, InvalidResourceArgument
 from accelkit.events import WorkloadPhase
 from accelkit.plugin import AbstractLifecycleHook
-from accelkit.runtime.base import Runtime
-from accelkit.types import AgentId, DeviceAllocation, DeviceId, DeviceName, SlotName
+from accelkit.runtime.base import Runtime, WorkloadHandle
+from accelkit.types import (
+    AgentId,
+    DeviceAllocation,
+    DeviceId,
+    DeviceName,
+    SlotName,
+    WorkloadType,
+)
 from accelkit.workload.ledger import Ledger, LedgerScan, SetAside
 from accelkit.workload.lifecycle import EventSink, WorkloadLifecycle
 from accelkit.workload.record import LedgerRecord
@@ -192,7 +199,7 @@ class Reconciler:
             return self.liveness_override(record)
         if record.owner is not None and record.owner.is_running():
             return Liveness.MANAGED
-        handle = record.handle
+        handle = record.handle or self._unrecorded_container(record)
         runtime = self.runtimes.get(handle.runtime) if handle is not None else None
         if handle is not None and runtime is not None:
             alive = await call_async(
@@ -203,14 +210,29 @@ class Reconciler:
             return Liveness.RUNNING if alive else Liveness.GONE
         return _by_leader(record)
 
+    def _unrecorded_container(self, record: LedgerRecord) -> WorkloadHandle | None:
+        """A container record whose handle was never written (accelkit died between booking
+        and the create): the one container runtime finds it by its workload id, the name it
+        gives the container, so a missing one is gone rather than unknown forever."""
+        if record.workload.type is not WorkloadType.CONTAINER:
+            return None
+        runtimes = [r for r in self.runtimes.values() if r.workload_type is WorkloadType.CONTAINER]
+        if len(runtimes) != 1:
+            return None
+        return WorkloadHandle(runtimes[0].name, record.workload.id)
+
     def apply_changes(
         self,
         records: Mapping[RecordKey, LedgerRecord],
         removed: tuple[RecordKey, ...],
         owned: Mapping[RecordKey, LedgerRecord],
         skip: frozenset[RecordKey] = frozenset(),
+        *,
+        retry: bool = True,
     ) -> ReconcileReport:
         """The incremental sync: apply what others wrote, free what they removed.
+
+        With ``retry``, the claims that did not fit before (double bookings) are tried again.
 
         No liveness is checked (that is the full sync's job), so the cost is that of the
         changes alone. Call with the ledger's transaction held.
@@ -221,7 +243,7 @@ class Reconciler:
             if key in self.applied:
                 self._free_applied(key, problems)
             self._unapplied.pop(key, None)
-        for key, record in list(self._unapplied.items()):  # claims that did not fit: again
+        for key, record in list(self._unapplied.items()) if retry else ():
             if key not in records and key not in owned and key not in skip:
                 self._apply_guarded(record, owned, booked, problems)
         for key, record in records.items():

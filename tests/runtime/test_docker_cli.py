@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -222,6 +223,53 @@ def test_a_container_outliving_a_killed_accelkit_keeps_its_device_until_it_ends(
     assert refused.returncode == 2
     assert "cuda.device" in refused.stderr
     dockerd.run_cli("kill", container)  # the workload ends while no accelkit watches it
+    after = accelkit_run(dockerd, node, "cuda.device=1", "true")
+    assert after.returncode == 0, after.stderr
+    assert left_behind(dockerd, node) == ([], [])
+
+
+STEPS = [
+    "booked", "pre_create:cuda", "prepared", "created", "spawned", "post_create:cuda", "running",
+    "exited", "pre_terminate:cuda", "post_terminate:cuda",
+]  # fmt: skip
+
+
+def _paused(run: subprocess.Popen[str], step: str) -> None:
+    """Read ``run``'s stderr until it says it paused at ``step``."""
+    assert run.stderr is not None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = run.stderr.readline()
+        if f"paused at {step}" in line:
+            return
+        assert line, f"accelkit ended before {step}: status {run.wait()}"
+    pytest.fail(f"accelkit did not reach {step}")
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_kill_9_at_every_step_leaves_no_device_booked_and_no_container(
+    dockerd: Engine, mock_node: Callable[..., Path], step: str
+) -> None:
+    """Once the container has ended (the test kills a running one), the next run gets the GPU
+    and finds nothing of the killed run: no record, no container."""
+    node = mock_node(gpus=1)
+    args = ["run", "--config", str(node), "--agent", "agent-1", "--slots", "cuda.device=1"]
+    args += ["--runtime", "docker", "--image", dockerd.image, "--"]
+    command = ["true"] if step.startswith(("exited", "pre_term", "post_term")) else ["sleep", "300"]
+    env = environment(dockerd, node.parent / "state") | {"ACCELKIT_TEST_PAUSE_AT": step}
+    with subprocess.Popen(
+        [*ACCELKIT, *args, *command],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    ) as run:
+        _paused(run, step)
+        run.kill()
+        run.wait(30)
+    for container in left_behind(dockerd, node)[0]:
+        with contextlib.suppress(subprocess.CalledProcessError):  # not running: nothing to do
+            dockerd.run_cli("kill", container)
     after = accelkit_run(dockerd, node, "cuda.device=1", "true")
     assert after.returncode == 0, after.stderr
     assert left_behind(dockerd, node) == ([], [])

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -541,3 +544,34 @@ def test_workload_metrics_are_gathered_per_agent_and_failures_are_named():
         ("agent-1", "npu", "w1")
     ]
     assert snapshot.errors == {"npu": "OSError: cgroup vanished"}
+
+
+_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+
+@given(
+    keys=st.lists(st.from_regex(r"[a-z][a-z0-9_]{0,12}", fullmatch=True), min_size=1, max_size=4),
+    unit=st.sampled_from(["percent", "msec", "mW", "mJ", "bytes", "celsius", "", "pkt/s"]),
+    kind=st.sampled_from(list(MetricType)),
+    value=st.integers(0, 10**6),
+    cores=st.integers(1, 256),
+)
+def test_any_snapshot_exposes_valid_names_and_ratios_within_0_and_1(keys, unit, kind, value, cores):
+    capacity = 100 * cores
+    metrics = [
+        NodeMetric(k, kind, unit, reading(str(min(value, capacity)), str(capacity)),
+                   {"d0": reading(str(min(value, capacity)), str(capacity))})
+        for k in dict.fromkeys(keys)
+    ]  # fmt: skip
+    found = families(MetricsSnapshot(node={"npu": metrics}))
+    names = [f.name for f in found]
+    assert len(names) == len(set(names))
+    for family in found:
+        assert _NAME.fullmatch(family.name)
+        assert not family.name.endswith("_total")  # prometheus-client adds it to the samples
+        for sample in family.samples:
+            if kind is MetricType.UTILIZATION:
+                assert family.name.endswith("_ratio")
+                assert 0 <= sample.value <= 1
+            if kind is MetricType.ACCUMULATION and "_capacity" not in family.name:
+                assert sample.name.endswith("_total")

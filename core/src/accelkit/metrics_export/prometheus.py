@@ -86,7 +86,8 @@ BASE_UNITS: Mapping[str, BaseUnit] = {
 def base_unit(unit: str, kind: MetricType = MetricType.GAUGE) -> BaseUnit:
     """The base unit of ``unit``; a utilisation is always a ratio, an unknown unit kept as is."""
     if kind is MetricType.UTILIZATION:
-        return BASE_UNITS.get(unit, BASE_UNITS["percent"])
+        known = BASE_UNITS.get(unit)
+        return known if known is not None and known.suffix == "ratio" else BASE_UNITS["percent"]
     if (known := BASE_UNITS.get(unit)) is not None:
         return known
     return BaseUnit(_clean(unit.lower().replace("%", "percent").replace("/", "_per_")))

@@ -195,6 +195,10 @@ class MapOperations(ABC):
                 op = "free" if freeing else "apply"
                 msg = f"cannot {op}: unknown slot {slot!r}"
                 raise InvalidResourceArgument(msg)
+            if not isinstance(per_device, Mapping):
+                op = "free" if freeing else "apply"
+                msg = f"cannot {op}: {slot!r} must map device ids to amounts, not {per_device!r}"
+                raise InvalidResourceArgument(msg)
             index = pool.index
             units_of = pool.units_of
             cap = pool.cap

@@ -60,3 +60,21 @@ def test_a_node_without_a_ledger_measures_no_workloads(tmp_path):
     snapshot = asyncio.run(main())
     assert snapshot.workloads == ()
     assert "mem" in snapshot.node
+
+
+def test_an_unsafe_ledger_leaves_workloads_out_and_node_metrics_in(tmp_path):
+    (tmp_path / "host.toml").write_text(
+        f'[resource]\nstate-dir = "{tmp_path / "state"}"\n[plugins]\nallowed = ["mem"]\n'
+    )
+    config = load_host_config(tmp_path / "host.toml")
+    (tmp_path / "state").mkdir(mode=0o700)
+    (tmp_path / "state" / "ledger.db").symlink_to(tmp_path / "elsewhere")
+
+    async def main():
+        async with PartitionHost.open(config) as host:
+            return await MetricsGatherer(host).gather()
+
+    snapshot = asyncio.run(main())
+    assert snapshot.workloads == ()
+    assert "mem" in snapshot.node
+    assert not (tmp_path / "elsewhere").exists()

@@ -17,6 +17,7 @@ from decimal import Decimal
 import attrs
 
 from accelkit.calls import timeout_message
+from accelkit.errors import ConfigError
 from accelkit.host import PartitionHost
 from accelkit.metrics import MetricContext, NodeMetric
 from accelkit.metrics_export.agent_share import agent_measurement, plugin_factor
@@ -81,8 +82,9 @@ class MetricsGatherer:
         ledger = Ledger(self.host.config.resource.state_dir, source=self.host.config.source_name)
         try:
             records = ledger.read_all()
-        finally:
-            ledger.close()
+        except ConfigError as exc:  # an unsafe or unreadable ledger: node metrics still count
+            log.warning("metrics: no workload metrics: %s", exc)
+            return {}
         found: dict[AgentId, list[Workload]] = {}
         for (agent_id, _), record in sorted(records.items()):
             found.setdefault(agent_id, []).append(record.workload)

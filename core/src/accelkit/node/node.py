@@ -98,6 +98,7 @@ class Node:
                 notify=self.host.loader.notify_workload_event,
                 runtimes=self.runtimes,
                 hook_timeout=self.config.plugins.hook_timeout,
+                call_timeout=self.config.plugins.call_timeout,
             )
             report = await self._bookkeeper.reconcile()
         except BaseException:

@@ -6,7 +6,8 @@ no GPU, driver or library makes the plugin ``unavailable`` with the reason.
 Devices are ``cuda0``, ``cuda1``, … in NVML index order (or the GPU UUIDs). A GPU with MIG mode
 on is not offered whole: each MIG instance is a device named by its GPU-instance id
 (``cuda0-mig7``, or its ``MIG-…`` UUID) in the UNIQUE slot ``cuda.mig-<profile>``, ``<profile>``
-being NVIDIA's name such as ``1g.10gb``. ``cuda.device``, ``cuda.shares`` and ``cuda.mig-*`` cannot be requested together.
+being NVIDIA's name such as ``1g.10gb``. ``cuda.device``, ``cuda.shares`` and ``cuda.mig-*``
+cannot be requested together.
 
 Host-config keys, in ``[plugins.config.cuda]``:
 

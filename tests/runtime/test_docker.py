@@ -467,3 +467,44 @@ def test_a_missing_network_is_refused_at_start(dockerd: Engine) -> None:
             await runtime.close()
 
     run(scenario())
+
+
+def test_waiting_for_a_container_removed_behind_our_back_is_a_workload_error(
+    dockerd: Engine,
+) -> None:
+    async def scenario() -> None:
+        runtime = DockerRuntime(dockerd.url, output=None)
+        try:
+            handle = await launch(runtime, dockerd, "true")
+            dockerd.run_cli("rm", "--force", handle.ident)
+            with pytest.raises(WorkloadError, match=r"is gone: it was removed while"):
+                await runtime.wait(handle)
+            assert await runtime.exit_notes(handle) == []
+            await runtime.stop(handle, 0)  # nothing left to stop: no error
+        finally:
+            await runtime.close()
+
+    run(scenario())
+
+
+def test_a_signal_the_engine_refuses_is_a_workload_error(dockerd: Engine) -> None:
+    async def scenario() -> None:
+        runtime = DockerRuntime(dockerd.url, output=None)
+        try:
+            handle = await launch(runtime, dockerd, "sleep", "30")
+            with pytest.raises(WorkloadError, match=r"signalling container .* failed: .*999"):
+                await runtime.signal(handle, 999)
+            await runtime.stop(handle, 0)
+        finally:
+            await runtime.close()
+
+    run(scenario())
+
+
+def test_describe_names_the_container_image_and_engine() -> None:
+    details = {"name": "accelkit-a-1", "engine": "unix:///x.sock", "image": "img:1"}
+    handle = WorkloadHandle("docker", "0123456789abcdef", details)
+    assert DockerRuntime("unix:///y.sock").describe(handle) == [
+        "docker container accelkit-a-1 (0123456789ab) of img:1",
+        "engine unix:///x.sock",
+    ]

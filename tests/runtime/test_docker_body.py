@@ -106,3 +106,26 @@ def test_engine_facts_from_dockerd_and_podman_answers() -> None:
 def test_an_unparsable_api_version_is_a_workload_error() -> None:
     with pytest.raises(WorkloadError, match=r"must look like '1\.41'"):
         EngineFacts.from_engine({"ApiVersion": "latest"}, {})
+
+
+names = st.text(alphabet="abcdefghij-", min_size=1, max_size=8)
+
+
+@given(
+    networks=st.lists(names, unique=True, max_size=4),
+    minor=st.integers(min_value=40, max_value=50),
+    cdi=st.booleans(),
+)
+def test_every_network_is_attached_once_and_cdi_only_where_the_engine_takes_it(
+    networks: list[str], minor: int, cdi: bool
+) -> None:
+    facts = EngineFacts(DockerApiVersion(1, minor), cdi=cdi, product="Docker Engine")
+    config = WorkloadConfig(mounts=[DEVICE], networks=networks, cdi_devices=["vendor.com/accel=0"])
+    plan = plan_create(spec(config), facts)
+    at_create = list(plan.body.get("NetworkingConfig", {}).get("EndpointsConfig", {}))
+    assert at_create + list(plan.later_networks) == networks
+    assert len(at_create) == min(len(networks), len(networks) if minor >= 44 else 1)
+    host = plan.body["HostConfig"]
+    assert ("DeviceRequests" in host) == (cdi and minor >= 44)
+    assert host["Devices"][0]["PathOnHost"] == "/dev/accel0"  # the nodes, on every engine
+    assert host.get("NetworkMode") == (networks[0] if networks else None)

@@ -359,3 +359,22 @@ def test_stamps_of_exited_and_zombie_processes_are_not_running():
 def test_stamps_refuse_malformed_start_times(start):
     with pytest.raises(ValueError, match="start time"):
         ProcessStamp(1, start)
+
+
+def test_the_json_file_ledger_of_before_is_imported_once(tmp_path):
+    old = tmp_path / "ledger"
+    old.mkdir(mode=0o700)
+    data = record(workload="live").to_json()
+    for key in ("started", "handle", "teardown"):  # not in the old format
+        del data[key]
+    (old / "agent-1+live.json").write_text(json.dumps(data))
+    (old / "agent-1+broken.json").write_text('{"format": "accel')
+    (old / ".lock").write_text("")
+    ledger = Ledger(tmp_path)
+    scan = ledger.scan()
+    assert list(scan.records) == [(AgentId("agent-1"), "live")]
+    assert [row[1] for row in ledger.set_aside_rows()] == ["agent-1+broken.json"]
+    assert not old.exists()
+    assert (tmp_path / "ledger.imported" / "agent-1+live.json").exists()
+    ledger.close()
+    assert list(Ledger(tmp_path).scan().records) == [(AgentId("agent-1"), "live")]

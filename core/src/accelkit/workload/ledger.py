@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
+import stat
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -55,6 +57,8 @@ __all__ = [
 ]
 
 DB_NAME = "ledger.db"
+#: the directory of the JSON-file ledger of accelkit 0.2, imported on first use
+LEGACY_DIR = "ledger"
 #: a record larger than this (bytes of JSON) is set aside unread
 MAX_RECORD_BYTES = 1 << 20
 #: a record nested deeper than this is set aside unread (a valid one nests 4 levels)
@@ -257,7 +261,37 @@ class Ledger:
                 msg = f"cannot use it ({fix})"
                 raise self._error(msg, exc) from exc
             self._db = db
+            self._import_legacy()
         return self._db
+
+    def _import_legacy(self) -> None:
+        """Move the records of the JSON-file ledger (``<state-dir>/ledger/*.json``) in, once.
+
+        Each file becomes a row (an unreadable one goes to ``set_aside``) and the directory is
+        renamed ``ledger.imported``, so live workloads keep their devices across the upgrade.
+        The directory must be ours like the state directory; symlinks in it are skipped.
+        """
+        legacy = self.state_dir / LEGACY_DIR
+        try:
+            info = os.lstat(legacy)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(info.st_mode):
+            return
+        secure_state_dir(legacy, source=self.source)
+        with self.transaction():
+            for path in sorted(legacy.glob("*.json")):
+                if path.name.startswith(".") or path.is_symlink() or not path.is_file():
+                    continue
+                body = path.read_bytes()[: MAX_RECORD_BYTES + 1]
+                try:
+                    record = parse_record(body)
+                except LedgerFormatError as exc:
+                    self._set_aside("", path.name, body, f"imported {path.name}: {exc}")
+                    continue
+                if not self.exists(*record.key):
+                    self.write(record)
+        os.replace(legacy, self.state_dir / f"{LEGACY_DIR}.imported")
 
     def close(self) -> None:
         """Close the connection (a later use opens it again)."""

@@ -110,7 +110,7 @@ def test_failing_cgroup_setup_still_tears_down(config, monkeypatch):
     def broken(*_args, **_kwargs):
         raise OSError("cgroup fs vanished")
 
-    monkeypatch.setattr(process, "make_cgroups", broken)
+    monkeypatch.setattr(process, "create_cgroups", broken)
     outcome = asyncio.run(_run(config, ["true"]))
     assert isinstance(outcome.result, OSError)
     assert outcome.steps[-2:] == TEARDOWN[2:]

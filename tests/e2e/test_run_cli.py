@@ -328,6 +328,7 @@ def test_a_second_sigint_kills_at_once_and_the_teardown_completes(node, tmp_path
     process = _start_stubborn(node, out, "600")
     try:
         _wait_for(out / "pid", process)
+        time.sleep(0.5)  # the leader exits; the run goes on for the child
         process.send_signal(signal.SIGTERM)
         _wait_for(out / "term", process)
         process.send_signal(signal.SIGINT)

@@ -84,7 +84,11 @@ async def launch(
         node_device_nodes=frozenset(nodes),
         memory_limit_required=required,
     )
-    handle = await runtime.create(spec)
+    try:
+        handle = await runtime.create(spec)
+    except BaseException:
+        await runtime.discard(workload, None)  # as the runner does: the launcher exits
+        raise
     _LAUNCHED.append(handle)
     await runtime.start(handle)
     return handle

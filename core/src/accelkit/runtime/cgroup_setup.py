@@ -9,10 +9,11 @@ written fails the whole setup, since the workload would then reach devices it wa
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 from pathlib import Path
+
+import attrs
 
 from accelkit.cgroup import CgroupDir, CgroupFS
 from accelkit.runtime.cgroup_limits import CgroupLimits, cpu_list
@@ -26,7 +27,7 @@ from accelkit.runtime.cgroups import (
     write_control,
 )
 
-__all__ = ["make_cgroups"]
+__all__ = ["apply_limits", "create_cgroups", "make_cgroups"]
 
 
 def _why(exc: OSError) -> str:
@@ -35,12 +36,46 @@ def _why(exc: OSError) -> str:
 
 def make_cgroups(fs: CgroupFS, relative: str, limits: CgroupLimits) -> WorkloadCgroups:
     """Make and limit ``relative`` under this process's cgroups; see the module docstring."""
+    made = create_cgroups(fs, relative)
+    try:
+        return apply_limits(made, limits)
+    except BaseException:
+        made.remove()
+        raise
+
+
+def create_cgroups(fs: CgroupFS, relative: str) -> WorkloadCgroups:
+    """Make ``relative`` under this process's cgroups, without limits (cpuset: the parent's).
+
+    A process can join them at once and be limited later by :func:`apply_limits`: the process
+    runtime moves its parked leader in while the hooks run, since a process's first move
+    between cgroups waits out a kernel RCU grace period (about one scheduler tick).
+    """
     if any(m.version == 1 and m.options & set(V1_CONTROLLERS) for m in fs.mounts):
-        return _make_v1(fs, relative, limits)
+        return _make_v1(fs, relative)
     if any(m.version == 2 for m in fs.mounts):
-        return _make_v2(fs, relative, limits)
+        return _make_v2(fs, relative)
     missing = dict.fromkeys(V1_CONTROLLERS, "no cgroup hierarchy is mounted")
     return WorkloadCgroups(0, relative, {}, missing)
+
+
+def apply_limits(made: WorkloadCgroups, limits: CgroupLimits) -> WorkloadCgroups:
+    """Write ``limits`` into groups made by :func:`create_cgroups`; the limits it could not
+    write are added to ``missing`` (a device rule or a v2 limit raises ``CgroupSetupError``)."""
+    missing = dict(made.missing)
+    if made.version == 1:
+        for controller, path in made.dirs.items():
+            problem = _limit_v1(controller, path, limits)
+            if problem:
+                missing[controller] = problem
+    elif made.version == 2 and "unified" in made.dirs:
+        leaf = made.dirs["unified"]
+        try:
+            _limit_v2(leaf, [c for c in V2_CONTROLLERS if c in made.dirs], limits)
+        except OSError as exc:
+            msg = f"cannot set limits in {leaf}: {_why(exc)}"
+            raise CgroupSetupError(msg) from None
+    return attrs.evolve(made, missing=missing)
 
 
 def _leaf(base: Path, relative: str, *, cpuset: bool) -> Path:
@@ -62,7 +97,7 @@ def _leaf(base: Path, relative: str, *, cpuset: bool) -> Path:
     return path
 
 
-def _make_v1(fs: CgroupFS, relative: str, limits: CgroupLimits) -> WorkloadCgroups:
+def _make_v1(fs: CgroupFS, relative: str) -> WorkloadCgroups:
     dirs: dict[str, Path] = {}
     missing: dict[str, str] = {}
     made = WorkloadCgroups(1, relative, dirs, missing)
@@ -73,17 +108,9 @@ def _make_v1(fs: CgroupFS, relative: str, limits: CgroupLimits) -> WorkloadCgrou
                 missing[controller] = "no cgroup v1 hierarchy has this controller"
                 continue
             try:
-                path = _leaf(own.path, relative, cpuset=controller == "cpuset")
+                dirs[controller] = _leaf(own.path, relative, cpuset=controller == "cpuset")
             except OSError as exc:
                 missing[controller] = f"cannot create a cgroup under {own.path}: {_why(exc)}"
-                continue
-            dirs[controller] = path
-            problem = _limit_v1(controller, path, limits)
-            if problem:
-                missing[controller] = problem
-                del dirs[controller]
-                with contextlib.suppress(OSError):
-                    path.rmdir()
     except BaseException:
         made.remove()
         raise
@@ -137,7 +164,7 @@ def _enable(path: Path, controllers: list[str]) -> None:
         write_control(path / "cgroup.subtree_control", " ".join(f"+{c}" for c in wanted))
 
 
-def _make_v2(fs: CgroupFS, relative: str, limits: CgroupLimits) -> WorkloadCgroups:
+def _make_v2(fs: CgroupFS, relative: str) -> WorkloadCgroups:
     base = _v2_base(fs)
     if base is None:
         missing = dict.fromkeys(V2_CONTROLLERS, "this process is in no cgroup v2 group")
@@ -160,15 +187,9 @@ def _make_v2(fs: CgroupFS, relative: str, limits: CgroupLimits) -> WorkloadCgrou
     except OSError as exc:
         msg = f"cannot create a cgroup v2 group under {base.path}: {_why(exc)}"
         raise CgroupSetupError(msg) from None
-    dirs = {"unified": leaf, **dict.fromkeys(controllers, leaf)}
-    made = WorkloadCgroups(2, relative, dirs, missing)
-    try:
-        _limit_v2(leaf, controllers, limits)
-    except OSError as exc:
-        made.remove()
-        msg = f"cannot set limits in {leaf}: {_why(exc)}"
-        raise CgroupSetupError(msg) from None
-    return made
+    return WorkloadCgroups(
+        2, relative, {"unified": leaf, **dict.fromkeys(controllers, leaf)}, missing
+    )
 
 
 def _enable_at_base(base: Path, controllers: list[str]) -> None:

@@ -19,6 +19,7 @@ what the runtime does about it (refuse, or run with less) is its decision.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import signal
@@ -77,6 +78,10 @@ def _read_pids(path: Path) -> set[int]:
         text = path.read_text()
     except (FileNotFoundError, NotADirectoryError):
         return set()
+    except OSError as exc:
+        if exc.errno == errno.ENODEV:  # removed while open
+            return set()
+        raise
     return {int(p) for p in text.split()}
 
 
@@ -125,7 +130,7 @@ class WorkloadCgroups:
         """SIGKILL everything (``cgroup.kill`` where the kernel has it)."""
         leaf = self.dirs.get("unified")
         if leaf is not None and (leaf / "cgroup.kill").exists():
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):  # gone already (ENOENT, ENODEV)
                 write_control(leaf / "cgroup.kill", "1")
             return
         self.signal(signal.SIGKILL)

@@ -1,10 +1,12 @@
 """The ``process`` runtime: a local process tree in cgroups of its own (DESIGN §14).
 
 :meth:`ProcessRuntime.new_workload` parks a launcher process (its pid names the workload
-``pid:<n>``); :meth:`~ProcessRuntime.create` makes the workload's cgroups
-(:mod:`accelkit.runtime.cgroup_setup`) with its memory limit, cpuset, pids limit and the device
-nodes it may not open; :meth:`~ProcessRuntime.start` sends the launcher its plan, and the
-launcher joins the cgroups before it execs, so nothing of the user's runs uncontained.
+``pid:<n>``) and, while the booking and the hooks run, makes the workload's cgroups
+(:mod:`accelkit.runtime.cgroup_setup`) and moves the launcher into them;
+:meth:`~ProcessRuntime.create` writes the memory limit, cpuset, pids limit and the device nodes
+the workload may not open; :meth:`~ProcessRuntime.start` sends the launcher its plan and it
+execs. So nothing of the user's runs outside its cgroups, and a process's first move between
+cgroups (a kernel RCU grace period, about one scheduler tick) does not delay the start.
 
 Liveness is "the cgroup has processes": a leader that exited while a child (or a ``setsid``
 daemon) runs leaves the workload alive, and :meth:`~ProcessRuntime.stop` ends every process of
@@ -30,8 +32,8 @@ from accelkit.cgroup import CgroupFS
 from accelkit.errors import WorkloadError
 from accelkit.runtime.base import LaunchSpec, Runtime, RuntimeUnavailable, WorkloadHandle
 from accelkit.runtime.cgroup_limits import CgroupLimits, deny_rules
-from accelkit.runtime.cgroup_setup import make_cgroups
-from accelkit.runtime.cgroups import WorkloadCgroups, workload_cgroup_path
+from accelkit.runtime.cgroup_setup import apply_limits, create_cgroups
+from accelkit.runtime.cgroups import WorkloadCgroups, workload_cgroup_path, write_control
 from accelkit.sizes import format_binary_size
 from accelkit.types import AgentId, MountType, Workload, WorkloadType
 from accelkit.workload.liveness import ProcessStamp
@@ -43,6 +45,14 @@ __all__ = ["ProcessRuntime"]
 #: how long :meth:`ProcessRuntime.stop` keeps killing before it gives up on unkillable processes
 KILL_TIMEOUT = 30.0
 _T = TypeVar("_T")
+
+
+@attrs.frozen
+class _Parked:
+    """A launcher waiting for its plan, and its move into the workload's new cgroups."""
+
+    tree: ProcessTree
+    placing: asyncio.Future[WorkloadCgroups]
 
 
 @attrs.define
@@ -67,20 +77,35 @@ class ProcessRuntime(Runtime):
     def __init__(self, *, root: Path | str = "/", pids_max: int | None = None) -> None:
         self.root = Path(root)
         self.pids_max = pids_max
-        self._parked: dict[str, ProcessTree] = {}
+        self._parked: dict[str, _Parked] = {}
         self._created: dict[str, _Pending] = {}
 
     async def new_workload(self, agent_id: AgentId) -> Workload:
-        """Park a launcher; the workload is ``pid:<launcher pid>``."""
+        """Park a launcher (the workload is ``pid:<launcher pid>``) and, meanwhile, make its
+        cgroups and move it in: the move takes a kernel grace period, which then overlaps the
+        booking and the hooks instead of delaying the start."""
         tree = await ProcessTree.start()
         workload = Workload.process_tree(f"pid:{tree.pid}")
-        self._parked[workload.id] = tree
+        relative = workload_cgroup_path(agent_id, workload.id)
+        placing = asyncio.ensure_future(_in_thread(lambda: self._place(relative, tree.pid)))
+        self._parked[workload.id] = _Parked(tree, placing)
         return workload
 
+    def _place(self, relative: str, pid: int) -> WorkloadCgroups:
+        made = create_cgroups(CgroupFS.read(self.root), relative)
+        try:
+            for procs in made.procs_files():
+                write_control(Path(procs), str(pid))
+        except OSError as exc:
+            made.remove()
+            msg = f"cannot move the workload's leader into its cgroups: {exc.strerror or exc}"
+            raise RuntimeUnavailable(msg) from None
+        return made
+
     async def create(self, spec: LaunchSpec) -> WorkloadHandle:
-        """Make and limit the cgroups; ``RuntimeUnavailable`` when the limit cannot be kept."""
-        tree = self._parked.get(spec.workload.id)
-        if tree is None:
+        """Limit the cgroups; ``RuntimeUnavailable`` when the memory limit cannot be kept."""
+        parked = self._parked.get(spec.workload.id)
+        if parked is None:
             msg = f"workload {spec.workload.id!r} was not made by this process runtime"
             raise RuntimeUnavailable(msg)
         plan = render_process(spec.config, spec.base_env)
@@ -93,17 +118,17 @@ class ProcessRuntime(Runtime):
             pids_max=self.pids_max,
             denied_devices=deny_rules(spec.node_device_nodes, granted),
         )
-        relative = workload_cgroup_path(spec.agent_id, spec.workload.id)
-        cgroups = await _in_thread(lambda: make_cgroups(CgroupFS.read(self.root), relative, limits))
+        placed = await asyncio.shield(parked.placing)
+        cgroups = await _in_thread(lambda: apply_limits(placed, limits))
         why = cgroups.missing.get("memory")
         if plan.memory_limit is not None and why is not None and spec.memory_limit_required:
-            await _in_thread(cgroups.remove)
             size = format_binary_size(plan.memory_limit)
             msg = (
                 f"cannot enforce the memory limit of {size}: no usable memory controller "
                 f"({why}); pass --no-memory-limit to run without one"
             )
-            raise RuntimeUnavailable(msg)
+            raise RuntimeUnavailable(msg)  # discard() ends the launcher and removes the groups
+        tree = parked.tree
         details = {
             **cgroups.to_details(),
             "leader_pid": str(tree.leader.pid),
@@ -111,18 +136,18 @@ class ProcessRuntime(Runtime):
         }
         if plan.memory_limit is not None and why is None:
             details["memory_limit"] = str(plan.memory_limit)
-        handle = WorkloadHandle(self.name, relative, details)
+        handle = WorkloadHandle(self.name, cgroups.relative, details)
         self._created[handle.ident] = _Pending(tree, spec.argv, plan, cgroups)
         del self._parked[spec.workload.id]
         return handle
 
     async def start(self, handle: WorkloadHandle) -> None:
-        """Send the plan; the launcher joins the cgroups and execs (``WorkloadError`` if not)."""
+        """Send the plan; the launcher, already in its cgroups, execs (``WorkloadError`` if not)."""
         pending = self._created.get(handle.ident)
         if pending is None:
             msg = f"workload {handle.ident!r} was not created by this process runtime"
             raise WorkloadError(msg)
-        pending.tree.launch(pending.argv, pending.plan, pending.cgroups.procs_files())
+        pending.tree.launch(pending.argv, pending.plan)
 
     async def wait(self, handle: WorkloadHandle) -> int:
         """The leader's status once the cgroup is empty (0 for a workload adopted from another
@@ -178,11 +203,15 @@ class ProcessRuntime(Runtime):
             self._created.pop(handle.ident, None)
 
     async def discard(self, workload: Workload, handle: WorkloadHandle | None) -> None:
-        """Make a parked launcher exit and remove what :meth:`create` made."""
-        tree = self._parked.pop(workload.id, None)
-        if tree is not None:
-            tree.abort()
-            await tree.wait()
+        """Make a parked launcher exit and remove what :meth:`new_workload` and
+        :meth:`create` made."""
+        parked = self._parked.pop(workload.id, None)
+        if parked is not None:
+            parked.tree.abort()
+            await parked.tree.wait()
+            with contextlib.suppress(RuntimeUnavailable, OSError):  # nothing was placed
+                placed = await asyncio.shield(parked.placing)
+                await _in_thread(lambda: _stop_cgroups(placed, 0))
         if handle is not None:
             await self.stop(handle, 0)
 

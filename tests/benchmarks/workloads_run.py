@@ -8,8 +8,8 @@ the floor of starting and waiting for ``true`` with asyncio in the same process.
 
 Crash figures (``--crash N``): for each step at which the workload runs, N times with a child
 that outlives its leader and N times with a ``setsid`` daemon: ``accelkit run`` is killed with
-SIGKILL at the step, a second run asks for the same GPU while the child lives (a grant is a
-device given to two live workloads), then the child ends, the node is reconciled and the
+SIGKILL at the step, a second run asks for a GPU while the child lives (a double grant is
+the held GPU given to it), then the child ends, the node is reconciled and the
 processes and cgroups left are counted.
 
     python tests/benchmarks/workloads_run.py [--r1] [--r2] [--crash 5]
@@ -153,10 +153,17 @@ def _run_argv(config: Path, slots: str) -> list[str]:
     return [*ACCELKIT, "run", "--config", str(config), "--agent", str(AGENT), "--slots", slots]
 
 
-def _cgroup_dirs(config: Path) -> list[Path]:
+def _recorded(config: Path) -> tuple[list[Path], set[str]]:
+    """The killed run's cgroup directories and GPUs, from its ledger record."""
     [record] = Ledger(config.parent / "state").read_all().values()
-    handle = record.to_json()["handle"] or {"details": {}}
-    return [Path(v) for k, v in handle["details"].items() if k.startswith("cgroup.")]
+    data = record.to_json()
+    handle = data["handle"] or {"details": {}}
+    dirs = [Path(v) for k, v in handle["details"].items() if k.startswith("cgroup.")]
+    gpus = {dev for per in data["allocation"].get("cuda", {}).values() for dev in per}
+    return dirs, gpus
+
+
+PRINT_GPUS = "import os; print(os.environ.get('MOCK_CUDA_DEVICES', ''))"
 
 
 def _crash_once(config: Path, out: Path, step: str, kind: str) -> dict[str, int]:
@@ -177,17 +184,18 @@ def _crash_once(config: Path, out: Path, step: str, kind: str) -> dict[str, int]
     while not (out / "pid").exists():
         time.sleep(0.01)
     child = ProcessStamp.of(int((out / "pid").read_text()))
-    groups = _cgroup_dirs(config)
+    groups, held = _recorded(config)
     run.send_signal(signal.SIGKILL)
     run.wait()
-    second = subprocess.run(
-        [*_run_argv(config, "cuda.device=1"), "--", "true"],
+    second = subprocess.run(  # may get another GPU of the agent, never the one held
+        [*_run_argv(config, "cuda.device=1"), "--", sys.executable, "-c", PRINT_GPUS],
         env=_env(),
         capture_output=True,
         text=True,
         check=False,
     )
-    double = int(second.returncode == 0 and child is not None and child.is_running())
+    got = set(second.stdout.split()[-1].split(",")) if second.returncode == 0 else set()
+    double = len(got & held) if child is not None and child.is_running() else 0
     (out / "go").write_text("1")
     while child is not None and child.is_running():
         time.sleep(0.01)

@@ -120,8 +120,10 @@ def summary(results: list[tuple[str, float]], floor: float) -> dict[str, Any]:
     return answer
 
 
-async def floor_of(port: int, count: int = 20) -> float:
+async def floor_of(port: int, count: int = 100, warm_up: int = 20) -> float:
     """The median of ``count`` scrapes made one at a time on the otherwise idle server."""
+    for _ in range(warm_up):  # the first gathers open files and fill caches
+        await scrape(port, 30)
     times = [(await scrape(port, 30))[1] for _ in range(count)]
     return statistics.median(times)
 

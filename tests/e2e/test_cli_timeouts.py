@@ -6,14 +6,18 @@ directory of its own and put on ``PYTHONPATH``; ``HANGING_PLUGIN_IN`` says where
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
+import re
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parents[2]
 HANGING = ROOT / "tests" / "fixtures" / "hanging-plugin"
@@ -132,3 +136,42 @@ def test_metrics_answers_without_the_plugin_that_hangs_in_them(hanging_site, tmp
     assert {"cpu", "mem", "cuda"} <= set(data["node"])
     assert "hang" not in data["node"]
     assert data["errors"] == {"hang": "plugin 'hang' timed out after 1 s in gather_node_metrics"}
+
+
+def test_serve_metrics_answers_each_scrape_and_names_the_plugin_that_hangs(hanging_site, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    env |= {"PYTHONPATH": str(hanging_site), "HANGING_PLUGIN_IN": "metrics"}
+    config = str(node_config(tmp_path))
+    log = tmp_path / "stderr"
+    with log.open("w") as stderr:
+        server = subprocess.Popen(
+            [*ACCELKIT, "serve-metrics", "--port", "0", "--config", config], stderr=stderr, env=env
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while (found := re.search(r"127\.0\.0\.1:(\d+)/", log.read_text())) is None:
+            assert server.poll() is None, log.read_text()
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        url = f"http://127.0.0.1:{found.group(1)}/metrics"
+
+        def scrape() -> tuple[int, str, float]:
+            began = time.monotonic()
+            with urllib.request.urlopen(url, timeout=120) as response:
+                return response.status, response.read().decode(), time.monotonic() - began
+
+        with concurrent.futures.ThreadPoolExecutor(20) as pool:
+            answers = list(pool.map(lambda _: scrape(), range(20)))
+    finally:
+        server.terminate()
+        server.wait(60)
+    for status, text, took in answers:
+        assert status == 200
+        assert took < WITHIN
+        families = {f.name: f for f in text_string_to_metric_families(text)}
+        assert "accelkit_cuda_device_memory_used_bytes" in families
+        assert not any(name.startswith("accelkit_hang_") for name in families)
+        errors = {
+            s.labels["plugin"]: s.value for s in families["accelkit_plugin_scrape_error"].samples
+        }
+        assert errors == {"cpu": 0, "mem": 0, "cuda": 0, "hang": 1}

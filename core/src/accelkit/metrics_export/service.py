@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import errno
+import logging
 from collections.abc import Callable
+from typing import Any
 
 from accelkit.config import HostConfig
 from accelkit.host import PartitionHost
@@ -11,11 +14,25 @@ from accelkit.metrics_export.exposition import Exposition
 from accelkit.metrics_export.gather import MetricsGatherer
 from accelkit.metrics_export.server import MetricsServer
 
+log = logging.getLogger(__name__)
+
+#: what accept() fails with at a resource limit; asyncio then pauses accepting for a second
+_EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+
 
 def exposition_for(host: PartitionHost) -> Exposition:
     """Scrapes of ``host``'s metrics, each device series with its DCGM labels."""
     found = host.device_map  # the DCGM labels of each device series come from here
     return Exposition(MetricsGatherer(host), lambda: {k: v.devices for k, v in found.items()})
+
+
+def _accept_failures_in_one_line(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """At the descriptor limit, a line per retry instead of a traceback per retry."""
+    exc = context.get("exception")
+    if isinstance(exc, OSError) and exc.errno in _EXHAUSTED:
+        log.warning("metrics: cannot accept a connection (%s); retrying", exc.strerror)
+        return
+    loop.default_exception_handler(context)
 
 
 async def serve_metrics(
@@ -31,6 +48,7 @@ async def serve_metrics(
     plugin has ``[plugins] call-timeout`` seconds per scrape, or less when the scraper's
     timeout header says so; the scrape answers with the plugins that answered in time.
     """
+    asyncio.get_running_loop().set_exception_handler(_accept_failures_in_one_line)
     async with (
         PartitionHost.open(config) as host,
         MetricsServer(exposition_for(host).render, port) as server,

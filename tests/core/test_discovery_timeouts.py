@@ -155,3 +155,43 @@ def test_the_limit_comes_from_the_host_config(tmp_path):
     loader.register(module("slow", "init"), "slow")
     asyncio.run(start(loader))
     assert loader.records["slow"].error == "plugin 'slow' timed out after 0.2 s in init"
+
+
+def test_a_plugin_that_hangs_creating_an_agent_context_fails_the_host_start_by_name():
+    import attrs
+
+    from accelkit.config import HostConfig
+    from accelkit.errors import PluginTimeout
+    from accelkit.host import PartitionHost
+
+    class Stuck(Plugin):
+        key = DeviceName("stuck")
+
+        def create_agent_context(self, agent_id: Any, partition: Any) -> Any:
+            time.sleep(HANG)
+
+    cleaned: list[str] = []
+
+    class Cleaned(Stuck):
+        async def cleanup(self) -> None:
+            cleaned.append(self.key)
+
+    @hookimpl
+    def accelkit_compute_plugins(config: Any) -> Any:
+        return [Cleaned(config)]
+
+    config = HostConfig()
+    config = attrs.evolve(config, plugins=attrs.evolve(config.plugins, call_timeout=LIMIT))
+    loader = PluginLoader(config.plugins)
+    loader.register(types.SimpleNamespace(accelkit_compute_plugins=accelkit_compute_plugins), "s")
+    loader.build()
+
+    async def run() -> None:
+        async with PartitionHost.open(config, loader=loader):
+            pass
+
+    began = time.monotonic()
+    with pytest.raises(PluginTimeout, match=r"'stuck' timed out after 0\.2 s in create_agent_cont"):
+        asyncio.run(run())
+    assert time.monotonic() - began < HANG
+    assert cleaned == ["stuck"]  # the half-started host cleaned its plugins up

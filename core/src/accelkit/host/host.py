@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from types import TracebackType
 from typing import Any
 
 from accelkit.allocmap import AbstractAllocMap, AffinityPolicy
+from accelkit.calls import call_sync
 from accelkit.config.model import AllocationMode, HostConfig
 from accelkit.discovery import PluginLoader
 from accelkit.errors import PluginContractError
@@ -112,7 +114,11 @@ class PartitionHost:
         for agent_id, parts in result.assignments.items():
             contexts: dict[DeviceName, AbstractAgentContext] = {}
             for key, partition in parts.items():
-                ctx = self.plugins[key].create_agent_context(agent_id, partition)
+                create = functools.partial(
+                    self.plugins[key].create_agent_context, agent_id, partition
+                )
+                limit = self.config.plugins.call_timeout  # a hang fails start-up, named
+                ctx = await call_sync(key, "create_agent_context", limit, create)
                 self._contexts.append(ctx)
                 if result.mode is AllocationMode.SHARED:
                     _share(ctx, shared)

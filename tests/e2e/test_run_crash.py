@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from accelkit.cgroup import CgroupFS
 from accelkit.config import load_host_config
 from accelkit.node import Node
+from accelkit.runtime.cgroups import V1_CONTROLLERS
 from accelkit.types import AgentId
 from accelkit.workload import Ledger, ProcessStamp
 
@@ -159,6 +161,19 @@ def test_killed_before_the_command_runs_or_after_it_ended(node, step):
     assert all(not amounts for amounts in maps.values())
     assert no_records(node)
     later_run_works(node)
+    assert leftover_groups(record["workload"]["id"]) == []  # swept by the later run
+
+
+def leftover_groups(workload_id: str) -> list[Path]:
+    """The killed run's cgroups that still exist (they are made before the record names them)."""
+    fs = CgroupFS.read()
+    name = workload_id.replace(":", "-")
+    found = []
+    for controller in V1_CONTROLLERS:
+        own = fs.process_directory(controller)
+        if own is not None and (own.path / "accelkit/agent-1" / name).exists():
+            found.append(own.path / "accelkit/agent-1" / name)
+    return found
 
 
 @pytest.mark.parametrize("step", ["spawned", "post_create:cpu", "running"])

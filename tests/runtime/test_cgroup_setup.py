@@ -21,7 +21,7 @@ from accelkit.cgroup import CgroupFS
 from accelkit.errors import WorkloadError
 from accelkit.runtime import cgroup_setup
 from accelkit.runtime.cgroup_limits import CgroupLimits, cpu_list, deny_rules
-from accelkit.runtime.cgroup_setup import make_cgroups
+from accelkit.runtime.cgroup_setup import make_cgroups, sweep_stale
 from accelkit.runtime.cgroups import (
     SUPERVISOR_LEAF,
     V2_DEVICES_NOTE,
@@ -216,3 +216,20 @@ def test_a_real_v2_tree_gets_the_memory_limit(tmp_path):
         assert (made.dirs["memory"] / "memory.max").read_text().strip() == str(2**30)
     finally:
         made.remove()
+
+
+def test_stale_empty_groups_of_gone_leaders_are_swept(tmp_path):
+    agent = tmp_path / "accelkit/agent-1"
+    mine = agent / "pid-42"
+    for name in ("pid-42", "pid-1", "other", "pid-999999998"):
+        (agent / name).mkdir(parents=True)
+        (agent / name / "cgroup.procs").write_text("")
+    (agent / "pid-999999998/cgroup.procs").write_text("777\n")  # a live child: kept
+    (agent / "pid-999999999").mkdir()  # stale: its leader is gone and it is empty
+    assert sweep_stale(WorkloadCgroups(1, RELATIVE, {"memory": mine})) == 1
+    assert sorted(p.name for p in agent.iterdir()) == [
+        "other",
+        "pid-1",  # its leader (pid 1) runs
+        "pid-42",
+        "pid-999999998",
+    ]

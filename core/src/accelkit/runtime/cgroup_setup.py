@@ -9,11 +9,13 @@ written fails the whole setup, since the workload would then reach devices it wa
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 from pathlib import Path
 
 import attrs
+import psutil
 
 from accelkit.cgroup import CgroupDir, CgroupFS
 from accelkit.runtime.cgroup_limits import CgroupLimits, cpu_list
@@ -27,7 +29,7 @@ from accelkit.runtime.cgroups import (
     write_control,
 )
 
-__all__ = ["apply_limits", "create_cgroups", "make_cgroups"]
+__all__ = ["apply_limits", "create_cgroups", "make_cgroups", "sweep_stale"]
 
 
 def _why(exc: OSError) -> str:
@@ -76,6 +78,39 @@ def apply_limits(made: WorkloadCgroups, limits: CgroupLimits) -> WorkloadCgroups
             msg = f"cannot set limits in {leaf}: {_why(exc)}"
             raise CgroupSetupError(msg) from None
     return attrs.evolve(made, missing=missing)
+
+
+def sweep_stale(made: WorkloadCgroups) -> int:
+    """Remove the empty sibling groups ``pid-<n>`` whose leader ``n`` is gone; how many.
+
+    An accelkit process killed after making a workload's groups and before recording them in
+    the ledger leaves them behind (empty: its launcher exits when its plan pipe closes). A group
+    whose leader still runs may be another process's new workload; one with processes is a
+    live workload: both stay.
+    """
+    removed = 0
+    for directory in made.directories:
+        with contextlib.suppress(OSError):
+            for entry in directory.parent.iterdir():
+                number = entry.name.removeprefix("pid-")
+                if entry == directory or entry.name == number or not number.isdigit():
+                    continue
+                if _running(int(number)) or not entry.is_dir():
+                    continue
+                with contextlib.suppress(OSError):  # taken meanwhile, or not empty
+                    if not (CgroupDir(entry, made.version, entry).read("cgroup.procs") or ""):
+                        entry.rmdir()
+                        removed += 1
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.Error:
+        return True  # cannot tell: keep its group
 
 
 def _leaf(base: Path, relative: str, *, cpuset: bool) -> Path:

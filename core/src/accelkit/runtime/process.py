@@ -32,7 +32,7 @@ from accelkit.cgroup import CgroupFS
 from accelkit.errors import WorkloadError
 from accelkit.runtime.base import LaunchSpec, Runtime, RuntimeUnavailable, WorkloadHandle
 from accelkit.runtime.cgroup_limits import CgroupLimits, deny_rules
-from accelkit.runtime.cgroup_setup import apply_limits, create_cgroups
+from accelkit.runtime.cgroup_setup import apply_limits, create_cgroups, sweep_stale
 from accelkit.runtime.cgroups import WorkloadCgroups, workload_cgroup_path, write_control
 from accelkit.sizes import format_binary_size
 from accelkit.types import AgentId, MountType, Workload, WorkloadType
@@ -100,6 +100,7 @@ class ProcessRuntime(Runtime):
             made.remove()
             msg = f"cannot move the workload's leader into its cgroups: {exc.strerror or exc}"
             raise RuntimeUnavailable(msg) from None
+        sweep_stale(made)  # groups of runs killed before they recorded them
         return made
 
     async def create(self, spec: LaunchSpec) -> WorkloadHandle:

@@ -195,3 +195,29 @@ def test_a_plugin_that_hangs_creating_an_agent_context_fails_the_host_start_by_n
         asyncio.run(run())
     assert time.monotonic() - began < HANG
     assert cleaned == ["stuck"]  # the half-started host cleaned its plugins up
+
+
+def test_a_workload_observer_that_hangs_is_left_behind_and_the_others_are_told(caplog):
+    from accelkit.events import WorkloadEvent, WorkloadPhase
+    from accelkit.types import AgentId, Workload
+
+    seen: list[str] = []
+
+    @hookimpl
+    def accelkit_workload_event(event: WorkloadEvent) -> None:
+        time.sleep(HANG)
+
+    @hookimpl
+    def attentive(event: WorkloadEvent) -> None:
+        seen.append(event.workload.id)
+
+    loader = PluginLoader(PluginSelection(call_timeout=LIMIT))
+    loader.register(types.SimpleNamespace(accelkit_workload_event=accelkit_workload_event), "hung")
+    loader.register(types.SimpleNamespace(accelkit_workload_event=attentive), "fine")
+    event = WorkloadEvent(AgentId("a"), Workload("w1"), WorkloadPhase.POST_CREATE)
+    began = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="accelkit.discovery"):
+        loader.notify_workload_event(event)
+    assert time.monotonic() - began < HANG
+    assert seen == ["w1"]
+    assert "timed out after 0.2 s in accelkit_workload_event" in caplog.text

@@ -304,9 +304,14 @@ class PluginLoader:
         raise LookupError(msg)
 
     def notify_workload_event(self, event: WorkloadEvent) -> None:
-        """Tell every observer of workloads; one observer's error never reaches the others."""
+        """Tell every observer of workloads; one observer's error never reaches the others.
+
+        Each observer has ``call-timeout`` seconds; one that hangs is logged and left behind.
+        """
+        limit = self.selection.call_timeout
         for impl in self.pm.hook.accelkit_workload_event.get_hookimpls():
+            call = functools.partial(_call, impl, event=event)
             try:
-                _call(impl, event=event)
+                call_blocking(impl.plugin_name, "accelkit_workload_event", limit, call)
             except Exception:
                 log.warning("workload observer %s failed", impl.plugin_name, exc_info=True)

@@ -8,11 +8,14 @@ import resource
 import sys
 from decimal import Decimal
 
+import psutil
 import pytest
 
 from accelkit.config import load_host_config
 from accelkit.errors import WorkloadError
 from accelkit.node import Node
+from accelkit.runtime import RuntimeUnavailable
+from accelkit.runtime.process import ProcessRuntime
 from accelkit.types import AgentId, SlotName, WorkloadConfig
 from accelkit.workload import Ledger
 from accelkit.workload.runner import run_workload
@@ -148,3 +151,73 @@ def test_an_oom_kill_is_reported_with_status_137_and_torn_down(config, monkeypat
         "error: out of memory: the kernel killed 1 process(es) of the workload at its limit" in said
     )
     assert Ledger(config.resource.state_dir).read_all() == {}
+
+
+def _no_cgroup_root(tmp_path):
+    """A root whose cgroup v1 hierarchies are listed but cannot be written (no directories)."""
+    root = tmp_path / "root"
+    (root / "proc/self").mkdir(parents=True)
+    controllers = ("memory", "cpuset", "pids", "freezer", "devices")
+    (root / "proc/self/mountinfo").write_text(
+        "".join(
+            f"{40 + i} 31 0:{40 + i} / /sys/fs/cgroup/{c} rw - cgroup cgroup rw,{c}\n"
+            for i, c in enumerate(controllers)
+        )
+    )
+    (root / "proc/self/cgroup").write_text(
+        "".join(f"{i + 1}:{c}:/" + "\n" for i, c in enumerate(controllers))
+    )
+    return root
+
+
+@pytest.mark.parametrize("no_memory_limit", [False, True])
+def test_a_memory_limit_without_a_memory_controller_is_refused_unless_accepted(
+    config, monkeypatch, tmp_path, no_memory_limit
+):
+    original = MockLifecycleHook.pre_create
+
+    async def pre_create(self):
+        base = await original(self)
+        if self.key == "mem":
+            return WorkloadConfig(env_vars=base.env_vars, memory_limit=1024**3)
+        return base
+
+    monkeypatch.setattr(MockLifecycleHook, "pre_create", pre_create)
+    runtime = ProcessRuntime(root=_no_cgroup_root(tmp_path))
+    lines: list[str] = []
+
+    async def main():
+        async with Node.open(config, runtimes={"process": runtime}) as host:
+            slots = {SlotName("cpu"): Decimal(1), SlotName("mem"): Decimal(1024**3)}
+            try:
+                return await run_workload(
+                    host,
+                    AgentId("agent-1"),
+                    slots,
+                    ["true"],
+                    no_memory_limit=no_memory_limit,
+                    echo=lines.append,
+                )
+            finally:
+                contexts = host.agents[AgentId("agent-1")].contexts
+                held = [
+                    amount
+                    for ctx in contexts.values()
+                    for per_device in ctx.alloc_map.allocations.values()
+                    for amount in per_device.values()
+                    if amount
+                ]
+                assert held == []  # nothing booked is left behind
+
+    if no_memory_limit:
+        assert asyncio.run(main()) == 0
+        said = "\n".join(lines)
+        assert "warning: not contained: memory: cannot create a cgroup" in said
+    else:
+        with pytest.raises(RuntimeUnavailable) as raised:
+            asyncio.run(main())
+        assert "cannot enforce the memory limit of 1G" in str(raised.value)
+        assert "--no-memory-limit" in str(raised.value)
+    assert Ledger(config.resource.state_dir).read_all() == {}
+    launchers = [p for p in psutil.Process().children() if "launcher.py" in " ".join(p.cmdline())]
+    assert launchers == []

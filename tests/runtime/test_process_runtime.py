@@ -22,10 +22,13 @@ import psutil
 import pytest
 
 from accelkit.cgroup import CgroupFS
+from accelkit.errors import WorkloadError
 from accelkit.runtime import LaunchSpec, RuntimeUnavailable, WorkloadHandle
 from accelkit.runtime.cgroups import WorkloadCgroups
 from accelkit.runtime.process import ProcessRuntime
 from accelkit.types import AgentId, Mount, WorkloadConfig
+from accelkit.workload.process_tree import ProcessTree
+from accelkit.workload.render.process import ProcessPlan
 
 pytestmark = pytest.mark.slow  # real processes, real cgroups
 
@@ -468,3 +471,36 @@ def test_a_workload_not_made_by_this_runtime_is_refused():
 def test_a_handle_without_cgroups_or_leader_cannot_tell():
     handle = WorkloadHandle("process", "accelkit/a/pid-1", {"cgroup_version": "x"})
     assert run(ProcessRuntime().is_alive(handle)) is None
+
+
+@v1
+def test_the_launcher_joins_the_cgroups_its_plan_names_before_it_execs(tmp_path, capfd):
+    own = CgroupFS.read().process_directory("pids")
+    assert own is not None
+    group = own.path / f"accelkit-launcher-test-{os.getpid()}"
+    group.mkdir()
+    try:
+
+        async def main() -> int:
+            tree = await ProcessTree.start()
+            plan = ProcessPlan(env=dict(os.environ))
+            tree.launch(["cat", "/proc/self/cgroup"], plan, [str(group / "cgroup.procs")])
+            return await tree.wait()
+
+        assert run(main()) == 0
+        lines = capfd.readouterr().out.splitlines()
+        assert any(":pids:" in line and line.endswith(f"/{group.name}") for line in lines)
+    finally:
+        group.rmdir()
+
+
+def test_a_cgroup_the_launcher_cannot_join_fails_the_launch(tmp_path):
+    async def main() -> None:
+        tree = await ProcessTree.start()
+        try:
+            tree.launch(["true"], ProcessPlan(), [str(tmp_path / "missing" / "cgroup.procs")])
+        finally:
+            await tree.wait()
+
+    with pytest.raises(WorkloadError, match=r"setup: .*No such file or directory"):
+        run(main())

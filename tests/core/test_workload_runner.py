@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import resource
+import stat
 import sys
 from decimal import Decimal
 
 import psutil
 import pytest
 
+from accelkit.cgroup import CgroupFS
 from accelkit.config import load_host_config
 from accelkit.errors import WorkloadError
 from accelkit.node import Node
 from accelkit.runtime import RuntimeUnavailable
 from accelkit.runtime.process import ProcessRuntime
-from accelkit.types import AgentId, SlotName, WorkloadConfig
+from accelkit.types import AgentId, Mount, SlotName, WorkloadConfig, WorkloadType
 from accelkit.workload import Ledger
 from accelkit.workload.runner import run_workload
 from accelkit_mock.plugin import MockLifecycleHook
@@ -221,3 +224,47 @@ def test_a_memory_limit_without_a_memory_controller_is_refused_unless_accepted(
     assert Ledger(config.resource.state_dir).read_all() == {}
     launchers = [p for p in psutil.Process().children() if "launcher.py" in " ".join(p.cmdline())]
     assert launchers == []
+
+
+OPEN_EACH = """
+import errno, sys
+for path in sys.argv[1:]:
+    try:
+        open(path, "rb").close()
+        print(path, "ok")
+    except OSError as exc:
+        print(path, errno.errorcode[exc.errno])
+"""
+
+
+def test_the_device_nodes_of_gpus_not_granted_cannot_be_opened(
+    mock_node, monkeypatch, tmp_path, capfd
+):
+    devices_cgroup = CgroupFS.read().process_directory("devices")
+    if os.geteuid() != 0 or devices_cgroup is None or devices_cgroup.version != 1:
+        pytest.skip("needs root and a cgroup v1 devices controller")
+    config = load_host_config(mock_node(cpus=1, gpus=2))
+    nodes = {}
+    for number, like in enumerate(("/dev/zero", "/dev/full")):
+        nodes[f"cuda{number}"] = str(tmp_path / f"accel{number}")
+        os.mknod(nodes[f"cuda{number}"], 0o666 | stat.S_IFCHR, os.stat(like).st_rdev)
+    original = MockLifecycleHook.pre_create
+
+    async def pre_create(self):  # the nodes, as a real accelerator plugin names them
+        base = await original(self)
+        if self.key != "cuda" or self.workload.type is not WorkloadType.CONTAINER:
+            return base
+        return WorkloadConfig(mounts=[Mount.device(nodes[d]) for d in self.allocated_device_ids])
+
+    monkeypatch.setattr(MockLifecycleHook, "pre_create", pre_create)
+    argv = [sys.executable, "-c", OPEN_EACH, nodes["cuda0"], nodes["cuda1"]]
+
+    async def main():
+        async with Node.open(config) as host:
+            slots = {SlotName("cuda.device"): Decimal(1)}
+            return await run_workload(host, AgentId("agent-1"), slots, argv)
+
+    assert asyncio.run(main()) == 0
+    out = capfd.readouterr().out.splitlines()
+    assert f"{nodes['cuda0']} ok" in out  # granted
+    assert f"{nodes['cuda1']} EPERM" in out  # another GPU's node

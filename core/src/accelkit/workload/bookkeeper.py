@@ -41,7 +41,7 @@ from accelkit.errors import InsufficientResource, InvalidResourceArgument, Workl
 from accelkit.events import WorkloadEvent, WorkloadPhase
 from accelkit.runtime.base import Runtime, WorkloadHandle
 from accelkit.types import AgentId, DeviceName, SlotName, Workload
-from accelkit.workload.ledger import Ledger
+from accelkit.workload.ledger import Ledger, LedgerScan
 from accelkit.workload.lifecycle import HookTarget, PhaseListener, WorkloadLifecycle
 from accelkit.workload.liveness import ProcessStamp
 from accelkit.workload.reconcile import Liveness, Reconciler, ReconcileReport, RecordKey, TornDown
@@ -113,12 +113,18 @@ class Bookkeeper:
         """
         now = time.time()
         async with self._syncing:
+            skip = frozenset(self._finishing)
+            judged = self.ledger.scan()
+            # liveness is asked outside the transaction: runtimes may be slow to answer
+            states, judging = await self.reconciler.judge(judged.records, skip | set(self.owned))
             with self.ledger.transaction():
-                scan = self.ledger.scan()
-                self._seq = scan.seq
-                report, dead = await self.reconciler.sync_full(
-                    scan, self.owned, frozenset(self._finishing)
-                )
+                scan = self._rescan(judged)
+                # a record changed since it was judged was written by a live process
+                states = {
+                    k: v for k, v in states.items() if scan.records.get(k) == judged.records[k]
+                }
+                report, dead = self.reconciler.sync_judged(scan, states, self.owned, skip)
+                report = attrs.evolve(report, problems=(*judging, *report.problems))
                 due = [r for r in dead if r.retry_after is None or float(r.retry_after) <= now]
                 claimed = [self._claim(r) for r in due]
                 waiting = {r.key: r for r in dead if r not in due}  # devices stay taken
@@ -136,6 +142,22 @@ class Bookkeeper:
         torn = tuple(t for t in results if t is not None)
         self.last_report = attrs.evolve(report, torn_down=torn, problems=tuple(problems))
         return self.last_report
+
+    def _rescan(self, judged: LedgerScan) -> LedgerScan:
+        """The ledger now (in the caller's transaction), from ``judged`` and what changed since.
+
+        A record written since ``judged`` replaces the judged one (and, having no liveness
+        from :meth:`Reconciler.judge`, is applied as live: a live process just wrote it).
+        """
+        changes = self.ledger.changes(judged.seq)
+        if not changes.complete:
+            scan = self.ledger.scan()
+        else:
+            records = {k: r for k, r in judged.records.items() if k not in changes.removed}
+            records.update(changes.records)
+            scan = LedgerScan(records, (*judged.set_aside, *changes.set_aside), changes.seq)
+        self._seq = scan.seq
+        return scan
 
     def _claim(self, record: LedgerRecord) -> LedgerRecord:
         """Make a dead record ours (in the transaction): no other process finishes it too."""

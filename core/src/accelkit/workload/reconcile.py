@@ -33,6 +33,7 @@ applied.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 import time
@@ -263,17 +264,48 @@ class Reconciler:
         report = self.apply_changes(scan.records, gone, owned, skip)
         return attrs.evolve(report, set_aside=scan.set_aside)
 
-    async def sync_full(
+    async def judge(
+        self, records: Mapping[RecordKey, LedgerRecord], skip: frozenset[RecordKey]
+    ) -> tuple[dict[RecordKey, Liveness], list[str]]:
+        """Every record's liveness (those in ``skip`` left out), asked side by side.
+
+        Call it *outside* the ledger's transaction: runtimes may take up to the call time
+        limit to answer, and the transaction would hold every other process's bookings. A
+        record whose liveness cannot be told (or whose check raises) is ``UNKNOWN``, reported.
+        """
+        keys = [k for k in records if k not in skip]
+        problems: list[str] = []
+
+        async def one(key: RecordKey) -> Liveness:
+            try:
+                state = await self.liveness(records[key])
+            except Exception as exc:
+                problems.append(
+                    f"cannot tell whether workload {key[1]!r} is alive "
+                    f"({type(exc).__name__}: {_short(exc)}); kept it"
+                )
+                return Liveness.UNKNOWN
+            if state is Liveness.UNKNOWN:
+                problems.append(f"cannot tell whether workload {key[1]!r} is alive; kept it")
+            return state
+
+        states = await asyncio.gather(*(one(k) for k in keys))
+        return dict(zip(keys, states, strict=True)), problems
+
+    def sync_judged(
         self,
         scan: LedgerScan,
+        states: Mapping[RecordKey, Liveness],
         owned: Mapping[RecordKey, LedgerRecord],
         skip: frozenset[RecordKey] = frozenset(),
     ) -> tuple[ReconcileReport, list[LedgerRecord]]:
-        """Judge every record's liveness; apply the live ones; the report and the dead ones.
+        """Apply the live records of ``scan``; the report and the dead ones.
 
-        The dead records are not applied; :meth:`finish` applies one whose teardown is left
-        unfinished (its devices stay taken until a retry succeeds). Anything one record raises
-        is reported as a problem with it, never raised. Call with the ledger's transaction held.
+        ``states`` comes from :meth:`judge`; a record it lacks (written since) is applied as
+        live. The dead records are not applied; :meth:`finish` applies one whose teardown is
+        left unfinished (its devices stay taken until a retry succeeds). Anything one record
+        raises is reported as a problem with it, never raised. Call with the ledger's
+        transaction held.
         """
         kept: list[RecordKey] = []
         dead: list[LedgerRecord] = []
@@ -285,24 +317,24 @@ class Reconciler:
         for key, record in scan.records.items():
             if key in ours:
                 continue
-            try:
-                state = await self.liveness(record)
-            except Exception as exc:
-                state = Liveness.UNKNOWN
-                problems.append(
-                    f"cannot tell whether workload {key[1]!r} is alive "
-                    f"({type(exc).__name__}: {_short(exc)}); kept it"
-                )
-            else:
-                if state is Liveness.UNKNOWN:
-                    problems.append(f"cannot tell whether workload {key[1]!r} is alive; kept it")
-            if state is Liveness.GONE:
+            if states.get(key) is Liveness.GONE:
                 dead.append(record)  # not applied: finished (and then freed) by the caller
                 continue
             self._apply_guarded(record, owned, booked, problems)
             kept.append(key)
         report = ReconcileReport(tuple(kept), (), tuple(booked), scan.set_aside, tuple(problems))
         return report, dead
+
+    async def sync_full(
+        self,
+        scan: LedgerScan,
+        owned: Mapping[RecordKey, LedgerRecord],
+        skip: frozenset[RecordKey] = frozenset(),
+    ) -> tuple[ReconcileReport, list[LedgerRecord]]:
+        """:meth:`judge` then :meth:`sync_judged` (for callers that hold no transaction)."""
+        states, problems = await self.judge(scan.records, frozenset(owned) | skip)
+        report, dead = self.sync_judged(scan, states, owned, skip)
+        return attrs.evolve(report, problems=(*problems, *report.problems)), dead
 
     async def sync(
         self, scan: LedgerScan, owned: Mapping[RecordKey, LedgerRecord]

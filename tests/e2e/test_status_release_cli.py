@@ -172,7 +172,7 @@ def test_a_workload_that_cannot_be_reached_needs_force_which_says_what_it_skips(
     assert records(node) == [("agent-1", "box")]
     forced = accelkit(node, "release", "box", "--force")
     assert forced.returncode == 0, forced.stderr
-    assert "skipped: stopping the workload" in forced.stderr
+    assert "warning: --force: skipping stopping the workload" in forced.stderr
     assert "post_terminate ran for: cuda" in forced.stdout
     assert records(node) == []
 

@@ -22,7 +22,11 @@ async def _release(
         for line in node.last_report.messages():
             click.echo(f"warning: {line}", err=True)
         return await node.release(
-            workload, agent=None if agent is None else AgentId(agent), force=force, grace=grace
+            workload,
+            agent=None if agent is None else AgentId(agent),
+            force=force,
+            grace=grace,
+            on_skip=lambda what: click.echo(f"warning: --force: skipping {what}", err=True),
         )
 
 
@@ -61,7 +65,7 @@ def release(
     """
     report = asyncio.run(_release(config_path, workload, agent, force, grace))
     for line in report.messages():
-        if line.startswith(("skipped:", "error:")):
+        if line.startswith("error:"):
             click.echo(f"warning: {line}", err=True)
-        else:
+        elif not line.startswith("skipped:"):  # said as it was skipped
             click.echo(line)

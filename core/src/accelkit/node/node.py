@@ -193,18 +193,20 @@ class Node:
         agent: AgentId | None = None,
         force: bool = False,
         grace: float = 5.0,
+        on_skip: Callable[[str], None] | None = None,
     ) -> ReleaseReport:
         """Stop a workload, finish its teardown and free its allocation.
 
         A live workload is stopped through its runtime with ``grace`` seconds between SIGTERM
         and SIGKILL (or, when an accelkit process runs it, that process is asked to end it and
         tear it down). ``force`` frees a record whose workload cannot be reached, and one whose
-        ``post_terminate`` hangs; the report says what was skipped. Raises
+        ``post_terminate`` hangs; ``on_skip(what)`` is told of each thing skipped before it is,
+        and the report lists them. Raises
         ``InvalidResourceArgument`` when no record (or more than one: pass ``agent``) matches,
         ``WorkloadError`` when the workload cannot be stopped or torn down without ``force``.
         """
         return await self.bookkeeper.release_workload(
-            workload_id, agent=agent, force=force, grace=grace
+            workload_id, agent=agent, force=force, grace=grace, on_skip=on_skip
         )
 
     async def run(

@@ -406,14 +406,21 @@ class Bookkeeper:
         agent: AgentId | None = None,
         force: bool = False,
         grace: float = 5.0,
+        on_skip: Callable[[str], None] | None = None,
     ) -> ReleaseReport:
         """Stop a workload, finish its teardown and free it (``Node.release`` documents it)."""
         record = self._find(workload_id, agent)
+        skipped: list[str] = []
+
+        def skip(what: str) -> None:  # said before it is skipped
+            if on_skip is not None:
+                on_skip(what)
+            skipped.append(what)
+
         if record.key in self.owned:
             msg = f"workload {workload_id!r} is run by this process; end it through its lifecycle"
             raise InvalidResourceArgument(msg)
         state = await self.reconciler.liveness(record)
-        skipped: list[str] = []
         stopped = False
         if state is Liveness.MANAGED and record.owner is not None:
             if await _stop_owner(record, self.ledger, grace, force=force):
@@ -425,6 +432,7 @@ class Bookkeeper:
                     "'--force' kills that process and finishes the teardown here"
                 )
                 raise WorkloadError(msg)
+            skip(f"the teardown by accelkit process {record.owner.pid}, which was killed")
             stopped = True
         elif state is Liveness.RUNNING:
             stop = self._stopper(record, grace)
@@ -445,11 +453,17 @@ class Bookkeeper:
                     "devices without stopping it"
                 )
                 raise WorkloadError(msg)
-            skipped.append(f"stopping the workload ({what})")
-        return await self._finish_release(record, skipped, stopped=stopped, force=force)
+            skip(f"stopping the workload ({what})")
+        report = await self._finish_release(record, skip, stopped=stopped, force=force)
+        return attrs.evolve(report, skipped=tuple(skipped))
 
     async def _finish_release(
-        self, record: LedgerRecord, skipped: list[str], *, stopped: bool, force: bool
+        self,
+        record: LedgerRecord,
+        skip: Callable[[str], None],
+        *,
+        stopped: bool,
+        force: bool,
     ) -> ReleaseReport:
         problems: list[str] = []
         async with self._syncing:
@@ -462,9 +476,9 @@ class Bookkeeper:
         torn = await self._finish(claimed, problems, force=force)
         if torn is None:
             raise WorkloadError("; ".join(problems) or "cannot finish the teardown")
-        if torn.unfinished:
-            skipped += [f"post_terminate of plugin {p!r} (timed out)" for p in torn.unfinished]
         if force:
+            for plugin in torn.unfinished:
+                skip(f"post_terminate of plugin {plugin!r} (timed out)")
             with self.ledger.transaction():  # hooks of plugins the agent lacks: free it anyway
                 if self.ledger.remove(*record.key):
                     self.reconciler.forget(record.key, problems)
@@ -480,7 +494,6 @@ class Bookkeeper:
             record.workload.id,
             stopped=stopped,
             post_terminated=torn.post_terminated,
-            skipped=tuple(skipped),
             errors=(*torn.errors, *problems),
         )
 

@@ -7,7 +7,10 @@ run, against a floor taken in the same run (one scrape at a time on the idle ser
 - ``idle``: M connections opened and left silent, scrapes made while they are held (answered,
   p50/p95), then how many of the silent connections the server dropped after ``--idle-wait`` s;
 - ``fdlimit``: the server started with a small ``RLIMIT_NOFILE``, more connections held than
-  it may open, and the CPU time the server burns meanwhile (a server that spins shows ~100 %).
+  it may open, and the CPU time the server burns meanwhile (a server that spins shows ~100 %);
+- ``hung`` (with ``--hanging-site DIR --hang-config FILE``): the hanging fixture plugin
+  installed in DIR hangs in its metrics; concurrent scrapes that send Prometheus' timeout
+  header (10 s) and how they are answered.
 
 Every loop is bounded (a count and a deadline). Run from the repository root::
 
@@ -41,11 +44,15 @@ DEADLINE = 120.0  # no scenario waits longer than this for its answers
 
 
 @contextmanager
-def server(config: Path, pythonpath: str | None, nofile: int | None) -> Iterator[tuple[int, int]]:
+def server(
+    config: Path, pythonpath: str | None, nofile: int | None, extra: dict[str, str] | None = None
+) -> Iterator[tuple[int, int]]:
     """``accelkit serve-metrics`` on a free port: yields (pid, port), stops it afterwards."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
-    if pythonpath:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, env.get("PYTHONPATH")]))
+    extra = dict(extra or {})
+    paths = [pythonpath, extra.pop("PYTHONPATH", None), env.get("PYTHONPATH")]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    env |= extra
     limit: Callable[[], None] | None = None
     if nofile is not None:
 
@@ -77,13 +84,15 @@ def server(config: Path, pythonpath: str | None, nofile: int | None) -> Iterator
             process.wait()
 
 
-async def scrape(port: int, timeout: float) -> tuple[str, float]:
+async def scrape(port: int, timeout: float, header: str = "") -> tuple[str, float]:
     """One ``GET /metrics``: (outcome, seconds); outcome ``200``, ``reset``, ``timeout``, ..."""
     start = time.perf_counter()
     try:
         async with asyncio.timeout(timeout):
             reader, writer = await asyncio.open_connection(HOST, port)
-            request = f"GET /metrics HTTP/1.1\r\nHost: {HOST}:{port}\r\nConnection: close\r\n\r\n"
+            request = (
+                f"GET /metrics HTTP/1.1\r\nHost: {HOST}:{port}\r\n{header}Connection: close\r\n\r\n"
+            )
             writer.write(request.encode())
             await writer.drain()
             data = await reader.read()
@@ -185,6 +194,15 @@ async def fd_limit(pid: int, port: int, count: int, seconds: float) -> dict[str,
     return {"held": len(held), "server_cpu_percent": round(100 * busy / seconds, 1)}
 
 
+async def hung(port: int, count: int, floor: float) -> dict[str, Any]:
+    header = "X-Prometheus-Scrape-Timeout-Seconds: 10\r\n"
+    results = await asyncio.gather(*(scrape(port, DEADLINE, header) for _ in range(count)))
+    times = sorted(t for _, t in results)
+    answer = summary(list(results), floor)
+    answer["p95_any_outcome_ms"] = round(times[int(len(times) * 0.95) - 1] * 1000, 1)
+    return answer
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, required=True)
@@ -195,6 +213,9 @@ def main() -> None:
     parser.add_argument("--idle-wait", type=float, default=12.0)
     parser.add_argument("--nofile", type=int, default=64)
     parser.add_argument("--fd-seconds", type=float, default=5.0)
+    parser.add_argument("--hanging-site", default=None)
+    parser.add_argument("--hang-config", type=Path, default=None)
+    parser.add_argument("--hung-scrapes", type=int, default=20)
     args = parser.parse_args()
     report: dict[str, Any] = {"pythonpath": args.pythonpath or "(installed)"}
     with server(args.config, args.pythonpath, None) as (_pid, port):
@@ -210,6 +231,10 @@ def main() -> None:
             "nofile": args.nofile,
             **asyncio.run(fd_limit(pid, port, args.nofile * 2, args.fd_seconds)),
         }
+    if args.hanging_site and args.hang_config:
+        extra = {"PYTHONPATH": args.hanging_site, "HANGING_PLUGIN_IN": "metrics"}
+        with server(args.hang_config, args.pythonpath, None, extra) as (_pid, port):
+            report["hung"] = asyncio.run(hung(port, args.hung_scrapes, floor))
     print(json.dumps(report, indent=2))
 
 

@@ -6,11 +6,12 @@ alternation (one of each per round), so that drift hits them alike. R2: ``Node.r
 ``true`` in-process, 200 times (book, cgroups, hooks, start, wait, teardown, release), beside
 the floor of starting and waiting for ``true`` with asyncio in the same process.
 
-Crash figures (``--crash N``): for each step at which the workload runs, N times with a child
-that outlives its leader and N times with a ``setsid`` daemon: ``accelkit run`` is killed with
-SIGKILL at the step, a second run asks for a GPU while the child lives (a double grant is
-the held GPU given to it), then the child ends, the node is reconciled and the
-processes and cgroups left are counted.
+Crash figures (``--crash N``): for each lifecycle step, N times with a child that outlives its
+leader and N times with a ``setsid`` daemon: ``accelkit run`` is killed with SIGKILL at the step,
+a second run asks for a GPU while the child lives (a double grant is the held GPU given to it),
+then the child ends, the node is reconciled, one more run is made, and the processes (leader,
+child) and the killed run's cgroups still there are counted. At the steps after ``exited`` the
+child has already ended (the run gets there only once every process of the workload is gone).
 
     python tests/benchmarks/workloads_run.py [--r1] [--r2] [--crash 5]
 """
@@ -34,8 +35,10 @@ from typing import Any
 
 import psutil
 
+from accelkit.cgroup import CgroupFS
 from accelkit.config import load_host_config
 from accelkit.node import Node
+from accelkit.runtime.cgroups import V1_CONTROLLERS
 from accelkit.types import AgentId, SlotName
 from accelkit.workload import Ledger
 from accelkit.workload.liveness import ProcessStamp
@@ -47,7 +50,24 @@ DEPENDENCIES = "import attrs, cattrs, frozendict, pluggy, psutil, click, rich, p
 AGENT = AgentId("agent-1")
 R1_RUNS = 20
 R2_RUNS = 200
-LIVE_STEPS = ("spawned", "post_create:cuda", "post_create:mem", "running")
+BEFORE_STEPS = (
+    "booked",
+    "pre_create:cuda",
+    "pre_create:cpu",
+    "pre_create:mem",
+    "prepared",
+    "created",
+)
+LIVE_STEPS = ("spawned", "post_create:cuda", "post_create:cpu", "post_create:mem", "running")
+AFTER_STEPS = (
+    "exited",
+    "pre_terminate:mem",
+    "pre_terminate:cpu",
+    "pre_terminate:cuda",
+    "post_terminate:mem",
+    "post_terminate:cpu",
+    "post_terminate:cuda",
+)
 
 
 def write_demo(root: Path) -> Path:
@@ -153,14 +173,21 @@ def _run_argv(config: Path, slots: str) -> list[str]:
     return [*ACCELKIT, "run", "--config", str(config), "--agent", str(AGENT), "--slots", slots]
 
 
-def _recorded(config: Path) -> tuple[list[Path], set[str]]:
-    """The killed run's cgroup directories and GPUs, from its ledger record."""
+def _recorded(config: Path) -> tuple[int, list[Path], set[str]]:
+    """The killed run's leader pid, cgroup directories and GPUs, from its ledger record."""
     [record] = Ledger(config.parent / "state").read_all().values()
     data = record.to_json()
-    handle = data["handle"] or {"details": {}}
-    dirs = [Path(v) for k, v in handle["details"].items() if k.startswith("cgroup.")]
+    leader = int(data["workload"]["id"].removeprefix("pid:"))
+    if data["handle"] is not None:
+        details = data["handle"]["details"]
+        dirs = [Path(v) for k, v in details.items() if k.startswith("cgroup.")]
+    else:  # made before the record names them: under this process's own groups
+        fs = CgroupFS.read()
+        name = data["workload"]["id"].replace(":", "-")
+        owns = (fs.process_directory(c) for c in V1_CONTROLLERS)
+        dirs = [own.path / "accelkit" / str(AGENT) / name for own in owns if own is not None]
     gpus = {dev for per in data["allocation"].get("cuda", {}).values() for dev in per}
-    return dirs, gpus
+    return leader, dirs, gpus
 
 
 PRINT_GPUS = "import os; print(os.environ.get('MOCK_CUDA_DEVICES', ''))"
@@ -168,6 +195,8 @@ PRINT_GPUS = "import os; print(os.environ.get('MOCK_CUDA_DEVICES', ''))"
 
 def _crash_once(config: Path, out: Path, step: str, kind: str) -> dict[str, int]:
     out.mkdir()
+    if step in AFTER_STEPS:
+        (out / "go").write_text("1")  # the run reaches them only once every process has ended
     argv = [*_run_argv(config, "cuda.device=1,cpu=1,mem=1G"), "--"]
     argv += [sys.executable, "-c", LEADER, str(out), SURVIVOR, kind]
     run = subprocess.Popen(
@@ -181,10 +210,12 @@ def _crash_once(config: Path, out: Path, step: str, kind: str) -> dict[str, int]
     for line in run.stderr:
         if line.strip() == f"accelkit: paused at {step}":
             break
-    while not (out / "pid").exists():
-        time.sleep(0.01)
-    child = ProcessStamp.of(int((out / "pid").read_text()))
-    groups, held = _recorded(config)
+    child = None
+    if step not in BEFORE_STEPS:
+        while not (out / "pid").exists():
+            time.sleep(0.01)
+        child = ProcessStamp.of(int((out / "pid").read_text()))
+    leader, groups, held = _recorded(config)
     run.send_signal(signal.SIGKILL)
     run.wait()
     second = subprocess.run(  # may get another GPU of the agent, never the one held
@@ -199,10 +230,18 @@ def _crash_once(config: Path, out: Path, step: str, kind: str) -> dict[str, int]
     (out / "go").write_text("1")
     while child is not None and child.is_running():
         time.sleep(0.01)
-    asyncio.run(_reconcile(config))
-    leaked = _leaked_processes(out)
+    asyncio.run(_reconcile(config))  # the dead workload's teardown
+    subprocess.run([*_run_argv(config, "cpu=1"), "--", "true"], env=_env(), check=True)
+    leaked = _leaked_processes(out) + int(_running(leader))
     cgroups = sum(1 for group in groups if group.exists())
     return {"double_grants": double, "leaked_processes": leaked, "leaked_cgroups": cgroups}
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 async def _reconcile(config: Path) -> None:
@@ -220,10 +259,10 @@ def _leaked_processes(out: Path) -> int:
 
 
 def crash_figures(repeats: int) -> dict[str, Any]:
-    """Kill ``accelkit run`` at each live step ``repeats`` times per kind; sum what was left."""
+    """Kill ``accelkit run`` at each step ``repeats`` times per kind; sum what was left."""
     totals: dict[str, Any] = {}
     for kind in ("child", "daemon"):
-        for step in LIVE_STEPS:
+        for step in (*BEFORE_STEPS, *LIVE_STEPS, *AFTER_STEPS):
             sums = {"runs": 0, "double_grants": 0, "leaked_processes": 0, "leaked_cgroups": 0}
             for _ in range(repeats):
                 with tempfile.TemporaryDirectory() as root:

@@ -380,3 +380,57 @@ def test_runtime_options_are_checked(node, options, message):
     assert result.returncode == 2
     assert message in result.stderr
     assert records(node) == []
+
+
+THREADS = """
+import threading
+ready = threading.Barrier(201)
+threads = [threading.Thread(target=ready.wait) for _ in range(200)]
+for t in threads:
+    t.start()
+ready.wait()
+for t in threads:
+    t.join()
+print("200 threads ok")
+"""
+
+RESERVE = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_long]
+area = libc.mmap(None, 4 * 1024**3, 0, 0x22, -1, 0)  # PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS
+assert area not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+print("4 GiB reserved ok")
+"""
+
+
+@pytest.fixture
+def real_node(tmp_path) -> Path:
+    """The shipped cpu and mem plugins on this machine: mem=1G becomes a memory limit."""
+    config = tmp_path / "real.toml"
+    config.write_text(
+        f'[resource]\nstate-dir = "{tmp_path / "real-state"}"\nreserved-cpu = 0\n'
+        'reserved-mem = "0"\n[plugins]\nallowed = ["cpu", "mem"]\n'
+    )
+    return config
+
+
+@pytest.mark.parametrize(("code", "said"), [(THREADS, "200 threads ok"), (RESERVE, "reserved ok")])
+def test_mem_1g_limits_memory_not_address_space(real_node, code, said):
+    argv = [*ACCELKIT, "-v", "run", "--config", str(real_node), "--agent", "agent-1"]
+    result = subprocess.run(
+        [*argv, "--slots", "cpu=1,mem=1G", "--", sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=120,
+        check=False,
+    )
+    if "cannot enforce the memory limit" in result.stderr:
+        pytest.skip("no usable memory controller here")
+    assert result.returncode == 0, result.stderr
+    assert said in result.stdout
+    if "cgroup v1" in result.stderr:
+        assert "(limit 1G)" in result.stderr

@@ -249,7 +249,12 @@ class ProcessRuntime(Runtime):
             lines = [f"process runtime: no cgroup for {handle.ident}"]
         else:
             lines = [f"process runtime: cgroup v{version} {handle.ident}"]
-            lines += [f"  {name}: {path}" for name, path in sorted(cgroups.dirs.items())]
+            limit = handle.details.get("memory_limit")
+            for name, path in sorted(cgroups.dirs.items()):
+                note = ""
+                if name == "memory" and limit:
+                    note = f" (limit {format_binary_size(int(limit))})"
+                lines.append(f"  {name}: {path}{note}")
         missing = handle.details.get("missing")
         if missing:
             lines += [f"  not contained: {item}" for item in missing.split("; ")]

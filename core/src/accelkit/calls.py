@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
@@ -62,14 +63,19 @@ async def call_sync(plugin: str, method: str, timeout: Decimal | float, call: Ca
         if not future.done():
             outcome()
 
+    def hand_over(outcome: Callable[[], None]) -> None:
+        # RuntimeError: the loop closed while the call overran, and nobody waits for it
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, outcome)
+
     def work() -> None:
         try:
             result = call()
         except BaseException as exc:  # handed to the waiting coroutine
             error = exc
-            loop.call_soon_threadsafe(settle, lambda: future.set_exception(error))
+            hand_over(lambda: future.set_exception(error))
         else:
-            loop.call_soon_threadsafe(settle, lambda: future.set_result(result))
+            hand_over(lambda: future.set_result(result))
 
     threading.Thread(target=work, name=f"accelkit-{plugin}-{method}", daemon=True).start()
     try:

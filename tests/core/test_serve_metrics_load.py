@@ -29,6 +29,7 @@ from accelkit.metrics_export.server import BACKLOG, IDLE_TIMEOUT, LOOPBACK, Metr
 from .metrics_support import write_node_config
 
 WAIT = 60.0
+ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 
 
 class Served:
@@ -126,8 +127,43 @@ def test_a_silent_connection_is_dropped_after_the_idle_timeout():
             assert closed_within(kept, WAIT)
 
 
-def test_the_default_idle_timeout_is_ten_seconds():
+@contextlib.contextmanager
+def command(
+    tmp_path: Path, nofile: int | None = None
+) -> Iterator[tuple[subprocess.Popen[bytes], int, Path]]:
+    """``accelkit serve-metrics --port 0`` as a real process: (process, port, its stderr file)."""
+    config = write_node_config(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+
+    def limit() -> None:
+        if nofile is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+    log = tmp_path / "stderr"
+    with log.open("w") as stderr:  # a file, not a pipe: nobody reads it while the test runs
+        process = subprocess.Popen(
+            [*ACCELKIT, "serve-metrics", "--port", "0", "--config", str(config)],
+            stderr=stderr,
+            env=env,
+            preexec_fn=limit,  # noqa: PLW1509 - only setrlimit, before exec
+        )
+    try:
+        yield process, announced_port(log), log
+    finally:
+        process.terminate()
+        process.wait(WAIT)
+
+
+@pytest.mark.slow
+def test_the_command_drops_a_silent_connection_after_ten_seconds(tmp_path: Path):
     assert IDLE_TIMEOUT == 10.0
+    with command(tmp_path) as (_process, port, _log):
+        with socket.create_connection((LOOPBACK, port)) as silent:
+            opened = time.monotonic()
+            assert not closed_within(silent, 8.0)
+            assert closed_within(silent, WAIT)
+            assert 9.0 < time.monotonic() - opened < 20.0
+        assert scrape(port).startswith(b"# HELP")
 
 
 def test_scrapes_are_answered_while_two_hundred_connections_stay_silent():
@@ -174,45 +210,28 @@ def announced_port(log: Path) -> int:
 
 @pytest.mark.slow
 def test_at_the_descriptor_limit_the_server_waits_instead_of_spinning(tmp_path: Path):
-    config = write_node_config(tmp_path)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
-
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
-
-    command = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
-    log = tmp_path / "stderr"
-    with log.open("w") as stderr:  # a file, not a pipe: nobody reads it while the test runs
-        process = subprocess.Popen(
-            [*command, "serve-metrics", "--port", "0", "--config", str(config)],
-            stderr=stderr,
-            env=env,
-            preexec_fn=limit,  # noqa: PLW1509 - only setrlimit, before exec
-        )
     held: list[socket.socket] = []
-    try:
-        port = announced_port(log)
-        held = [socket.create_connection((LOOPBACK, port), timeout=WAIT) for _ in range(128)]
-        server = psutil.Process(process.pid)
-        before = server.cpu_times()
-        time.sleep(3)
-        after = server.cpu_times()
-        busy = after.user - before.user + after.system - before.system
-        assert busy < 1.5  # a server retrying accept() in a loop burns ~3 s of CPU here
-        assert "Traceback" not in log.read_text()
-        for connection in held:
-            connection.close()
-        held = []
-        deadline = time.monotonic() + WAIT  # accepting resumes once descriptors are free
-        while True:
-            try:
-                scrape(port)
-                break
-            except OSError:
-                assert time.monotonic() < deadline
-                time.sleep(0.5)
-    finally:
-        for connection in held:
-            connection.close()
-        process.terminate()
-        process.wait(WAIT)
+    with command(tmp_path, nofile=64) as (process, port, log):
+        try:
+            held = [socket.create_connection((LOOPBACK, port), timeout=WAIT) for _ in range(128)]
+            server = psutil.Process(process.pid)
+            before = server.cpu_times()
+            time.sleep(3)
+            after = server.cpu_times()
+            busy = after.user - before.user + after.system - before.system
+            assert busy < 1.5  # a server retrying accept() in a loop burns ~3 s of CPU here
+            assert "Traceback" not in log.read_text()
+            for connection in held:
+                connection.close()
+            held = []
+            deadline = time.monotonic() + WAIT  # accepting resumes once descriptors are free
+            while True:
+                try:
+                    scrape(port)
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.5)
+        finally:
+            for connection in held:
+                connection.close()

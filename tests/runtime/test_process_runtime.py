@@ -504,3 +504,20 @@ def test_a_cgroup_the_launcher_cannot_join_fails_the_launch(tmp_path):
 
     with pytest.raises(WorkloadError, match=r"setup: .*No such file or directory"):
         run(main())
+
+
+@pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "no-pidfd"])
+def test_the_leader_is_waited_for_by_any_number_of_waiters(monkeypatch, pidfd):
+    if not pidfd:  # an old kernel: a thread waits instead
+
+        def missing(_pid: int) -> int:
+            raise OSError(38, "Function not implemented")
+
+        monkeypatch.setattr(os, "pidfd_open", missing)
+
+    async def main() -> list[int]:
+        tree = await ProcessTree.start()
+        tree.launch([sys.executable, "-c", "import sys; sys.exit(5)"], ProcessPlan())
+        return list(await asyncio.gather(tree.wait(), tree.wait(), tree.wait()))
+
+    assert run(main()) == [5, 5, 5]

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,6 +27,9 @@ from accelkit.workload.render.process import ProcessPlan
 __all__ = ["ProcessTree", "exit_status"]
 
 
+LAUNCHER = str(Path(launcher.__file__))
+
+
 def exit_status(returncode: int) -> int:
     """A shell-style status: the exit code, or 128 + N for death by signal N."""
     return 128 - returncode if returncode < 0 else returncode
@@ -34,8 +38,9 @@ def exit_status(returncode: int) -> int:
 class ProcessTree:
     """One workload's launcher, then its command."""
 
-    def __init__(self, process: asyncio.subprocess.Process, plan_fd: int, status_fd: int) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], plan_fd: int, status_fd: int) -> None:
         self.process = process
+        self._exited: asyncio.Future[int] | None = None
         self._plan_fd: int | None = plan_fd
         self._status_fd: int | None = status_fd
         stamp = ProcessStamp.of(process.pid)
@@ -54,13 +59,17 @@ class ProcessTree:
         plan_r, plan_w = os.pipe()
         status_r, status_w = os.pipe()
         try:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-I",
-                "-S",
-                str(Path(launcher.__file__)),
-                str(plan_r),
-                str(status_w),
+            # a plain Popen, waited for through a pidfd (:meth:`wait`): asyncio's subprocesses
+            # start a watcher thread per child, which costs more than the fork itself
+            process = subprocess.Popen(  # noqa: S603 - our own launcher, no shell
+                [
+                    sys.executable,
+                    "-I",
+                    "-S",
+                    str(Path(launcher.__file__)),
+                    str(plan_r),
+                    str(status_w),
+                ],
                 pass_fds=(plan_r, status_w),
                 start_new_session=True,
             )
@@ -128,8 +137,34 @@ class ProcessTree:
         return None if code is None else exit_status(code)
 
     async def wait(self) -> int:
-        """Wait for the leader; its shell-style exit status."""
-        return exit_status(await self.process.wait())
+        """Wait for the leader; its shell-style exit status. Any number may wait at once."""
+        if self.process.returncode is not None:
+            return exit_status(self.process.returncode)
+        if self._exited is None:
+            self._exited = asyncio.ensure_future(self._reap())
+        return exit_status(await asyncio.shield(self._exited))
+
+    async def _reap(self) -> int:
+        loop = asyncio.get_running_loop()
+        try:
+            pidfd = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):  # no pidfd (old kernel): a thread waits instead
+            return await loop.run_in_executor(None, self.process.wait)
+        try:
+            readable: asyncio.Future[None] = loop.create_future()
+
+            def exited() -> None:
+                if not readable.done():
+                    readable.set_result(None)
+
+            loop.add_reader(pidfd, exited)
+            try:
+                await readable  # the pidfd is readable once the process has exited
+            finally:
+                loop.remove_reader(pidfd)
+        finally:
+            os.close(pidfd)
+        return self.process.wait()  # reaps it at once: it has exited
 
     def signal_group(self, signum: int) -> None:
         """Signal the leader's process group (what is left of the tree without cgroups)."""

@@ -15,7 +15,7 @@ from accelkit.errors import WorkloadError
 from accelkit.events import WorkloadPhase
 from accelkit.node import Node
 from accelkit.types import AgentId, DeviceName, SlotName, Workload
-from accelkit.workload import Ledger, LedgerRecord, ProcessStamp, bookkeeper
+from accelkit.workload import Ledger, LedgerRecord, ProcessStamp, stopping
 
 AGENT = AgentId("agent-1")
 CUDA = DeviceName("cuda")
@@ -27,7 +27,7 @@ STUBBORN = (
 
 @pytest.fixture
 def config(mock_node, monkeypatch):
-    monkeypatch.setattr(bookkeeper, "OWNER_TEARDOWN_WAIT_S", 0.3)
+    monkeypatch.setattr(stopping, "OWNER_TEARDOWN_WAIT_S", 0.3)
     return load_host_config(mock_node(gpus=1))
 
 

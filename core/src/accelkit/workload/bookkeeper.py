@@ -24,10 +24,7 @@ bookkeeper, which would apply every live record to the maps a second time.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import datetime as dt
 import os
-import signal
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from decimal import Decimal
@@ -41,20 +38,19 @@ from accelkit.errors import InsufficientResource, InvalidResourceArgument, Workl
 from accelkit.events import WorkloadEvent, WorkloadPhase
 from accelkit.runtime.base import Runtime, WorkloadHandle
 from accelkit.types import AgentId, DeviceName, SlotName, Workload
+from accelkit.workload import stopping
 from accelkit.workload.ledger import Ledger, LedgerScan
 from accelkit.workload.lifecycle import HookTarget, PhaseListener, WorkloadLifecycle
 from accelkit.workload.liveness import ProcessStamp
 from accelkit.workload.reconcile import Liveness, Reconciler, ReconcileReport, RecordKey, TornDown
 from accelkit.workload.record import LedgerRecord
-from accelkit.workload.status import ReleaseReport, WorkloadStatus
+from accelkit.workload.status import ReleaseReport, WorkloadStatus, status_of
 
 if TYPE_CHECKING:
     from accelkit.host import AgentView
 
 #: how many holders a refusal names at most
 MAX_HOLDERS_NAMED = 8
-#: how long ``release`` waits, beyond the grace period, for an owner process to tear down
-OWNER_TEARDOWN_WAIT_S = 30.0
 
 
 class AgentsHost(Protocol):
@@ -396,7 +392,7 @@ class Bookkeeper:
                     state = await self.reconciler.liveness(record)
                 except Exception:
                     state = Liveness.UNKNOWN
-            found.append(_status_of(record, state, now))
+            found.append(status_of(record, state.value, now))
         return found
 
     async def release_workload(
@@ -423,12 +419,13 @@ class Bookkeeper:
         state = await self.reconciler.liveness(record)
         stopped = False
         if state is Liveness.MANAGED and record.owner is not None:
-            if await _stop_owner(record, self.ledger, grace, force=force):
+            if await stopping.stop_owner(record, self.ledger, grace, force=force):
                 return ReleaseReport(record.agent_id, record.workload.id, stopped=True)
             if not force:
+                waited = grace + stopping.OWNER_TEARDOWN_WAIT_S
                 msg = (
                     f"the accelkit process {record.owner.pid} that runs workload "
-                    f"{workload_id!r} did not end it within {grace + OWNER_TEARDOWN_WAIT_S:g} s; "
+                    f"{workload_id!r} did not end it within {waited:g} s; "
                     "'--force' kills that process and finishes the teardown here"
                 )
                 raise WorkloadError(msg)
@@ -439,7 +436,7 @@ class Bookkeeper:
             if stop is not None:
                 await stop()
             elif record.leader is not None:
-                await _end_process(record.leader.pid, grace)
+                await stopping.end_process(record.leader.pid, grace)
             stopped = True
         elif state is Liveness.UNKNOWN:
             what = (
@@ -523,88 +520,3 @@ def _merged(full: ReconcileReport, later: ReconcileReport) -> ReconcileReport:
         (*full.set_aside, *later.set_aside),
         (*full.problems, *later.problems),
     )
-
-
-def _status_of(record: LedgerRecord, state: Liveness, now: float) -> WorkloadStatus:
-    try:
-        created = dt.datetime.strptime(record.created_at, "%Y-%m-%dT%H:%M:%SZ")
-        age = max(0, int(now - created.replace(tzinfo=dt.UTC).timestamp()))
-    except ValueError:
-        age = 0
-    return WorkloadStatus(
-        agent=record.agent_id,
-        workload_id=record.workload.id,
-        workload_type=record.workload.type.value,
-        runtime=record.handle.runtime if record.handle is not None else None,
-        handle=record.handle.ident if record.handle is not None else None,
-        devices={
-            plugin: tuple(
-                sorted(
-                    {
-                        d
-                        for per_device in alloc.values()
-                        for d, amount in per_device.items()
-                        if amount
-                    }
-                )
-            )
-            for plugin, alloc in record.allocation.items()
-        },
-        phase=record.phase(),
-        age_s=age,
-        liveness=state.value,
-        owner_alive=record.owner is not None and record.owner.is_running(),
-        unfinished=record.unfinished(),
-    )
-
-
-async def _stop_owner(record: LedgerRecord, ledger: Ledger, grace: float, *, force: bool) -> bool:
-    """SIGTERM the accelkit process that runs the workload and wait for its record to go.
-
-    ``True`` when the owner removed the record; with ``force``, an owner that does not is
-    killed (``False``: the teardown is left to the caller).
-    """
-    owner = record.owner
-    assert owner is not None
-    try:
-        os.kill(owner.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return ledger.read(*record.key) is None
-    deadline = time.monotonic() + grace + OWNER_TEARDOWN_WAIT_S
-    while time.monotonic() < deadline:
-        if ledger.read(*record.key) is None:
-            return True
-        if not owner.is_running():
-            break
-        await asyncio.sleep(0.05)
-    if ledger.read(*record.key) is None:
-        return True
-    if force and owner.is_running():
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(owner.pid, signal.SIGKILL)
-        while owner.is_running():
-            await asyncio.sleep(0.02)
-    return False
-
-
-async def _end_process(pid: int, grace: float) -> None:
-    """SIGTERM a workload's leader (its process group when it leads one), SIGKILL after grace."""
-
-    def send(signum: int) -> bool:
-        try:
-            if os.getpgid(pid) == pid:
-                os.killpg(pid, signum)
-            else:
-                os.kill(pid, signum)
-        except ProcessLookupError:
-            return False
-        return True
-
-    if not send(signal.SIGTERM):
-        return
-    stamp = ProcessStamp.of(pid)
-    deadline = time.monotonic() + grace
-    while stamp is not None and stamp.is_running() and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    if stamp is not None and stamp.is_running():
-        send(signal.SIGKILL)

@@ -3,9 +3,10 @@
 Two kinds of sync. The **incremental** one (:meth:`Reconciler.apply_changes`, before every
 booking) applies the records other processes wrote since the last sync and frees those they
 removed; it checks no liveness, so its cost does not depend on the number of live workloads.
-The **full** one (:meth:`Reconciler.sync_full`: when the node opens, for ``status`` and
-``release``, and when an allocation fails for lack of room) judges every record this process
-does not manage itself:
+The **full** one (:meth:`Reconciler.judge`, outside the ledger's transaction, then
+:meth:`Reconciler.sync_judged` in it: when the node opens, for ``status`` and ``release``, and
+when an allocation fails for lack of room) judges every record this process does not manage
+itself:
 
 * its **owner** (the accelkit process that created it) still runs → someone else manages it: its
   allocation is applied to our maps and left alone;
@@ -324,29 +325,6 @@ class Reconciler:
             kept.append(key)
         report = ReconcileReport(tuple(kept), (), tuple(booked), scan.set_aside, tuple(problems))
         return report, dead
-
-    async def sync_full(
-        self,
-        scan: LedgerScan,
-        owned: Mapping[RecordKey, LedgerRecord],
-        skip: frozenset[RecordKey] = frozenset(),
-    ) -> tuple[ReconcileReport, list[LedgerRecord]]:
-        """:meth:`judge` then :meth:`sync_judged` (for callers that hold no transaction)."""
-        states, problems = await self.judge(scan.records, frozenset(owned) | skip)
-        report, dead = self.sync_judged(scan, states, owned, skip)
-        return attrs.evolve(report, problems=(*problems, *report.problems)), dead
-
-    async def sync(
-        self, scan: LedgerScan, owned: Mapping[RecordKey, LedgerRecord]
-    ) -> ReconcileReport:
-        """A full sync that also finishes the dead records' teardown, one after the other."""
-        report, dead = await self.sync_full(scan, owned)
-        problems = list(report.problems)
-        torn = []
-        for record in dead:
-            if (done := await self.finish(record, problems)) is not None:
-                torn.append(done)
-        return attrs.evolve(report, torn_down=tuple(torn), problems=tuple(problems))
 
     def _apply_guarded(
         self,

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import attrs
 
 from accelkit.types import AgentId, DeviceId, DeviceName
+from accelkit.workload.record import LedgerRecord
 
 
 @attrs.frozen
@@ -70,3 +72,37 @@ class ReleaseReport:
         lines += [f"skipped: {s}" for s in self.skipped]
         lines += [f"error: {e}" for e in self.errors]
         return lines
+
+
+def status_of(record: LedgerRecord, liveness: str, now: float) -> WorkloadStatus:
+    """What ``accelkit status`` shows of a record whose liveness is known."""
+    try:
+        created = dt.datetime.strptime(record.created_at, "%Y-%m-%dT%H:%M:%SZ")
+        age = max(0, int(now - created.replace(tzinfo=dt.UTC).timestamp()))
+    except ValueError:
+        age = 0
+    return WorkloadStatus(
+        agent=record.agent_id,
+        workload_id=record.workload.id,
+        workload_type=record.workload.type.value,
+        runtime=record.handle.runtime if record.handle is not None else None,
+        handle=record.handle.ident if record.handle is not None else None,
+        devices={
+            plugin: tuple(
+                sorted(
+                    {
+                        d
+                        for per_device in alloc.values()
+                        for d, amount in per_device.items()
+                        if amount
+                    }
+                )
+            )
+            for plugin, alloc in record.allocation.items()
+        },
+        phase=record.phase(),
+        age_s=age,
+        liveness=liveness,
+        owner_alive=record.owner is not None and record.owner.is_running(),
+        unfinished=record.unfinished(),
+    )

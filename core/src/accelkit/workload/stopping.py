@@ -1,0 +1,75 @@
+"""Stopping what runs a workload from another process: its accelkit process, or its leader.
+
+``accelkit release`` uses these when the workload's runtime cannot be asked: the accelkit
+process that runs a workload is asked (SIGTERM) to end it and tear it down; a workload that
+outlived its accelkit process and has no runtime handle is ended by its leader's process group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+
+from accelkit.workload.ledger import Ledger
+from accelkit.workload.liveness import ProcessStamp
+from accelkit.workload.record import LedgerRecord
+
+__all__ = ["OWNER_TEARDOWN_WAIT_S", "end_process", "stop_owner"]
+
+#: how long ``release`` waits, beyond the grace period, for an owner process to tear down
+OWNER_TEARDOWN_WAIT_S = 30.0
+
+
+async def stop_owner(record: LedgerRecord, ledger: Ledger, grace: float, *, force: bool) -> bool:
+    """SIGTERM the accelkit process that runs the workload and wait for its record to go.
+
+    ``True`` when the owner removed the record; with ``force``, an owner that does not is
+    killed (``False``: the teardown is left to the caller).
+    """
+    owner = record.owner
+    assert owner is not None
+    try:
+        os.kill(owner.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return ledger.read(*record.key) is None
+    deadline = time.monotonic() + grace + OWNER_TEARDOWN_WAIT_S
+    while time.monotonic() < deadline:
+        if ledger.read(*record.key) is None:
+            return True
+        if not owner.is_running():
+            break
+        await asyncio.sleep(0.05)
+    if ledger.read(*record.key) is None:
+        return True
+    if force and owner.is_running():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(owner.pid, signal.SIGKILL)
+        while owner.is_running():
+            await asyncio.sleep(0.02)
+    return False
+
+
+async def end_process(pid: int, grace: float) -> None:
+    """SIGTERM a workload's leader (its process group when it leads one), SIGKILL after grace."""
+
+    def send(signum: int) -> bool:
+        try:
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, signum)
+            else:
+                os.kill(pid, signum)
+        except ProcessLookupError:
+            return False
+        return True
+
+    if not send(signal.SIGTERM):
+        return
+    stamp = ProcessStamp.of(pid)
+    deadline = time.monotonic() + grace
+    while stamp is not None and stamp.is_running() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    if stamp is not None and stamp.is_running():
+        send(signal.SIGKILL)

@@ -378,3 +378,18 @@ def test_the_json_file_ledger_of_before_is_imported_once(tmp_path):
     assert (tmp_path / "ledger.imported" / "agent-1+live.json").exists()
     ledger.close()
     assert list(Ledger(tmp_path).scan().records) == [(AgentId("agent-1"), "live")]
+
+
+def test_reading_works_in_a_directory_nobody_may_write(tmp_path):
+    # a read-only mount, simulated with the immutable attribute (which binds root too)
+    ledger = Ledger(tmp_path / "state")
+    ledger.write(record())
+    ledger.close()  # the last connection folds the WAL into the database and removes it
+    if subprocess.run(["chattr", "+i", str(tmp_path / "state")], check=False).returncode:
+        pytest.skip("no chattr +i on this file system")
+    try:
+        with pytest.raises(OSError):
+            (tmp_path / "state" / "probe").write_text("")
+        assert list(Ledger(tmp_path / "state").read_all()) == [(AgentId("agent-1"), "pid:42")]
+    finally:
+        subprocess.run(["chattr", "-i", str(tmp_path / "state")], check=True)

@@ -442,29 +442,42 @@ class Ledger:
     def read_all(self) -> dict[RecordKey, LedgerRecord]:
         """Every readable record, read only: needs no write access and changes nothing.
 
-        An absent ledger reads as empty; so does one that cannot be read (logged by callers).
+        An absent ledger reads as empty. In a directory this process cannot write (a read-only
+        mount, say) SQLite cannot make the shared-memory file a WAL reader needs; when no
+        writer has left a WAL behind, the database file alone is complete and is read as
+        immutable.
         """
         if not secure_file(self.path, source=self.source):
             return {}
         try:
-            db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+            rows = self._read_rows("mode=ro")
+        except sqlite3.OperationalError as exc:
+            wal = Path(f"{self.path}-wal")
+            if wal.exists() and wal.stat().st_size:
+                msg = "cannot read it"
+                raise self._error(msg, exc) from exc
+            try:
+                rows = self._read_rows("mode=ro&immutable=1")
+            except sqlite3.Error as again:
+                msg = "cannot read it"
+                raise self._error(msg, again) from again
         except sqlite3.Error as exc:
             msg = "cannot read it"
             raise self._error(msg, exc) from exc
-        try:
-            db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            rows = db.execute("SELECT agent, workload, body FROM records").fetchall()
-        except sqlite3.Error as exc:
-            msg = "cannot read it"
-            raise self._error(msg, exc) from exc
-        finally:
-            db.close()
         records: dict[RecordKey, LedgerRecord] = {}
         for _agent, _workload, body in rows:
             with contextlib.suppress(LedgerFormatError):
                 record = parse_record(body)
                 records[record.key] = record
         return records
+
+    def _read_rows(self, options: str) -> list[tuple[str, str, Any]]:
+        db = sqlite3.connect(f"file:{self.path}?{options}", uri=True)
+        try:
+            db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            return list(db.execute("SELECT agent, workload, body FROM records").fetchall())
+        finally:
+            db.close()
 
     def set_aside_rows(self) -> list[tuple[str, str, str, str]]:
         """The rows set aside so far: ``(agent, workload, reason, when)``."""

@@ -193,7 +193,7 @@ class Bookkeeper:
     def _catch_up(self) -> ReconcileReport:
         """The incremental sync, in the caller's transaction: only what changed is read."""
         if self._seq >= 0:
-            changes = self.ledger.changes(self._seq)
+            changes = self.ledger.changes(self._seq, ignore=self.owned)
             if changes.complete:
                 self._seq = changes.seq
                 report = self.reconciler.apply_changes(

@@ -33,7 +33,7 @@ import os
 import sqlite3
 import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -378,8 +378,11 @@ class Ledger:
             records, problems = self._parse_rows(rows)
             return LedgerScan(records, tuple(problems), self.seq)
 
-    def changes(self, since: int) -> LedgerChanges:
-        """The records written and the keys removed after counter value ``since``."""
+    def changes(self, since: int, *, ignore: Container[RecordKey] = ()) -> LedgerChanges:
+        """The records written and the keys removed after counter value ``since``.
+
+        Records under a key in ``ignore`` (the caller's own) are neither parsed nor returned.
+        """
         with self.transaction():
             seq = self.seq
             if seq == since:
@@ -389,9 +392,14 @@ class Ledger:
             )
             if since < pruned:
                 return LedgerChanges({}, (), seq, complete=False)
-            rows = self._execute(
-                "SELECT agent, workload, body FROM records WHERE seq > ? ORDER BY seq", (since,)
-            ).fetchall()
+            rows = [
+                row
+                for row in self._execute(
+                    "SELECT agent, workload, body FROM records WHERE seq > ? ORDER BY seq",
+                    (since,),
+                ).fetchall()
+                if (row[0], row[1]) not in ignore
+            ]
             records, problems = self._parse_rows(rows)
             removed = tuple(
                 (AgentId(a), str(w))

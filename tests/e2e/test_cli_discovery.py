@@ -116,7 +116,8 @@ def test_config_errors_are_one_line_without_traceback(tmp_path: Path, capsys):
     bad.write_text('[resource]\nallocation-mode = "sideways"\n')
     assert main(["devices", "--config", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error: {bad}:2: key 'resource.allocation-mode': unknown mode 'sideways'")
+    expected = f"error: {bad}:2: key 'resource.allocation-mode': unknown mode 'sideways'"
+    assert err.startswith(expected)
     assert "Traceback" not in err
 
 

@@ -12,12 +12,13 @@ This module is part of the stable plugin-author surface (see the stability polic
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from accelkit.apiversion import PLUGIN_API_VERSION
 from accelkit.errors import InvalidResourceArgument, PluginError
+from accelkit.health import DeviceHealth, HealthEvent
 from accelkit.types import (
     AgentId,
     ComputeDevice,
@@ -176,6 +177,23 @@ class AbstractComputePlugin(ABC):
     async def gather_node_metrics(self, ctx: MetricContext) -> Sequence[NodeMetric]:
         """Node- and device-level metrics; none by default."""
         return ()
+
+    async def device_health(self) -> Mapping[DeviceId, DeviceHealth]:
+        """The health of each discovered device; by default every device is healthy.
+
+        Report only this plugin's devices; a device left out is taken as healthy. The node
+        calls this under ``call-timeout`` (at start, on every rediscovery and from ``serve``).
+        """
+        return {device.device_id: DeviceHealth.healthy() for device in self.devices}
+
+    async def watch_health(self) -> AsyncIterator[HealthEvent]:
+        """Health changes as they happen; by default none (the iterator ends at once).
+
+        An override is an async generator that may wait indefinitely between events; the node
+        cancels it on shutdown, so it must clean up in ``finally`` and never block the loop.
+        """
+        return
+        yield  # pragma: no cover - makes this an async generator that yields nothing
 
     def create_alloc_map(
         self, device_slots: Mapping[DeviceId, DeviceSlotInfo], device_mask: frozenset[DeviceId]

@@ -139,14 +139,13 @@ def test_fault_in_any_phase_at_any_position_keeps_exactly_once(phase, position):
     failing = KEYS[position]
     journal.faults[(failing, phase)] = RuntimeError(f"{failing} broke in {phase}")
     driver, release = make(journal)
-    with pytest.raises((RuntimeError, WorkloadError)) as info:
+    with pytest.raises(WorkloadError) as info:
         run(full_life(driver))
+    # the plugin and the hook are named, the hook's own error kept as the cause
+    named = f"plugin '{failing}' {phase}: RuntimeError: {failing} broke in {phase}"
+    assert named in str(info.value)
     if phase in ("pre_create", "post_create"):
-        assert isinstance(info.value, RuntimeError)  # the hook's own error, as itself
-    else:
-        assert isinstance(info.value, WorkloadError)
-        assert failing in str(info.value)
-        assert phase in str(info.value)
+        assert isinstance(info.value.__cause__, RuntimeError)
     # a hook whose pre_create was started gets post_terminate, the failing one too (DESIGN §9)
     prepared = KEYS[: position + 1] if phase == "pre_create" else KEYS
     for key in KEYS:
@@ -163,13 +162,14 @@ def test_fault_in_any_phase_at_any_position_keeps_exactly_once(phase, position):
 
 @pytest.mark.parametrize("error", [WorkloadCreationDenied("no"), WorkloadCreationDeferred("later")])
 @pytest.mark.parametrize("position", range(3))
-def test_denied_and_deferred_reach_the_caller_as_themselves(error, position):
+def test_denied_and_deferred_keep_their_type_and_name_the_plugin(error, position):
     journal = Journal()
     journal.faults[(KEYS[position], "pre_create")] = error
     driver, release = make(journal)
     with pytest.raises(type(error)) as info:
         run(driver.prepare())
-    assert info.value is error
+    assert str(info.value) == f"plugin '{KEYS[position]}' pre_create: {error}"
+    assert info.value.__cause__ is error
     assert release.count == 1
     started = KEYS[: position + 1]  # the refusing hook was started: it gets post_terminate
     assert [k for k, p in journal.calls if p == "post_terminate"] == list(reversed(started))
@@ -345,4 +345,47 @@ def test_resume_runs_only_post_terminate_of_the_given_hooks():
     run(driver.post_terminate())
     run(driver.post_terminate())
     assert journal.calls == [("cpu", "post_terminate"), ("cuda", "post_terminate")]
+    assert release.count == 1
+
+
+@pytest.mark.parametrize(
+    ("fault", "shown"),
+    [
+        (RuntimeError(), "RuntimeError"),
+        (KeyError("slot"), "KeyError: 'slot'"),
+        (WorkloadError("no room"), "no room"),  # accelkit's own errors need no type name
+        (HookConflict("both set X"), "both set X"),
+    ],
+)
+def test_hook_errors_name_the_plugin_and_the_hook(fault, shown):
+    journal = Journal()
+    journal.faults[("cpu", "post_create")] = fault
+    driver, release = make(journal)
+    with pytest.raises(WorkloadError) as info:
+        run(full_life(driver))
+    assert str(info.value) == f"plugin 'cpu' post_create: {shown}"
+    assert type(info.value) is WorkloadError
+    assert info.value.__cause__ is fault
+    assert release.count == 1
+
+
+def test_teardown_errors_name_each_plugin_and_hook():
+    journal = Journal()
+    journal.faults[("cuda", "pre_terminate")] = ValueError("bad state")
+    journal.faults[("mem", "post_terminate")] = OSError("gone")
+    driver, release = make(journal)
+    with pytest.raises(WorkloadError) as info:
+        run(full_life(driver))
+    text = str(info.value)
+    assert "plugin 'cuda' pre_terminate: ValueError: bad state" in text
+    assert "plugin 'mem' post_terminate: OSError: gone" in text
+    assert release.count == 1
+
+
+def test_cancellation_inside_a_hook_is_not_renamed():
+    journal = Journal()
+    journal.faults[("cpu", "pre_create")] = asyncio.CancelledError()
+    driver, release = make(journal)
+    with pytest.raises(asyncio.CancelledError):
+        run(driver.prepare())
     assert release.count == 1

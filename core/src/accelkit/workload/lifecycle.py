@@ -6,7 +6,7 @@ Order and guarantees:
   allocation order, checks each returned config, and merges them. When anything fails there (a
   hook refusing with ``WorkloadCreationDenied`` or ``WorkloadCreationDeferred``, an invalid config,
   a ``HookConflict``), the hooks whose ``pre_create`` succeeded get ``post_terminate`` in reverse
-  order, the allocation is released, and the original exception reaches the caller as itself.
+  order, the allocation is released, and the exception reaches the caller.
 * The caller creates the workload, then calls :meth:`~WorkloadLifecycle.post_create`. If creation
   fails, or ``post_create`` raises, the caller stops what exists and terminates.
 * Termination: :meth:`~WorkloadLifecycle.pre_terminate` (reverse order, only when the workload was
@@ -29,6 +29,12 @@ Every hook call runs under ``hook_timeout`` seconds (:func:`accelkit.calls.call_
 left *unfinished* (:attr:`WorkloadLifecycle.unfinished`): it was started and never completed, so
 the ledger keeps it and a later reconciliation tries it again. A ``post_terminate`` that raises
 counts as done (it ran), its error is raised at the end.
+
+An error raised by a hook names the plugin and the hook wherever it surfaces (``plugin 'cuda'
+pre_create: no free MIG slice``): ``WorkloadCreationDenied`` and ``WorkloadCreationDeferred``
+keep their type, any other exception becomes a :class:`~accelkit.errors.WorkloadError`; the
+hook's own exception is the ``__cause__``. Time-outs (:class:`~accelkit.errors.PluginTimeout`)
+name both already and pass as they are.
 """
 
 from __future__ import annotations
@@ -42,7 +48,12 @@ from typing import TypeVar
 import attrs
 
 from accelkit.calls import DEFAULT_HOOK_TIMEOUT, call_async
-from accelkit.errors import PluginTimeout, WorkloadError
+from accelkit.errors import (
+    PluginTimeout,
+    WorkloadCreationDeferred,
+    WorkloadCreationDenied,
+    WorkloadError,
+)
 from accelkit.events import WorkloadEvent, WorkloadPhase
 from accelkit.plugin import AbstractAgentContext, AbstractLifecycleHook
 from accelkit.types import AgentId, DeviceAllocation, DeviceName, Workload, WorkloadConfig
@@ -210,7 +221,7 @@ class WorkloadLifecycle:
                 await self._call(key, WorkloadPhase.PRE_TERMINATE, hook.pre_terminate)
             except Exception as exc:
                 log.warning("plugin %s: pre_terminate failed", key, exc_info=True)
-                self._errors.append(_annotated(exc, key, WorkloadPhase.PRE_TERMINATE))
+                self._errors.append(exc)
                 continue
             self._safe_phase_done(key, WorkloadPhase.PRE_TERMINATE)
         self._event(WorkloadPhase.PRE_TERMINATE)
@@ -249,12 +260,12 @@ class WorkloadLifecycle:
                 await self._call(key, WorkloadPhase.POST_TERMINATE, hook.post_terminate)
             except PluginTimeout as exc:
                 log.warning("plugin %s: %s", key, exc)
-                self._errors.append(_annotated(exc, key, WorkloadPhase.POST_TERMINATE))
+                self._errors.append(exc)
                 self.unfinished.append(key)  # recorded as started: retried later
                 continue
             except Exception as exc:
                 log.warning("plugin %s: post_terminate failed", key, exc_info=True)
-                self._errors.append(_annotated(exc, key, WorkloadPhase.POST_TERMINATE))
+                self._errors.append(exc)
             self._safe_phase_done(key, WorkloadPhase.POST_TERMINATE)
         self.state = LifecycleState.DONE
         if self._announced:
@@ -279,7 +290,13 @@ class WorkloadLifecycle:
     async def _call(
         self, key: DeviceName, phase: WorkloadPhase, call: Callable[[], Awaitable[_T]]
     ) -> _T:
-        return await call_async(key, phase.value, self.hook_timeout, call)
+        try:
+            return await call_async(key, phase.value, self.hook_timeout, call)
+        except Exception as exc:  # not BaseException: cancellation passes as it is
+            named = _named(exc, key, phase)
+            if named is exc:
+                raise
+            raise named from exc
 
     def _phase_start(self, key: DeviceName, phase: WorkloadPhase) -> None:
         if self._on_start is not None:
@@ -306,8 +323,20 @@ class WorkloadLifecycle:
             log.warning("workload observers failed on %s", phase.value, exc_info=True)
 
 
-def _annotated(exc: Exception, key: DeviceName, phase: WorkloadPhase) -> WorkloadError:
-    text = str(exc) or type(exc).__name__
-    error = WorkloadError(f"plugin {key!r} {phase.value}: {text}")
-    error.__cause__ = exc
-    return error
+#: refusals that keep their type when named, so callers can still tell "never" from "later"
+_REFUSALS: tuple[type[WorkloadError], ...] = (WorkloadCreationDenied, WorkloadCreationDeferred)
+
+
+def _named(exc: Exception, key: DeviceName, phase: WorkloadPhase) -> Exception:
+    """``exc``, raised by plugin ``key``'s ``phase``, as an error whose message names both.
+
+    The caller raises it ``from exc``, so ``--verbose`` still shows the hook's traceback.
+    """
+    if isinstance(exc, PluginTimeout):  # "plugin 'cuda' timed out after 60 s in pre_create"
+        return exc
+    text = str(exc)
+    if not isinstance(exc, WorkloadError):  # a bug or a library error: say which one
+        text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    msg = f"plugin {key!r} {phase.value}: {text or type(exc).__name__}"
+    kind = next((k for k in _REFUSALS if isinstance(exc, k)), WorkloadError)
+    return kind(msg)

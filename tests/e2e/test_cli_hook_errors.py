@@ -1,0 +1,119 @@
+"""Hook refusals and failures reach the `accelkit run` user naming the plugin and the hook.
+
+The refusing fixture distribution (``tests/fixtures/refusing-plugin``, key ``refuse``) is
+installed into a directory of its own and put on ``PYTHONPATH``; its
+``[plugins.config.refusing]`` section says in which hook it fails and how.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from accelkit.workload import Ledger
+
+ROOT = Path(__file__).resolve().parents[2]
+REFUSING = ROOT / "tests" / "fixtures" / "refusing-plugin"
+DEVICES = ROOT / "docs" / "examples" / "mock-devices.toml"
+ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
+MESSAGES = {
+    "deny": "no refuse device for you",
+    "defer": "busy, try again later",
+    "crash": "RuntimeError: bug in {phase}",
+}
+
+
+@pytest.fixture(scope="module")
+def refusing_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The refusing plugin distribution, really installed into a directory of its own."""
+    target = tmp_path_factory.mktemp("refusing-site")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "--target",
+            str(target),
+            str(REFUSING),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return target
+
+
+def node_config(directory: Path, phase: str, how: str) -> Path:
+    path = directory / "node.toml"
+    path.write_text(
+        f"""
+[resource]
+state-dir = "{directory / "state"}"
+
+[plugins]
+allowed = ["mock", "refusing"]
+
+[plugins.config.mock]
+config-file = "{DEVICES}"
+
+[plugins.config.refusing]
+fail-in = "{phase}"
+how = "{how}"
+"""
+    )
+    return path
+
+
+def run(site: Path, config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    env["PYTHONPATH"] = str(site)
+    argv = [*ACCELKIT, *args, "run", "--config", str(config), "--agent", "agent-1"]
+    argv += ["--slots", "refuse.device=1", "--", "true"]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, check=False)
+
+
+@pytest.mark.parametrize("how", list(MESSAGES))
+@pytest.mark.parametrize("phase", ["pre_create", "post_create"])
+def test_a_failed_creation_names_the_plugin_and_the_hook(refusing_site, tmp_path, phase, how):
+    config = node_config(tmp_path, phase, how)
+    result = run(refusing_site, config)
+    assert result.returncode == 2, result.stderr
+    expected = f"error: plugin 'refuse' {phase}: {MESSAGES[how].format(phase=phase)}"
+    assert expected in result.stderr.splitlines()
+    assert "internal error" not in result.stderr
+    assert "Traceback" not in result.stderr
+    assert Ledger(tmp_path / "state").read_all() == {}  # nothing left booked
+
+
+@pytest.mark.parametrize("phase", ["pre_terminate", "post_terminate"])
+def test_a_failed_teardown_hook_is_a_warning_naming_the_plugin(refusing_site, tmp_path, phase):
+    config = node_config(tmp_path, phase, "crash")
+    result = run(refusing_site, config)
+    assert result.returncode == 0, result.stderr  # the command's own status
+    assert f"plugin 'refuse' {phase}: RuntimeError: bug in {phase}" in result.stderr
+    assert "warning: workload 'pid:" in result.stderr
+    assert Ledger(tmp_path / "state").read_all() == {}
+
+
+def test_verbose_shows_the_hooks_own_traceback(refusing_site, tmp_path):
+    config = node_config(tmp_path, "pre_create", "crash")
+    result = run(refusing_site, config, "--verbose")
+    assert result.returncode == 2
+    assert "raise RuntimeError(msg)" in result.stderr  # the plugin's line, as the cause
+    assert "error: plugin 'refuse' pre_create: RuntimeError: bug in pre_create" in result.stderr
+
+
+def test_a_hook_that_keeps_quiet_changes_nothing(refusing_site, tmp_path):
+    config = node_config(tmp_path, "", "deny")
+    result = run(refusing_site, config)
+    assert result.returncode == 0, result.stderr
+    assert "refuse:refuse0" in result.stderr

@@ -99,6 +99,7 @@ def test_same_and_older_minor_versions_load_silently():
     loader = load(written_for(PLUGIN_API_VERSION))
     assert loader.records["v"].status is PluginStatus.LOADED
     assert loader.records["v"].error is None
+    assert loader.warnings == []
     assert check_api_version(written_for("2.0")(), "p") is None
 
 
@@ -113,11 +114,13 @@ def test_another_major_version_fails_naming_both_versions(version: str):
 
 
 def test_a_newer_minor_version_loads_with_a_warning(caplog: pytest.LogCaptureFixture):
-    record = load(written_for("2.7")).records["v"]
+    loader = load(written_for("2.7"))
+    record = loader.records["v"]
     assert record.status is PluginStatus.LOADED
     assert record.error is not None
     assert "plugin API 2.7, newer than the 2.0" in record.error
     assert "newer than the 2.0" in caplog.text
+    assert loader.warnings == [record.error]  # every command prints the loader's warnings
 
 
 def test_a_malformed_declaration_fails_the_plugin():

@@ -75,14 +75,6 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _warn_api_version(record: PluginRecord, plugin: AbstractComputePlugin) -> None:
-    """Refuse a plugin of another major API version (raises); note a newer minor one."""
-    if (warning := check_api_version(plugin, origin(record, plugin))) is None:
-        return
-    log.warning("%s", warning)
-    record.error = record.error or warning  # `accelkit plugins` shows it beside "loaded"
-
-
 class PluginLoader:
     """Loads plugin distributions by entry-point name and keeps one record for each."""
 
@@ -96,7 +88,9 @@ class PluginLoader:
         self._started: list[AbstractComputePlugin] = []
         #: problems of ``[plugins.config.NAME]`` sections, raised together by :meth:`build`
         self.config_problems: list[ConfigError] = []
-        #: plugin names in the config or the environment that match no installed plugin
+        #: what the operator should hear of, once, from every command: plugin names in the
+        #: config or the environment that match no installed plugin, plugins written for a
+        #: newer minor plugin API (or declaring none)
         self.warnings: list[str] = []
 
     @classmethod
@@ -190,7 +184,7 @@ class PluginLoader:
                 )
                 plugins = [check_plugin_object(record, p) for p in produced or ()]
                 for plugin in plugins:
-                    _warn_api_version(record, plugin)
+                    self._note_api_version(record, plugin)
                 for plugin in plugins:
                     specs = call_blocking(
                         record.name, "configurable_slots", limit, plugin.configurable_slots
@@ -211,6 +205,15 @@ class PluginLoader:
             if not self._config_problems(record, schema_problems(plugins, config)):
                 record.plugins = plugins
         raise_all(self.config_problems)
+
+    def _note_api_version(self, record: PluginRecord, plugin: AbstractComputePlugin) -> None:
+        """Refuse a plugin of another major API version (raises); warn of a newer minor one."""
+        if (warning := check_api_version(plugin, origin(record, plugin))) is None:
+            return
+        log.warning("%s", warning)
+        record.error = record.error or warning  # `accelkit plugins` shows it beside "loaded"
+        if warning not in self.warnings:  # a distribution of several plugins says it once
+            self.warnings.append(warning)
 
     def _config_problems(self, record: PluginRecord, errors: list[ConfigError]) -> bool:
         placed = place_in_host_config(record.name, errors, self.selection)

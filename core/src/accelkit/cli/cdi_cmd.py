@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from accelkit.cli.options import config_option, read_config
+from accelkit.cli.options import config_option, echo_warnings, read_config
 from accelkit.host import PartitionHost
 from accelkit.types import AgentId
 from accelkit.workload.cdi_spec import agent_cdi_spec, default_cdi_kind
@@ -21,6 +21,7 @@ from accelkit.workload.render.cdi import cdi_kind_problem
 async def _spec(config_path: Path | None, agent: str, kind: str | None) -> dict[str, Any]:
     config = read_config(config_path)
     async with PartitionHost.open(config) as host:
+        echo_warnings(host.loader.warnings)
         view = host.agents.get(AgentId(agent))
         if view is None:
             known = ", ".join(sorted(host.agents)) or "none"

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from accelkit.cli.options import config_option, json_option, read_config
+from accelkit.cli.options import config_option, echo_warnings, json_option, read_config
 from accelkit.cli.output import print_json, print_table
 from accelkit.discovery import PluginLoader
 from accelkit.registry import PluginStatus
@@ -31,6 +31,7 @@ def device_json(device: ComputeDevice) -> dict[str, Any]:
 async def _devices(config_path: Path | None) -> dict[str, list[ComputeDevice]]:
     config = read_config(config_path)
     loader = PluginLoader.from_entry_points(config.plugins.with_environment())
+    echo_warnings(loader.warnings)
     try:
         plugins = await loader.start()
         for record in loader.records.values():  # on stderr: --json output stays clean

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from accelkit.cli.options import config_option, json_option, read_config
+from accelkit.cli.options import config_option, echo_warnings, json_option, read_config
 from accelkit.cli.output import print_json
 from accelkit.config import HostConfig
 from accelkit.host import PartitionHost
@@ -76,6 +76,7 @@ def prometheus_text(snapshot: MetricsSnapshot) -> str:
 async def gather_once(config: HostConfig) -> MetricsSnapshot:
     """Start the host, gather one snapshot, stop the host."""
     async with PartitionHost.open(config) as host:
+        echo_warnings(host.loader.warnings)
         return await MetricsGatherer(host).gather()
 
 
@@ -84,6 +85,7 @@ async def watch_table(
 ) -> None:
     """Show the table and refresh it every ``interval`` seconds (``refreshes`` times in all)."""
     async with PartitionHost.open(config) as host:
+        echo_warnings(host.loader.warnings)
         gatherer = MetricsGatherer(host)
         shown = 1
         table = metrics_table(await gatherer.gather())

@@ -1,7 +1,8 @@
-"""Options and loading steps shared by several commands."""
+"""Options, loading steps and operator warnings shared by several commands."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import click
@@ -21,3 +22,20 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON."
 def read_config(config_path: Path | None) -> HostConfig:
     """The host config from ``--config``, or the defaults."""
     return HostConfig() if config_path is None else load_host_config(config_path)
+
+
+#: warnings already printed by this process: each is said once, however often a node is opened
+_said: set[str] = set()
+
+
+def echo_warnings(lines: Iterable[str]) -> None:
+    """Print each line as ``warning: ...`` on stderr, once per process.
+
+    Commands call it with the loader's warnings (``loader.warnings``: plugin names that match
+    no installed plugin, plugins written for a newer plugin API), so every command tells the
+    operator what ``accelkit check`` would, while ``--json`` output on stdout stays clean.
+    """
+    for line in lines:
+        if line not in _said:
+            _said.add(line)
+            click.echo(f"warning: {line}", err=True)

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from accelkit.cli.options import config_option, json_option, read_config
+from accelkit.cli.options import config_option, echo_warnings, json_option, read_config
 from accelkit.config.model import AllocationMode, HostConfig
 
 _NUMBERED = re.compile(r"(.*?)(\d+)")
@@ -35,6 +35,7 @@ async def compute_plan(config: HostConfig) -> dict[str, Any]:
     from accelkit.host import PartitionHost
 
     async with PartitionHost.open(config) as host:
+        echo_warnings(host.loader.warnings)  # the plan's own warnings are part of the plan
         return host.plan()
 
 

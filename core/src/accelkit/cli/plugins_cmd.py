@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from accelkit.cli.options import config_option, json_option, read_config
+from accelkit.cli.options import config_option, echo_warnings, json_option, read_config
 from accelkit.cli.output import print_json, print_table
 from accelkit.discovery import PluginLoader
 from accelkit.registry import PluginRecord
@@ -16,6 +16,7 @@ from accelkit.registry import PluginRecord
 async def _records(config_path: Path | None) -> list[PluginRecord]:
     config = read_config(config_path)
     loader = PluginLoader.from_entry_points(config.plugins.with_environment())
+    echo_warnings(loader.warnings)
     try:
         await loader.start()
     finally:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from accelkit.cli.options import config_option, read_config
+from accelkit.cli.options import config_option, echo_warnings, read_config
 from accelkit.types import AgentId
 from accelkit.workload.status import ReleaseReport
 
@@ -19,6 +19,7 @@ async def _release(
     from accelkit.node import Node
 
     async with Node.open(read_config(config_path)) as node:
+        echo_warnings(node.host.loader.warnings)
         for line in node.last_report.messages():
             click.echo(f"warning: {line}", err=True)
         return await node.release(

@@ -18,7 +18,7 @@ from pathlib import Path
 import attrs
 import click
 
-from accelkit.cli.options import config_option, read_config
+from accelkit.cli.options import config_option, echo_warnings, read_config
 from accelkit.errors import InsufficientResource
 from accelkit.node import Node
 from accelkit.sizes import parse_binary_size
@@ -117,6 +117,7 @@ async def _run(
 ) -> int:
     config = read_config(config_path)
     async with Node.open(config) as node:
+        echo_warnings(node.host.loader.warnings)
         for line in node.last_report.messages():
             _echo(f"warning: {line}")
         try:

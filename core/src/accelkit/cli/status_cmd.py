@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from accelkit.cli.options import config_option, json_option, read_config
+from accelkit.cli.options import config_option, echo_warnings, json_option, read_config
 from accelkit.workload.status import WorkloadStatus
 
 
@@ -16,6 +16,7 @@ async def _status(config_path: Path | None) -> tuple[list[WorkloadStatus], list[
     from accelkit.node import Node
 
     async with Node.open(read_config(config_path)) as node:
+        echo_warnings(node.host.loader.warnings)
         found = await node.status()
         return found, node.last_report.messages()
 

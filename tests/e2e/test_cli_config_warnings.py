@@ -1,0 +1,102 @@
+"""Config warnings reach the user of every command, once, on stderr (never in --json output).
+
+The config names a plugin in ``plugins.allowed`` and ``plugins.blocked`` that no distribution
+provides, and ``ACCELKIT_DISABLE_PLUGINS`` names another: every command says so, as
+``accelkit check`` does, and still does its work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
+WARNINGS = [
+    "warning: plugins.allowed names 'mokc', which matches no installed plugin",
+    "warning: plugins.blocked names 'cudaa', which matches no installed plugin",
+    "warning: ACCELKIT_DISABLE_PLUGINS names 'gpu', which matches no installed plugin",
+]
+RUN = ["run", "--agent", "agent-1", "--slots", "cpu=1", "--", sys.executable, "-c", "print(7)"]
+COMMANDS = {
+    "devices": ["devices", "--json"],
+    "plan": ["plan", "--json"],
+    "metrics": ["metrics", "--json"],
+    "cdi": ["cdi", "--agent", "agent-1"],
+    "status": ["status", "--json"],
+    "plugins": ["plugins", "--json"],
+    "run": RUN,
+}
+
+
+@pytest.fixture
+def node(mock_node) -> Path:
+    config = mock_node(cpus=2, mem="1G", gpus=1)
+    text = config.read_text().replace(
+        'allowed = ["mock"]', 'allowed = ["mock", "mokc"]\nblocked = ["cudaa"]'
+    )
+    config.write_text(text)
+    return config
+
+
+def accelkit(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    env["ACCELKIT_DISABLE_PLUGINS"] = "gpu"
+    return subprocess.run(
+        [*ACCELKIT, *args], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
+
+
+def with_config(argv: list[str], config: Path) -> list[str]:
+    return [argv[0], "--config", str(config), *argv[1:]]
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_every_command_warns_once_on_stderr(node, command):
+    result = accelkit(*with_config(COMMANDS[command], node))
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    for warning in WARNINGS:
+        assert sum(line.startswith(warning) for line in lines) == 1, result.stderr
+    assert "matches no installed plugin" not in result.stdout
+    if command == "run":
+        assert result.stdout == "7\n"
+    else:
+        json.loads(result.stdout)  # stdout is the JSON, and only the JSON
+
+
+def test_a_config_without_such_names_warns_of_nothing(mock_node):
+    config = mock_node(cpus=1, gpus=1)
+    for argv in COMMANDS.values():
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+        result = subprocess.run(
+            [*ACCELKIT, *with_config(argv, config)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        assert result.returncode == 0, (argv, result.stderr)
+        assert "warning:" not in result.stderr, (argv, result.stderr)
+
+
+def test_the_table_of_plan_keeps_its_own_warnings_on_stdout_and_config_ones_on_stderr(node):
+    result = accelkit("plan", "--config", str(node))
+    assert result.returncode == 0, result.stderr
+    assert "matches no installed plugin" not in result.stdout
+    assert sum("matches no installed plugin" in line for line in result.stderr.splitlines()) == 3
+
+
+def test_warnings_are_said_once_however_often_they_are_reported(capsys):
+    from accelkit.cli.options import echo_warnings
+
+    echo_warnings(["unique line for this test", "unique line for this test"])
+    echo_warnings(["unique line for this test"])
+    captured = capsys.readouterr()
+    assert captured.err == "warning: unique line for this test\n"
+    assert captured.out == ""

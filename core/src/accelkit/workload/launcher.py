@@ -1,31 +1,103 @@
 """The first process of a process-tree workload: waits for its plan, applies it, then execs.
 
-Run as ``python -I -S launcher.py <plan fd> <status fd>`` (standard library only, so it starts
-fast and never imports the caller's packages). Its pid is the workload's leader pid from the
-start, which is why the ledger can record the leader before any hook runs.
+Run as ``python -I -S launcher.py <plan fd> <status fd>`` (built-in modules only: it starts in
+the time of a bare interpreter and never imports the caller's packages). Its pid is the
+workload's leader pid from the start, which is why the ledger can record the leader before any
+hook runs.
 
-Protocol: the parent writes one JSON object to the plan pipe and closes it::
-
-    {"argv": [...], "env": {...}, "cpu_affinity": [0, 1] | null,
-     "cgroup_procs": ["/sys/fs/cgroup/memory/.../cgroup.procs", ...]}
+Protocol: the parent writes the plan (:func:`encode_plan`) to the plan pipe and closes it. The
+plan is a sequence of NUL-terminated byte strings: the command, the environment (``KEY=VALUE``)
+and the cgroups' ``cgroup.procs`` files, each a count followed by that many items, then the CPU
+affinity (``0,1,5``; empty for none). No argument, environment entry or path can hold a NUL, so
+this carries any of them exactly, in the bytes the parent gave, and decoding it needs no module
+(``json`` would pull in ``re``: 7 ms of start-up, which the workload's start would wait for).
 
 The launcher moves itself into each cgroup (so the command is contained from its first
-instruction: memory, cpuset, devices), sets its CPU affinity and execs ``argv`` with ``env``.
-Memory is never limited with ``RLIMIT_AS``: that bounds address space, which thread stacks and
-CUDA's reservations use up without using memory. The status pipe is close-on-exec: the parent
-reading end-of-file with no data means the exec succeeded; otherwise the launcher writes
-``<stage>: <error>`` and exits 127.
-An empty plan (the parent gave up or died) makes it exit 125 without running anything.
+instruction: memory, cpuset, devices), sets its CPU affinity and execs the command with that
+environment. Memory is never limited with ``RLIMIT_AS``: that bounds address space, which thread
+stacks and CUDA's reservations use up without using memory. The status pipe is close-on-exec: the
+parent reading end-of-file with no data means the exec succeeded; otherwise the launcher writes
+``<stage>: <error>`` and exits 127. An empty plan (the parent gave up or died) makes it exit 125
+without running anything.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
+TYPE_CHECKING = False  # not typing's: importing typing would cost more than the whole launcher
+if TYPE_CHECKING:  # the launcher imports nothing it need not: it starts before every workload
+    from collections.abc import Iterable, Mapping, Sequence
+
 EXIT_ABORTED = 125
 EXIT_FAILED = 127
+
+
+class PlanError(ValueError):
+    """A plan the launcher cannot read."""
+
+
+def encode_plan(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    cpu_affinity: Iterable[int] | None = None,
+    cgroup_procs: Sequence[str] = (),
+) -> bytes:
+    """The plan as the launcher reads it; ``ValueError`` for a NUL or an empty command."""
+    if not argv:
+        msg = "the command is empty"
+        raise ValueError(msg)
+    fields = [str(len(argv)), *argv, str(len(env))]
+    fields += [f"{key}={value}" for key, value in env.items()]
+    fields += [str(len(cgroup_procs)), *cgroup_procs]
+    fields.append("" if cpu_affinity is None else ",".join(str(int(c)) for c in cpu_affinity))
+    encoded = [os.fsencode(field) for field in fields]
+    if any(b"\0" in field for field in encoded):
+        msg = "a command argument, environment entry or path holds a NUL byte"
+        raise ValueError(msg)
+    return b"".join(field + b"\0" for field in encoded)
+
+
+def decode_plan(
+    data: bytes,
+) -> tuple[list[bytes], dict[bytes, bytes], list[bytes], list[int] | None]:
+    """The command, environment, ``cgroup.procs`` files and CPU affinity of an encoded plan."""
+    if not data.endswith(b"\0"):
+        msg = "truncated plan"
+        raise PlanError(msg)
+    fields = iter(data[:-1].split(b"\0"))
+
+    def counted() -> list[bytes]:
+        count = next(fields, b"")
+        if not count.isdigit():
+            msg = f"expected a count, got {count!r}"
+            raise PlanError(msg)
+        items = [next(fields, None) for _ in range(int(count))]
+        if None in items:
+            msg = "truncated plan"
+            raise PlanError(msg)
+        return [item for item in items if item is not None]
+
+    argv = counted()
+    env: dict[bytes, bytes] = {}
+    for entry in counted():
+        key, sep, value = entry.partition(b"=")
+        if not sep or not key:
+            msg = f"bad environment entry {entry!r}"
+            raise PlanError(msg)
+        env[key] = value
+    procs = counted()
+    affinity = next(fields, None)
+    if affinity is None or next(fields, None) is not None or not argv:
+        msg = "malformed plan"
+        raise PlanError(msg)
+    try:
+        cpus = [int(cpu) for cpu in affinity.split(b",")] if affinity else None
+    except ValueError:
+        msg = f"bad CPU affinity {affinity!r}"
+        raise PlanError(msg) from None
+    return argv, env, procs, cpus
 
 
 def _read_all(fd: int) -> bytes:
@@ -49,25 +121,27 @@ def main(argv: list[str]) -> None:
     if not data:
         os._exit(EXIT_ABORTED)
     try:
-        plan = json.loads(data)
-        command = [str(a) for a in plan["argv"]]
-        env = {str(k): str(v) for k, v in plan["env"].items()}
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        command, env, procs, cpus = decode_plan(data)
+    except PlanError as exc:
         _fail(status_fd, "plan", exc)
         return
     try:
-        for path in plan.get("cgroup_procs") or ():
-            with open(str(path), "w") as procs:
-                procs.write(str(os.getpid()))
-        if plan.get("cpu_affinity") is not None:
-            os.sched_setaffinity(0, [int(c) for c in plan["cpu_affinity"]])
-    except (OSError, ValueError) as exc:
+        pid = str(os.getpid()).encode()
+        for path in procs:
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.write(fd, pid)
+            finally:
+                os.close(fd)
+        if cpus is not None:
+            os.sched_setaffinity(0, cpus)
+    except OSError as exc:
         _fail(status_fd, "setup", exc)
         return
     try:
         os.execvpe(command[0], command, env)  # noqa: S606 - running the user's command is the point
     except OSError as exc:
-        _fail(status_fd, f"cannot run {command[0]!r}", exc)
+        _fail(status_fd, f"cannot run {os.fsdecode(command[0])!r}", exc)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import subprocess
 import sys
@@ -88,13 +87,12 @@ class ProcessTree:
 
         The launcher writes its pid to each of ``cgroup_procs`` before it execs.
         """
-        body = {
-            "argv": list(argv),
-            "env": dict(plan.env),
-            "cpu_affinity": None if plan.cpu_affinity is None else list(plan.cpu_affinity),
-            "cgroup_procs": list(cgroup_procs),
-        }
-        self._send(json.dumps(body).encode())
+        try:
+            body = launcher.encode_plan(argv, plan.env, plan.cpu_affinity, cgroup_procs)
+        except ValueError as exc:
+            msg = f"cannot start the workload: {exc}"
+            raise WorkloadError(msg) from None
+        self._send(body)
         status_fd, self._status_fd = self._status_fd, None
         if status_fd is None:
             msg = "the workload's launcher was already given its plan"

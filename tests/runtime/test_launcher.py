@@ -1,0 +1,153 @@
+"""The launcher's plan: encoded by the parent, decoded by the launcher, exactly; bad plans refused.
+
+The launcher is also run for real: it must import nothing beyond ``os`` (every workload's start
+waits for it) and execute what the plan says with the plan's bytes.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from accelkit.workload import launcher
+from accelkit.workload.launcher import PlanError, decode_plan, encode_plan
+
+#: text that can be an argument, an environment value or a path: anything but NUL
+_TEXT = st.text(st.characters(blacklist_characters="\0"), max_size=20)
+_KEY = st.text(st.characters(blacklist_characters="\0="), min_size=1, max_size=10)
+
+
+@given(
+    argv=st.lists(_TEXT, min_size=1, max_size=5),
+    env=st.dictionaries(_KEY, _TEXT, max_size=5),
+    cpus=st.none() | st.lists(st.integers(0, 4096), max_size=8),
+    procs=st.lists(_TEXT, max_size=5),
+)
+def test_a_plan_decodes_to_exactly_what_was_encoded(argv, env, cpus, procs):
+    command, environment, cgroup_procs, affinity = decode_plan(encode_plan(argv, env, cpus, procs))
+    assert command == [os.fsencode(a) for a in argv]
+    assert environment == {os.fsencode(k): os.fsencode(v) for k, v in env.items()}
+    assert cgroup_procs == [os.fsencode(p) for p in procs]
+    assert affinity == (None if cpus is None or not cpus else cpus)
+
+
+def test_an_empty_affinity_list_and_none_both_mean_no_affinity():
+    assert decode_plan(encode_plan(["true"], {}, []))[3] is None
+    assert decode_plan(encode_plan(["true"], {}, None))[3] is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "procs"),
+    [
+        (["a\0b"], {}, []),
+        (["true"], {"K": "v\0"}, []),
+        (["true"], {}, ["/sys/fs/cgroup\0x"]),
+    ],
+)
+def test_a_nul_anywhere_is_refused_when_encoding(argv, env, procs):
+    with pytest.raises(ValueError, match="NUL"):
+        encode_plan(argv, env, None, procs)
+
+
+def test_an_empty_command_is_refused_when_encoding():
+    with pytest.raises(ValueError, match="empty"):
+        encode_plan([], {})
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (b"1\0true", "truncated"),
+        (b"x\0true\x000\x000\0\0", "expected a count"),
+        (b"3\0true\0", "truncated"),
+        (b"1\0true\x001\0NOVALUE\x000\0\0", "bad environment entry"),
+        (b"1\0true\x001\0=v\x000\0\0", "bad environment entry"),
+        (b"1\0true\x000\x000\0", "malformed"),
+        (b"1\0true\x000\x000\0\0extra\0", "malformed"),
+        (b"0\x000\x000\0\0", "malformed"),
+        (b"1\0true\x000\x000\x000,x\0", "bad CPU affinity"),
+    ],
+)
+def test_a_malformed_plan_is_refused_when_decoding(data, why):
+    with pytest.raises(PlanError, match=why):
+        decode_plan(data)
+
+
+def _launch(plan: bytes) -> tuple[int, str, str]:
+    """Run the launcher for real with ``plan``: its status, stdout and status-pipe message."""
+    plan_r, plan_w = os.pipe()
+    status_r, status_w = os.pipe()
+    process = subprocess.Popen(
+        [sys.executable, "-I", "-S", launcher.__file__, str(plan_r), str(status_w)],
+        pass_fds=(plan_r, status_w),
+        stdout=subprocess.PIPE,
+    )
+    os.close(plan_r)
+    os.close(status_w)
+    os.write(plan_w, plan)
+    os.close(plan_w)
+    out, _ = process.communicate(timeout=30)
+    with os.fdopen(status_r, "rb") as status:
+        message = status.read().decode()
+    return process.returncode, out.decode(), message
+
+
+def test_the_launcher_execs_the_plan_with_its_environment_bytes_and_affinity():
+    value = "caf\xe9 \udcff"  # not UTF-8 once encoded: carried as the same bytes
+    plan = encode_plan(
+        [sys.executable, "-c", "import os; print(os.environb[b'X'], os.sched_getaffinity(0))"],
+        {"X": value},
+        [0],
+    )
+    status, out, message = _launch(plan)
+    assert (status, message) == (0, "")
+    assert out.strip() == f"{os.fsencode(value)!r} {{0}}"
+
+
+def test_the_launcher_reports_a_command_that_cannot_run():
+    status, _, message = _launch(encode_plan(["/nonexistent/cmd"], {}))
+    assert status == launcher.EXIT_FAILED
+    assert message.startswith("cannot run '/nonexistent/cmd': ")
+
+
+def test_the_launcher_reports_a_plan_it_cannot_read():
+    status, _, message = _launch(b"garbage")
+    assert status == launcher.EXIT_FAILED
+    assert message == "plan: truncated plan"
+
+
+def test_the_launcher_reports_a_cgroup_it_cannot_join(tmp_path: Path):
+    missing = tmp_path / "missing" / "cgroup.procs"
+    status, _, message = _launch(encode_plan(["true"], {}, None, [str(missing)]))
+    assert status == launcher.EXIT_FAILED
+    assert message.startswith("setup: ")
+    assert "No such file or directory" in message
+
+
+def test_an_empty_plan_makes_the_launcher_exit_without_running_anything():
+    assert _launch(b"") == (launcher.EXIT_ABORTED, "", "")
+
+
+#: what a bare ``python -S`` has not imported yet and the launcher needs: ``os`` and its parts
+_OS = {"__future__", "os", "os.path", "posixpath", "genericpath", "stat", "_stat"}
+_OS.add("_collections_abc")
+
+
+def test_the_launcher_imports_nothing_beyond_os():
+    script = (
+        "import sys; before = set(sys.modules); "
+        f"sys.argv = ['launcher']; exec(compile(open({launcher.__file__!r}).read(), 'l', 'exec'), "
+        "{'__name__': 'launcher'}); print(sorted(set(sys.modules) - before))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", script], capture_output=True, text=True, check=True
+    )
+    imported = set(ast.literal_eval(done.stdout.strip()))
+    assert imported <= _OS, "json, re, typing … would delay every workload's start"

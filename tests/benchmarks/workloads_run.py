@@ -46,6 +46,7 @@ from accelkit.workload.liveness import ProcessStamp
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "docs/examples"
 ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
+PAUSING_RUN = ROOT / "tests" / "fixtures" / "pausing_run.py"
 DEPENDENCIES = "import attrs, cattrs, frozendict, pluggy, psutil, click, rich, prometheus_client"
 AGENT = AgentId("agent-1")
 R1_RUNS = 20
@@ -198,10 +199,11 @@ def _crash_once(config: Path, out: Path, step: str, kind: str) -> dict[str, int]
     if step in AFTER_STEPS:
         (out / "go").write_text("1")  # the run reaches them only once every process has ended
     argv = [*_run_argv(config, "cuda.device=1,cpu=1,mem=1G"), "--"]
+    argv[: len(ACCELKIT)] = [sys.executable, str(PAUSING_RUN), step]  # the run pauses at step
     argv += [sys.executable, "-c", LEADER, str(out), SURVIVOR, kind]
     run = subprocess.Popen(
         argv,
-        env={**_env(), "ACCELKIT_TEST_PAUSE_AT": step},
+        env=_env(),
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,

@@ -1,8 +1,8 @@
 """Crash tests: `accelkit run` killed with SIGKILL at each lifecycle step, then reconciled.
 
-``ACCELKIT_TEST_PAUSE_AT=<step>`` makes the run stop at a step; the test kills it there, starts a
-host on the same ledger, and checks that reconciliation keeps exactly the live workloads and
-finishes the dead ones, and that a later run can use the freed devices.
+``tests/fixtures/pausing_run.py STEP run ...`` is the real command stopping at a step; the test
+kills it there, starts a host on the same ledger, and checks that reconciliation keeps exactly
+the live workloads and finishes the dead ones, and that a later run can use the freed devices.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from accelkit.workload import Ledger, ProcessStamp
 pytestmark = pytest.mark.slow  # crash tests: real processes killed at every step
 
 ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
+PAUSING_RUN = Path(__file__).resolve().parents[1] / "fixtures" / "pausing_run.py"
 SLOTS = "cuda.device=1,cpu=1,mem=1G"
 ORDER = ("cuda", "cpu", "mem")
 
@@ -42,10 +43,10 @@ def env(**extra: str) -> dict[str, str]:
 
 
 def start(config: Path, command: list[str], pause: str | None = None) -> subprocess.Popen[str]:
-    extra = {"ACCELKIT_TEST_PAUSE_AT": pause} if pause else {}
+    launcher = [sys.executable, str(PAUSING_RUN), pause] if pause else ACCELKIT
     return subprocess.Popen(
         [
-            *ACCELKIT,
+            *launcher,
             "run",
             "--config",
             str(config),
@@ -56,7 +57,7 @@ def start(config: Path, command: list[str], pause: str | None = None) -> subproc
             "--",
             *command,
         ],
-        env=env(**extra),
+        env=env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

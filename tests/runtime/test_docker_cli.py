@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .conftest import Engine
 
 ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
+PAUSING_RUN = Path(__file__).resolve().parents[1] / "fixtures" / "pausing_run.py"
 EXAMPLES = Path(__file__).parents[2] / "docs" / "examples"
 LIMIT_FILES = "/sys/fs/cgroup/cpuset/cpuset.cpus /sys/fs/cgroup/memory/memory.limit_in_bytes"
 
@@ -255,9 +256,9 @@ def test_kill_9_at_every_step_leaves_no_device_booked_and_no_container(
     args = ["run", "--config", str(node), "--agent", "agent-1", "--slots", "cuda.device=1"]
     args += ["--runtime", "docker", "--image", dockerd.image, "--"]
     command = ["true"] if step.startswith(("exited", "pre_term", "post_term")) else ["sleep", "300"]
-    env = environment(dockerd, node.parent / "state") | {"ACCELKIT_TEST_PAUSE_AT": step}
+    env = environment(dockerd, node.parent / "state")
     with subprocess.Popen(
-        [*ACCELKIT, *args, *command],
+        [sys.executable, str(PAUSING_RUN), step, *args, *command],  # pauses at step
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         env=env,

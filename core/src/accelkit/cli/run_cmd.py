@@ -1,17 +1,9 @@
-"""``accelkit run``: a command as a contained workload (a cgroup per process tree, or a container).
-
-``ACCELKIT_TEST_PAUSE_AT=<step>`` makes the command stop at one step of the lifecycle (see
-:mod:`accelkit.workload.runner` for the names) and wait there until it is killed: the crash tests
-use it to kill the run at each step and check what reconciliation does.
-"""
+"""``accelkit run``: a command as a contained workload (its own cgroups, or a container)."""
 
 from __future__ import annotations
 
 import asyncio
 import math
-import os
-import sys
-import time
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
@@ -25,7 +17,6 @@ from accelkit.sizes import parse_binary_size
 from accelkit.types import AgentId, SlotName
 from accelkit.workload.runner import run_workload
 
-PAUSE_ENV = "ACCELKIT_TEST_PAUSE_AT"
 #: amounts may have at most this many digits before, and after, the decimal point: far beyond any
 #: device's capacity, and small enough that converting them is instant
 MAX_AMOUNT_DIGITS = 30
@@ -87,14 +78,6 @@ def _check_grace(_ctx: click.Context, _param: click.Parameter, value: float) -> 
     return value
 
 
-def _checkpoint(name: str) -> None:
-    if os.environ.get(PAUSE_ENV) == name:
-        click.echo(f"accelkit: paused at {name}", err=True)
-        sys.stderr.flush()
-        while True:  # until killed: the crash tests kill -9 here
-            time.sleep(3600)
-
-
 def _echo(line: str) -> None:
     click.echo(line if line.startswith(("error:", "warning:")) else f"accelkit: {line}", err=True)
 
@@ -131,7 +114,6 @@ async def _run(
                 grace=options.grace,
                 no_memory_limit=options.no_memory_limit,
                 verbose=options.verbose,
-                checkpoint=_checkpoint,
                 echo=_echo,
             )
         except InsufficientResource as exc:

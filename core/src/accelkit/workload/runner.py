@@ -5,8 +5,8 @@ The order: ``runtime.new_workload`` → ``node.book`` → the hooks' ``pre_creat
 ``runtime.start`` → ``post_create`` → ``runtime.wait`` → ``pre_terminate`` →
 ``runtime.stop(grace)`` → ``post_terminate`` → release.
 
-Each step is announced to ``checkpoint(name)`` (the run command can pause at any of them for
-crash tests): ``booked``, ``pre_create:<plugin>`` per hook, ``prepared``, ``created``,
+Each step is announced to ``checkpoint(name)`` (the crash tests' launcher pauses the command
+at one of them): ``booked``, ``pre_create:<plugin>`` per hook, ``prepared``, ``created``,
 ``spawned`` (the command runs), ``post_create:<plugin>``, ``running``, ``exited``,
 ``pre_terminate:<plugin>``, ``post_terminate:<plugin>``, ``released``.
 

@@ -47,6 +47,18 @@ STABLE = {
         "WorkloadConfig",
         "WorkloadType",
     },
+    "accelkit.cgroup": {
+        "CgroupDir",
+        "CgroupFS",
+        "CgroupFormatError",
+        "CgroupMembership",
+        "CgroupMount",
+        "WorkloadLocation",
+        "parse_mountinfo",
+        "parse_proc_cgroup",
+        "process_tree",
+        "round_process_tree",
+    },
     "accelkit.errors": {
         "AccelkitError",
         "ConfigError",

@@ -5,12 +5,17 @@ mount points are looked up, so tests build fake trees in a temporary directory. 
 means "not there" (``None`` or an empty result); a file whose contents cannot be parsed raises
 :class:`CgroupFormatError` naming the file.
 
-Workload ids. Until the lifecycle fixes its own conventions, :meth:`WorkloadLocation.parse` reads
-a workload id as one of:
+A helper for plugin authors, part of the stable plugin-author surface (``docs/stability.md``):
+a plugin that measures or limits workloads through cgroups reads them here, as the shipped
+``cpu`` and ``mem`` plugins do (and accelkit's process runtime, which makes the cgroups).
 
+Workload ids. :meth:`WorkloadLocation.parse` reads a workload id as one of:
+
+* ``"pid:<n>"`` (how the process runtime names its workloads) or a bare ``"<n>"``: process
+  ``n`` and all its descendants (:func:`process_tree`); the cgroup of ``n``, when it has one of
+  its own, holds the whole workload;
 * ``"cgroup:<path>"``: the processes of cgroup ``<path>``, written as in ``/proc/<pid>/cgroup``
-  (relative to the hierarchy root, e.g. ``cgroup:/system.slice/job.service``);
-* ``"pid:<n>"`` or a bare ``"<n>"``: process ``n`` and all its descendants.
+  (relative to the hierarchy root, e.g. ``cgroup:/system.slice/job.service``).
 """
 
 from __future__ import annotations

@@ -6,8 +6,10 @@ import asyncio
 import json
 import os
 import resource
+import signal
 import stat
 import sys
+import threading
 from decimal import Decimal
 
 import psutil
@@ -21,7 +23,7 @@ from accelkit.runtime import RuntimeUnavailable
 from accelkit.runtime.process import ProcessRuntime
 from accelkit.types import AgentId, Mount, SlotName, WorkloadConfig, WorkloadType
 from accelkit.workload import Ledger
-from accelkit.workload.runner import run_workload
+from accelkit.workload.runner import FORWARDED_SIGNALS, run_workload
 from accelkit_mock.plugin import MockLifecycleHook
 
 PROBE = """
@@ -268,3 +270,99 @@ def test_the_device_nodes_of_gpus_not_granted_cannot_be_opened(
     out = capfd.readouterr().out.splitlines()
     assert f"{nodes['cuda0']} ok" in out  # granted
     assert f"{nodes['cuda1']} EPERM" in out  # another GPU's node
+
+
+def _trapping_sigterm(pidfile: str) -> list[str]:
+    """A command that writes its pid, then exits 7 on SIGTERM (so the signal must reach it)."""
+    script = (
+        "import os, signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *_: sys.exit(7))\n"
+        f"open({pidfile!r}, 'w').write(str(os.getpid()))\n"
+        "time.sleep(60)\n"
+    )
+    return [sys.executable, "-c", script]
+
+
+def test_concurrent_runs_of_one_process_each_get_a_forwarded_signal(mock_node, tmp_path):
+    config = load_host_config(mock_node(cpus=2))
+    pids = [tmp_path / "a.pid", tmp_path / "b.pid"]
+
+    async def main() -> list[int]:
+        async with Node.open(config) as host:
+            runs = [
+                asyncio.ensure_future(
+                    run_workload(
+                        host,
+                        AgentId("agent-1"),
+                        {SlotName("cpu"): Decimal(1)},
+                        _trapping_sigterm(str(pid)),
+                        grace=30,
+                    )
+                )
+                for pid in pids
+            ]
+            while not all(p.exists() and p.read_text() for p in pids):
+                await asyncio.sleep(0.01)
+            os.kill(os.getpid(), signal.SIGTERM)  # once, to this process
+            return list(await asyncio.gather(*runs))
+
+    assert asyncio.run(main()) == [7, 7]
+    assert Ledger(config.resource.state_dir).read_all() == {}
+
+
+def test_the_signal_handlers_of_the_process_are_back_after_a_run(config):
+    seen: list[int] = []
+
+    def own(signum: int, _frame: object) -> None:
+        seen.append(signum)
+
+    previous = signal.signal(signal.SIGTERM, own)
+    try:
+        handlers: list[object] = []
+
+        async def main() -> int:
+            async with Node.open(config) as host:
+                return await run_workload(
+                    host,
+                    AgentId("agent-1"),
+                    {SlotName("cpu"): Decimal(1)},
+                    ["true"],
+                    checkpoint=lambda name: (
+                        handlers.append(signal.getsignal(signal.SIGTERM))
+                        if name == "running"
+                        else None
+                    ),
+                )
+
+        assert asyncio.run(main()) == 0
+        assert handlers
+        assert handlers[0] is not own  # the run's relay had it meanwhile
+        assert signal.getsignal(signal.SIGTERM) is own
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert seen == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_run_in_another_thread_works_and_leaves_the_handlers_alone(config):
+    before = {signum: signal.getsignal(signum) for signum in FORWARDED_SIGNALS}
+    results: list[object] = []
+
+    async def main() -> int:
+        async with Node.open(config) as host:
+            return await run_workload(
+                host, AgentId("agent-1"), {SlotName("cpu"): Decimal(1)}, ["true"]
+            )
+
+    def in_thread() -> None:
+        try:
+            results.append(asyncio.run(main()))
+        except BaseException as exc:  # the assertion below shows it
+            results.append(exc)
+
+    thread = threading.Thread(target=in_thread)
+    thread.start()
+    thread.join(60)
+    assert results == [0]
+    assert {signum: signal.getsignal(signum) for signum in FORWARDED_SIGNALS} == before

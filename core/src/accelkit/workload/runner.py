@@ -21,11 +21,13 @@ released.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
+import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from decimal import Decimal
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
@@ -71,15 +73,18 @@ class _SignalRelay:
         self._sends: set[asyncio.Task[None]] = set()
 
     def __enter__(self) -> _SignalRelay:
-        for signum in FORWARDED_SIGNALS:
-            self.loop.add_signal_handler(signum, self._on_signal, signum)
+        _ROUTES.add(self)
         return self
 
     def __exit__(self, *_exc: object) -> None:
-        for signum in FORWARDED_SIGNALS:
-            self.loop.remove_signal_handler(signum)
+        _ROUTES.discard(self)
         if self._timer is not None:
             self._timer.cancel()
+
+    def deliver(self, signum: int) -> None:
+        """Called from the signal handler: act on ``signum`` in the relay's event loop."""
+        with contextlib.suppress(RuntimeError):  # its loop closed: the run is over
+            self.loop.call_soon_threadsafe(self._on_signal, signum)
 
     def _on_signal(self, signum: int) -> None:
         if self.target is not None:
@@ -107,6 +112,42 @@ class _SignalRelay:
         send = self.loop.create_task(runtime.signal(handle, signum))
         self._sends.add(send)
         send.add_done_callback(self._sends.discard)
+
+
+class _SignalRoutes:
+    """The process's handlers of :data:`FORWARDED_SIGNALS`, while any run is under way.
+
+    Installed when the first run begins and the previous handlers put back when the last one
+    ends, so concurrent runs of one process each get every signal. ``signal.signal`` directly,
+    not the loop's ``add_signal_handler``: that one checks the number against the set of valid
+    signals on every call, which cost a millisecond of every run. Only the main thread can catch
+    signals; a run in another thread simply has none forwarded.
+    """
+
+    def __init__(self) -> None:
+        self.relays: set[_SignalRelay] = set()
+        self.previous: dict[int, Any] = {}
+
+    def add(self, relay: _SignalRelay) -> None:
+        if not self.previous and threading.current_thread() is threading.main_thread():
+            for signum in FORWARDED_SIGNALS:
+                self.previous[signum] = signal.signal(signum, self._handle)
+        self.relays.add(relay)
+
+    def discard(self, relay: _SignalRelay) -> None:
+        self.relays.discard(relay)
+        if not self.relays and threading.current_thread() is threading.main_thread():
+            for signum, handler in self.previous.items():
+                # None: the handler was not set from Python; the default is what remains
+                signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+            self.previous.clear()
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        for relay in list(self.relays):
+            relay.deliver(signum)
+
+
+_ROUTES = _SignalRoutes()
 
 
 async def _to_the_end(step: Awaitable[_T]) -> _T:

@@ -27,6 +27,8 @@ TEST_DEPS = [
     "more-itertools",
     # tests/core/test_layers.py runs the layer contracts
     "import-linter>=2.1",
+    # tests/docs/test_cli_rendering.py renders docs/cli.md as the docs site does
+    "markdown>=3.5",
 ]
 SOURCES = [
     "core/src",

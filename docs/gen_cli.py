@@ -30,6 +30,15 @@ plugins with their defaults; see the [operator guide](operator-guide.md) for the
 """
 
 
+def _escaped(text: str) -> str:
+    """``text`` with ``<`` and ``>`` outside code spans as entities, so that a placeholder such
+    as ``<vendor>-<class>`` is shown, not swallowed as an HTML tag."""
+    parts = text.split("`")
+    for i in range(0, len(parts), 2):  # even parts lie outside code spans
+        parts[i] = parts[i].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return "`".join(parts)
+
+
 def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
@@ -44,7 +53,7 @@ def _options(command: click.Command, ctx: click.Context) -> list[str]:
             continue
         record = param.get_help_record(ctx)
         if record is not None:
-            rows.append(f"| `{_cell(record[0])}` | {_cell(record[1])} |")
+            rows.append(f"| `{_cell(record[0])}` | {_escaped(_cell(record[1]))} |")
     if not rows:
         return []
     return ["| option | meaning |", "|---|---|", *rows, ""]
@@ -61,7 +70,7 @@ def _section(name: str, command: click.Command, parent: click.Context) -> list[s
         f"accelkit {name} {usage}".rstrip(),
         "```",
         "",
-        body,
+        _escaped(body),
         "",
         *_options(command, ctx),
     ]

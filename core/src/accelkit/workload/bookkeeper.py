@@ -333,8 +333,13 @@ class Bookkeeper:
         self._update(key, self.owned[key].with_started(plugin, phase))
 
     def note_phase(self, key: RecordKey, plugin: DeviceName, phase: WorkloadPhase) -> None:
-        """Record that ``plugin``'s hook completed ``phase``."""
-        self._update(key, self.owned[key].with_phase(plugin, phase))
+        """Record that ``plugin``'s hook completed ``phase``.
+
+        Not synced to disk (``durable=False``): a power loss that undoes it leaves the intent,
+        and every hook whose call began gets ``post_terminate`` again, which it must tolerate;
+        the next intent or handle recorded syncs it anyway.
+        """
+        self._update(key, self.owned[key].with_phase(plugin, phase), durable=False)
 
     def set_leader(self, key: RecordKey, leader: ProcessStamp | None) -> None:
         """Record the workload's leader process."""
@@ -349,9 +354,11 @@ class Bookkeeper:
 
         A record whose ``post_terminate`` was started and never completed (it timed out) is not
         freed: it is given up (no owner) with its devices still taken, and a later full
-        reconciliation, of this process or another, tries the hook again.
+        reconciliation, of this process or another, tries the hook again. Not synced to disk: a
+        power loss that undoes it brings back a record whose teardown is done or pending, which
+        reconciliation finishes and frees (no workload survives a power loss).
         """
-        with self.ledger.transaction():
+        with self.ledger.transaction(durable=False):
             record = self.owned.pop(key)
             if record.pending_teardown():
                 given_up = attrs.evolve(
@@ -365,8 +372,8 @@ class Bookkeeper:
             finally:
                 self.ledger.remove(*key)
 
-    def _update(self, key: RecordKey, record: LedgerRecord) -> None:
-        self.ledger.write(record)
+    def _update(self, key: RecordKey, record: LedgerRecord, *, durable: bool = True) -> None:
+        self.ledger.write(record, durable=durable)
         self.owned[key] = record
 
     def _agent(self, agent_id: AgentId) -> AgentView:

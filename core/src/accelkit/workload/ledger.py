@@ -17,7 +17,12 @@ Conventions:
 * ``holdings`` lists every record's amounts per device, indexed by device, so a refused booking
   can name who holds the device (:meth:`Ledger.holders`) without reading every record;
 * SQLite's journal makes every transaction atomic: ``kill -9`` at any instant leaves the ledger
-  as it was before or after the transaction; ``synchronous = FULL`` makes a committed one durable;
+  as it was before or after the transaction, committed ones included; ``synchronous = FULL``
+  makes a committed one durable against a power loss too (one ``fdatasync`` of the WAL). A
+  transaction begun with ``durable=False`` skips that sync: it is for what a power loss may undo
+  without harm, since no workload survives one and reconciliation redoes what is missing (a
+  hook's *result*, never its intent; a release). The WAL is a sequence, so the next durable
+  commit makes every earlier one durable too, and a power loss keeps a prefix of the commits;
 * a row that cannot be read as a record (not JSON, wrong format, over :data:`MAX_RECORD_BYTES`,
   nested deeper than :data:`MAX_RECORD_DEPTH`) is moved to ``set_aside`` and reported, never
   raised and never parsed into a crash;
@@ -302,10 +307,12 @@ class Ledger:
     # -- transactions ------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[Ledger]:
+    def transaction(self, *, durable: bool = True) -> Iterator[Ledger]:
         """Hold the ledger's write lock (``BEGIN IMMEDIATE``) for the block; re-entrant.
 
-        The block's changes commit together when it ends, and roll back when it raises.
+        The block's changes commit together when it ends, and roll back when it raises. With
+        ``durable=False`` the commit is not synced to disk (see the module docstring); the
+        outermost block decides.
         """
         if self._depth:
             self._depth += 1
@@ -315,27 +322,39 @@ class Ledger:
                 self._depth -= 1
             return
         db = self.db
-        try:
-            _patiently(lambda: db.execute("BEGIN IMMEDIATE"))
-        except sqlite3.Error as exc:
-            msg = "cannot lock it"
-            raise self._error(msg, exc) from exc
-        self._depth = 1
-        try:
-            yield self
-        except BaseException:
+        with self._sync_level(durable):  # SQLite allows no change inside the transaction
+            try:
+                _patiently(lambda: db.execute("BEGIN IMMEDIATE"))
+            except sqlite3.Error as exc:
+                msg = "cannot lock it"
+                raise self._error(msg, exc) from exc
+            self._depth = 1
+            try:
+                yield self
+            except BaseException:
+                self._depth = 0
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+                raise
             self._depth = 0
-            with contextlib.suppress(sqlite3.Error):
-                db.execute("ROLLBACK")
-            raise
-        self._depth = 0
+            try:
+                db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+                msg = "cannot commit"
+                raise self._error(msg, exc) from exc
+
+    @contextlib.contextmanager
+    def _sync_level(self, durable: bool) -> Iterator[None]:
+        if durable:
+            yield
+            return
+        self.db.execute("PRAGMA synchronous = NORMAL")
         try:
-            db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            with contextlib.suppress(sqlite3.Error):
-                db.execute("ROLLBACK")
-            msg = "cannot commit"
-            raise self._error(msg, exc) from exc
+            yield
+        finally:
+            self.db.execute("PRAGMA synchronous = FULL")
 
     #: the name the file ledger used; the same lock
     locked = transaction
@@ -502,11 +521,12 @@ class Ledger:
         row = self._execute("UPDATE meta SET value = value + 1 WHERE name = 'seq' RETURNING value")
         return int(row.fetchone()[0])
 
-    def write(self, record: LedgerRecord) -> None:
-        """Create or replace a workload's record (and its device index entries)."""
+    def write(self, record: LedgerRecord, *, durable: bool = True) -> None:
+        """Create or replace a workload's record (and its device index entries); ``durable``
+        as for :meth:`transaction`."""
         agent, workload = record.key
         body = record_text(record)
-        with self.transaction():
+        with self.transaction(durable=durable):
             seq = self._next_seq()
             self._execute(
                 "INSERT OR REPLACE INTO records (agent, workload, seq, body) VALUES (?, ?, ?, ?)",

@@ -1,0 +1,138 @@
+"""Which ledger commits are synced to disk: the intents, bookings and handles; not the results.
+
+A commit made with ``durable=False`` survives the death of its process (``kill -9``) like any
+other; only a power loss may undo it, and the next durable commit makes it durable too. A run of
+``true`` syncs the ledger exactly ``2 + 4 * plugins`` times: the booking, the handle and the
+intent of each of the four hooks of each plugin (counted with ``strace`` where it is installed).
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from accelkit.types import AgentId, DeviceName, Workload
+from accelkit.workload import Ledger, LedgerRecord
+
+
+def record(workload: str = "pid:42") -> LedgerRecord:
+    return LedgerRecord(
+        AgentId("agent-1"),
+        Workload.process_tree(workload),
+        allocation={DeviceName("cpu"): {"cpu": {"0": Decimal(1)}}},
+        order=(DeviceName("cpu"),),
+    )
+
+
+def _level(ledger: Ledger) -> int:
+    return int(ledger.db.execute("PRAGMA synchronous").fetchone()[0])
+
+
+def _write_then_fail(ledger: Ledger) -> None:
+    with ledger.transaction(durable=False):
+        ledger.write(record("pid:43"))
+        msg = "undone"
+        raise RuntimeError(msg)
+
+
+def test_the_sync_level_is_full_again_after_a_transaction_that_is_not_durable(tmp_path):
+    ledger = Ledger(tmp_path)
+    assert _level(ledger) == 2  # FULL
+    ledger.write(record(), durable=False)
+    assert _level(ledger) == 2
+    with pytest.raises(RuntimeError, match="undone"):
+        _write_then_fail(ledger)
+    assert _level(ledger) == 2
+    assert set(Ledger(tmp_path).read_all()) == {("agent-1", "pid:42")}
+
+
+def test_a_nested_block_follows_the_outermost(tmp_path):
+    ledger = Ledger(tmp_path)
+    with ledger.transaction(durable=False):
+        ledger.write(record())  # durable by default, but inside a block that is not
+        assert _level(ledger) == 1  # NORMAL until the outer block commits
+    assert _level(ledger) == 2
+
+
+WRITER = """
+import os, sys
+from decimal import Decimal
+from accelkit.types import AgentId, DeviceName, Workload
+from accelkit.workload import Ledger, LedgerRecord
+ledger = Ledger(sys.argv[1])
+ledger.write(
+    LedgerRecord(
+        AgentId("agent-1"),
+        Workload.process_tree("pid:7"),
+        allocation={DeviceName("cpu"): {"cpu": {"0": Decimal(1)}}},
+        order=(DeviceName("cpu"),),
+    ),
+    durable=False,
+)
+print("written", flush=True)
+sys.stdin.read()  # killed here
+"""
+
+
+def test_a_commit_that_is_not_durable_survives_kill_9_of_its_process(tmp_path):
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert writer.stdout is not None
+        assert writer.stdout.readline().strip() == "written"
+    finally:
+        writer.send_signal(signal.SIGKILL)
+        writer.wait()
+    assert set(Ledger(tmp_path).read_all()) == {("agent-1", "pid:7")}
+
+
+RUNS = """
+import asyncio, os, sys
+from decimal import Decimal
+from accelkit.config import load_host_config
+from accelkit.node import Node
+from accelkit.types import AgentId, SlotName
+
+async def main():
+    async with Node.open(load_host_config(sys.argv[1])) as node:
+        await node.run(AgentId("agent-1"), {SlotName("cpu"): Decimal(1)}, ["true"])
+        os.write(2, b"START\\n")
+        for _ in range(3):
+            assert await node.run(AgentId("agent-1"), {SlotName("cpu"): Decimal(1)}, ["true"]) == 0
+        os.write(2, b"END\\n")
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed")
+def test_a_run_syncs_the_ledger_for_the_booking_the_handle_and_each_intent_only(
+    mock_node, tmp_path: Path
+):
+    config = mock_node(cpus=1)
+    trace = tmp_path / "trace"
+    subprocess.run(
+        [
+            *("strace", "-f", "-e", "trace=fdatasync,fsync,write", "-o", str(trace)),
+            *(sys.executable, "-c", textwrap.dedent(RUNS), str(config)),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    lines = trace.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if '"START\\n"' in line)
+    end = next(i for i, line in enumerate(lines) if '"END\\n"' in line)
+    syncs = [line for line in lines[start:end] if "fdatasync(" in line or "fsync(" in line]
+    # book, handle; pre_create, post_create, pre_terminate, post_terminate intents of "cpu"
+    assert len(syncs) == 3 * (2 + 4 * 1)

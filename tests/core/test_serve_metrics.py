@@ -111,7 +111,7 @@ def test_the_port_is_required_and_checked(capsys, args, message):
 
 
 def test_ctrl_c_stops_serving_quietly(monkeypatch, capsys, tmp_path):
-    async def interrupted(config, port, *, on_ready):
+    async def interrupted(config, port, *, on_ready, on_host):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(serve_metrics_cmd, "serve", interrupted)

@@ -100,3 +100,20 @@ def test_warnings_are_said_once_however_often_they_are_reported(capsys):
     captured = capsys.readouterr()
     assert captured.err == "warning: unique line for this test\n"
     assert captured.out == ""
+
+
+def test_serve_metrics_warns_before_it_serves(node):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    env["ACCELKIT_DISABLE_PLUGINS"] = "gpu"
+    argv = [*ACCELKIT, "serve-metrics", "--port", "0", "--config", str(node)]
+    with subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env=env) as server:
+        assert server.stderr is not None
+        before: list[str] = []
+        for line in server.stderr:
+            if line.startswith("serving "):
+                break
+            before.append(line)
+        server.terminate()
+        server.wait(30)
+    for warning in WARNINGS:
+        assert sum(line.startswith(warning) for line in before) == 1, before

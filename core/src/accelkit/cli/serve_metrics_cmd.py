@@ -7,9 +7,14 @@ from pathlib import Path
 
 import click
 
-from accelkit.cli.options import config_option, read_config
+from accelkit.cli.options import config_option, echo_warnings, read_config
+from accelkit.host import PartitionHost
 from accelkit.metrics_export.server import MetricsServer
 from accelkit.metrics_export.service import serve_metrics as serve
+
+
+def _warn(host: PartitionHost) -> None:
+    echo_warnings(host.loader.warnings)
 
 
 def _announce(server: MetricsServer) -> None:
@@ -33,6 +38,6 @@ def serve_metrics(port: int, config_path: Path | None) -> None:
     """
     config = read_config(config_path)
     try:
-        asyncio.run(serve(config, port, on_ready=_announce))
+        asyncio.run(serve(config, port, on_ready=_announce, on_host=_warn))
     except KeyboardInterrupt:
         click.echo("stopped", err=True)

@@ -41,18 +41,22 @@ async def serve_metrics(
     *,
     on_ready: Callable[[MetricsServer], None] | None = None,
     stop: asyncio.Event | None = None,
+    on_host: Callable[[PartitionHost], None] | None = None,
 ) -> None:
     """Start the host, serve ``/metrics`` on loopback, and keep serving until ``stop`` is set.
 
     Without ``stop`` it serves until the task is cancelled or the process interrupted. Each
     plugin has ``[plugins] call-timeout`` seconds per scrape, or less when the scraper's
     timeout header says so; the scrape answers with the plugins that answered in time.
+    ``on_host`` sees the started host before serving begins (the command prints its warnings).
     """
     asyncio.get_running_loop().set_exception_handler(_accept_failures_in_one_line)
     async with (
         PartitionHost.open(config) as host,
         MetricsServer(exposition_for(host).render, port) as server,
     ):
+        if on_host is not None:
+            on_host(host)
         if on_ready is not None:
             on_ready(server)
         await (stop or asyncio.Event()).wait()

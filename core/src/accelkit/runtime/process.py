@@ -79,12 +79,18 @@ class ProcessRuntime(Runtime):
         self.pids_max = pids_max
         self._parked: dict[str, _Parked] = {}
         self._created: dict[str, _Pending] = {}
+        self._made = 0
+        self._spare: ProcessTree | None = None
 
     async def new_workload(self, agent_id: AgentId) -> Workload:
         """Park a launcher (the workload is ``pid:<launcher pid>``) and, meanwhile, make its
         cgroups and move it in: the move takes a kernel grace period, which then overlaps the
         booking and the hooks instead of delaying the start."""
-        tree = await ProcessTree.start()
+        tree, self._spare = self._spare, None
+        if tree is None or tree.process.poll() is not None:  # none, or someone killed it
+            tree = await ProcessTree.start()
+        self._made += 1
+        await self._keep_spare()
         workload = Workload.process_tree(f"pid:{tree.pid}")
         relative = workload_cgroup_path(agent_id, workload.id)
         placing = asyncio.ensure_future(_in_thread(lambda: self._place(relative, tree.pid)))
@@ -198,6 +204,33 @@ class ProcessRuntime(Runtime):
             await pending.tree.wait()
             pending.stopped = True
             self._forget(handle, pending)
+
+    @property
+    def spare_launcher(self) -> int | None:
+        """The pid of the launcher kept ready for the next workload, if any."""
+        return None if self._spare is None else self._spare.pid
+
+    async def _keep_spare(self) -> None:
+        """From its second workload on, keep a launcher ready for the next one.
+
+        An interpreter takes several milliseconds to start, and the workload's start would wait
+        for it; started while this workload is made, the next one's is ready in time. A process
+        that runs one workload (``accelkit run``) never starts a spare. A spare runs nothing: it
+        waits for a plan, exits when this process dies (its plan pipe closes) and is killed by
+        :meth:`close`.
+        """
+        if self._made >= 2 and self._spare is None:
+            with contextlib.suppress(OSError, WorkloadError):  # the next workload starts its own
+                self._spare = await ProcessTree.start()
+
+    async def close(self) -> None:
+        """End the spare launcher, if any."""
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            with contextlib.suppress(ProcessLookupError):
+                spare.process.kill()  # it runs nothing; EOF would wait for its interpreter
+            spare.abort()
+            await spare.wait()
 
     def _forget(self, handle: WorkloadHandle, pending: _Pending) -> None:
         if pending.stopped and not pending.waiting:

@@ -6,11 +6,13 @@ workload's leader pid from the start, which is why the ledger can record the lea
 hook runs.
 
 Protocol: the parent writes the plan (:func:`encode_plan`) to the plan pipe and closes it. The
-plan is a sequence of NUL-terminated byte strings: the command, the environment (``KEY=VALUE``)
-and the cgroups' ``cgroup.procs`` files, each a count followed by that many items, then the CPU
-affinity (``0,1,5``; empty for none). No argument, environment entry or path can hold a NUL, so
-this carries any of them exactly, in the bytes the parent gave, and decoding it needs no module
-(``json`` would pull in ``re``: 7 ms of start-up, which the workload's start would wait for).
+plan is a sequence of NUL-terminated byte strings: the program to execute (a path, found on the
+workload's ``PATH`` by the parent; else the bare name, searched for here), then the command, the
+environment (``KEY=VALUE``) and the cgroups' ``cgroup.procs`` files, each a count followed by that
+many items, then the CPU affinity (``0,1,5``; empty for none). No argument, environment entry or
+path can hold a NUL, so this carries any of them exactly, in the bytes the parent gave, and
+decoding it needs no module (``json`` would pull in ``re``: 7 ms of start-up, which the
+workload's start would wait for).
 
 The launcher moves itself into each cgroup (so the command is contained from its first
 instruction: memory, cpuset, devices), sets its CPU affinity and execs the command with that
@@ -43,12 +45,18 @@ def encode_plan(
     env: Mapping[str, str],
     cpu_affinity: Iterable[int] | None = None,
     cgroup_procs: Sequence[str] = (),
+    program: str | None = None,
 ) -> bytes:
-    """The plan as the launcher reads it; ``ValueError`` for a NUL or an empty command."""
-    if not argv:
+    """The plan as the launcher reads it; ``ValueError`` for a NUL or an empty command.
+
+    ``program`` is the file to execute (by default ``argv[0]``, searched for on ``env``'s
+    ``PATH`` by the launcher unless it holds a slash).
+    """
+    program = argv[0] if argv and program is None else program
+    if not argv or not program:
         msg = "the command is empty"
         raise ValueError(msg)
-    fields = [str(len(argv)), *argv, str(len(env))]
+    fields = [program, str(len(argv)), *argv, str(len(env))]
     fields += [f"{key}={value}" for key, value in env.items()]
     fields += [str(len(cgroup_procs)), *cgroup_procs]
     fields.append("" if cpu_affinity is None else ",".join(str(int(c)) for c in cpu_affinity))
@@ -61,12 +69,13 @@ def encode_plan(
 
 def decode_plan(
     data: bytes,
-) -> tuple[list[bytes], dict[bytes, bytes], list[bytes], list[int] | None]:
-    """The command, environment, ``cgroup.procs`` files and CPU affinity of an encoded plan."""
+) -> tuple[bytes, list[bytes], dict[bytes, bytes], list[bytes], list[int] | None]:
+    """The program, command, environment, ``cgroup.procs`` files and CPU affinity of a plan."""
     if not data.endswith(b"\0"):
         msg = "truncated plan"
         raise PlanError(msg)
     fields = iter(data[:-1].split(b"\0"))
+    program = next(fields)
 
     def counted() -> list[bytes]:
         count = next(fields, b"")
@@ -89,7 +98,7 @@ def decode_plan(
         env[key] = value
     procs = counted()
     affinity = next(fields, None)
-    if affinity is None or next(fields, None) is not None or not argv:
+    if affinity is None or next(fields, None) is not None or not argv or not program:
         msg = "malformed plan"
         raise PlanError(msg)
     try:
@@ -97,7 +106,7 @@ def decode_plan(
     except ValueError:
         msg = f"bad CPU affinity {affinity!r}"
         raise PlanError(msg) from None
-    return argv, env, procs, cpus
+    return program, argv, env, procs, cpus
 
 
 def _read_all(fd: int) -> bytes:
@@ -121,7 +130,7 @@ def main(argv: list[str]) -> None:
     if not data:
         os._exit(EXIT_ABORTED)
     try:
-        command, env, procs, cpus = decode_plan(data)
+        program, command, env, procs, cpus = decode_plan(data)
     except PlanError as exc:
         _fail(status_fd, "plan", exc)
         return
@@ -139,7 +148,9 @@ def main(argv: list[str]) -> None:
         _fail(status_fd, "setup", exc)
         return
     try:
-        os.execvpe(command[0], command, env)  # noqa: S606 - running the user's command is the point
+        if b"/" in program:  # found by the parent: no PATH search (nor the module it imports)
+            os.execve(program, command, env)  # noqa: S606 - running the user's command is the point
+        os.execvpe(program, command, env)  # noqa: S606
     except OSError as exc:
         _fail(status_fd, f"cannot run {os.fsdecode(command[0])!r}", exc)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -87,8 +88,11 @@ class ProcessTree:
 
         The launcher writes its pid to each of ``cgroup_procs`` before it execs.
         """
+        program = argv[0] if argv else ""
+        if argv and "/" not in program:  # searched for here: the launcher then only execs
+            program = shutil.which(program, path=plan.env.get("PATH", os.defpath)) or program
         try:
-            body = launcher.encode_plan(argv, plan.env, plan.cpu_affinity, cgroup_procs)
+            body = launcher.encode_plan(argv, plan.env, plan.cpu_affinity, cgroup_procs, program)
         except ValueError as exc:
             msg = f"cannot start the workload: {exc}"
             raise WorkloadError(msg) from None

@@ -68,6 +68,8 @@ class FakeContext:
         self.refuse = refuse
 
     def create_lifecycle_hook(self, workload, device_alloc):
+        if (fault := self.journal.faults.get((self.key, "create_lifecycle_hook"))) is not None:
+            raise fault
         if self.refuse:
             raise InvalidResourceArgument(f"{self.key}: device outside the mask")
         return RecordingHook(self.journal, self.key, workload, device_alloc)
@@ -388,4 +390,18 @@ def test_cancellation_inside_a_hook_is_not_renamed():
     driver, release = make(journal)
     with pytest.raises(asyncio.CancelledError):
         run(driver.prepare())
+    assert release.count == 1
+
+
+def test_a_plugin_bug_while_creating_its_hook_is_named_and_tears_down_the_earlier_hooks():
+    journal = Journal()
+    fault = AttributeError("no attribute 'uuid'")
+    journal.faults[("cpu", "create_lifecycle_hook")] = fault
+    driver, release = make(journal)
+    with pytest.raises(WorkloadError) as info:
+        run(driver.prepare())
+    named = "plugin 'cpu' create_lifecycle_hook: AttributeError: no attribute 'uuid'"
+    assert str(info.value) == named
+    assert info.value.__cause__ is fault
+    assert journal.calls == [("cuda", "pre_create"), ("cuda", "post_terminate")]
     assert release.count == 1

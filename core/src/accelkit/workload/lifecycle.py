@@ -49,6 +49,7 @@ import attrs
 
 from accelkit.calls import DEFAULT_HOOK_TIMEOUT, call_async
 from accelkit.errors import (
+    AccelkitError,
     PluginTimeout,
     WorkloadCreationDeferred,
     WorkloadCreationDenied,
@@ -176,7 +177,7 @@ class WorkloadLifecycle:
         parts: list[tuple[str, WorkloadConfig]] = []
         try:
             for target in self.targets:
-                hook = target.context.create_lifecycle_hook(self.workload, target.device_alloc)
+                hook = self._create_hook(target)
                 self._phase_start(target.key, WorkloadPhase.PRE_CREATE)
                 self._prepared.append((target.key, hook))  # started: it gets post_terminate
                 config = await self._call(target.key, WorkloadPhase.PRE_CREATE, hook.pre_create)
@@ -287,13 +288,23 @@ class WorkloadLifecycle:
 
     # -- notifications ---------------------------------------------------------------------------
 
+    def _create_hook(self, target: HookTarget) -> AbstractLifecycleHook:
+        """The plugin's hook; a plugin bug there is named like a hook's, accelkit's errors
+        (a device outside the agent's mask) pass as they are."""
+        try:
+            return target.context.create_lifecycle_hook(self.workload, target.device_alloc)
+        except AccelkitError:
+            raise
+        except Exception as exc:
+            raise _named(exc, target.key, "create_lifecycle_hook") from exc
+
     async def _call(
         self, key: DeviceName, phase: WorkloadPhase, call: Callable[[], Awaitable[_T]]
     ) -> _T:
         try:
             return await call_async(key, phase.value, self.hook_timeout, call)
         except Exception as exc:  # not BaseException: cancellation passes as it is
-            named = _named(exc, key, phase)
+            named = _named(exc, key, phase.value)
             if named is exc:
                 raise
             raise named from exc
@@ -327,8 +338,8 @@ class WorkloadLifecycle:
 _REFUSALS: tuple[type[WorkloadError], ...] = (WorkloadCreationDenied, WorkloadCreationDeferred)
 
 
-def _named(exc: Exception, key: DeviceName, phase: WorkloadPhase) -> Exception:
-    """``exc``, raised by plugin ``key``'s ``phase``, as an error whose message names both.
+def _named(exc: Exception, key: DeviceName, where: str) -> Exception:
+    """``exc``, raised by plugin ``key`` in ``where`` (a hook), as an error naming both.
 
     The caller raises it ``from exc``, so ``--verbose`` still shows the hook's traceback.
     """
@@ -337,6 +348,6 @@ def _named(exc: Exception, key: DeviceName, phase: WorkloadPhase) -> Exception:
     text = str(exc)
     if not isinstance(exc, WorkloadError):  # a bug or a library error: say which one
         text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    msg = f"plugin {key!r} {phase.value}: {text or type(exc).__name__}"
+    msg = f"plugin {key!r} {where}: {text or type(exc).__name__}"
     kind = next((k for k in _REFUSALS if isinstance(exc, k)), WorkloadError)
     return kind(msg)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from accelkit.runtime.base import LaunchSpec, Runtime, WorkloadHandle
-from accelkit.runtime.docker_body import container_name, docker_host
+from accelkit.runtime.docker_names import container_name, docker_host
 from accelkit.runtime.docker_values import TERMINAL, ContainerExit, ContainerRecord, OutputTarget
 from accelkit.types import AgentId, Workload, WorkloadType
 

@@ -9,9 +9,6 @@ connected right after the create.
 
 from __future__ import annotations
 
-import os
-import re
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,7 +16,15 @@ import attrs
 
 from accelkit.errors import WorkloadError
 from accelkit.runtime.base import LaunchSpec
-from accelkit.types import AgentId, MountType
+from accelkit.runtime.docker_names import (
+    DEFAULT_DOCKER_HOST,
+    LABEL_AGENT,
+    LABEL_LEDGER_KEY,
+    LABEL_WORKLOAD,
+    container_name,
+    docker_host,
+)
+from accelkit.types import MountType
 from accelkit.workload.render.docker import (
     MIN_API_VERSION,
     DockerApiVersion,
@@ -38,22 +43,6 @@ __all__ = [
     "docker_host",
     "plan_create",
 ]
-
-#: where the engine listens when ``DOCKER_HOST`` is not set
-DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
-
-LABEL_AGENT = "io.accelkit.agent"
-LABEL_WORKLOAD = "io.accelkit.workload"
-LABEL_LEDGER_KEY = "io.accelkit.ledger-key"
-
-#: what the engine accepts as a name after the ``accelkit-`` prefix: ``[a-zA-Z0-9][a-zA-Z0-9_.-]+``
-_NOT_NAME = re.compile(r"[^a-zA-Z0-9_.-]+")
-_AGENT_PART_MAX = 40
-
-
-def docker_host(url: str | None = None) -> str:
-    """The engine's address: ``url``, else ``DOCKER_HOST``, else the default socket."""
-    return url or os.environ.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST
 
 
 @attrs.frozen
@@ -85,13 +74,6 @@ class EngineFacts:
     def supported(self) -> bool:
         """Whether accelkit can drive this engine (API 1.40 or later)."""
         return self.api_version >= MIN_API_VERSION
-
-
-def container_name(agent_id: AgentId) -> str:
-    """``accelkit-<agent>-<12 hex digits>``: a valid, fresh container name for any agent id."""
-    agent = _NOT_NAME.sub("-", agent_id).strip("-.")[:_AGENT_PART_MAX].strip("-.")
-    suffix = uuid.uuid4().hex[:12]
-    return f"accelkit-{agent}-{suffix}" if agent else f"accelkit-{suffix}"
 
 
 @attrs.frozen

@@ -117,3 +117,35 @@ def test_serve_metrics_warns_before_it_serves(node):
         server.wait(30)
     for warning in WARNINGS:
         assert sum(line.startswith(warning) for line in before) == 1, before
+
+
+def test_a_renamed_plugin_key_is_read_and_warned_about_by_every_command(refusing_site, tmp_path):
+    config = tmp_path / "host.toml"
+    config.write_text(
+        f"""
+[resource]
+state-dir = "{tmp_path / "state"}"
+[plugins]
+allowed = ["refusing"]
+[plugins.config.refusing]
+fail-at = ""
+"""
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    env["PYTHONPATH"] = str(refusing_site)
+    warning = (
+        f"warning: {config}: [plugins.config.refusing] 'fail-at' is deprecated, it is now spelt "
+        "'fail-in' (the old key is still read)"
+    )
+    run = ["run", "--agent", "agent-1", "--slots", "refuse.device=1", "--", "true"]
+    for argv in (["devices", "--json"], ["plan", "--json"], ["check"], run):
+        result = subprocess.run(
+            [*ACCELKIT, *with_config(argv, config)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        assert result.returncode == 0, (argv, result.stderr)
+        assert result.stderr.splitlines().count(warning) == 1, (argv, result.stderr)

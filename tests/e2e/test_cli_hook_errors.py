@@ -1,7 +1,8 @@
 """Hook refusals and failures reach the `accelkit run` user naming the plugin and the hook.
 
 The refusing fixture distribution (``tests/fixtures/refusing-plugin``, key ``refuse``) is
-installed into a directory of its own and put on ``PYTHONPATH``; its
+installed into a directory of its own (``refusing_site`` of ``conftest.py``) and put on
+``PYTHONPATH``; its
 ``[plugins.config.refusing]`` section says in which hook it fails and how.
 """
 
@@ -17,7 +18,6 @@ import pytest
 from accelkit.workload import Ledger
 
 ROOT = Path(__file__).resolve().parents[2]
-REFUSING = ROOT / "tests" / "fixtures" / "refusing-plugin"
 DEVICES = ROOT / "docs" / "examples" / "mock-devices.toml"
 ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 MESSAGES = {
@@ -25,31 +25,6 @@ MESSAGES = {
     "defer": "busy, try again later",
     "crash": "RuntimeError: bug in {phase}",
 }
-
-
-@pytest.fixture(scope="module")
-def refusing_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The refusing plugin distribution, really installed into a directory of its own."""
-    target = tmp_path_factory.mktemp("refusing-site")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "--disable-pip-version-check",
-            "--target",
-            str(target),
-            str(REFUSING),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    return target
 
 
 def node_config(directory: Path, phase: str, how: str) -> Path:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 import traceback
+from collections.abc import Iterable
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
@@ -29,6 +30,7 @@ from accelkit.config.plugin_sections import (
     errors_of,
     place_in_host_config,
     raise_all,
+    renamed_key_warnings,
     schema_problems,
     unmatched_names,
 )
@@ -90,7 +92,7 @@ class PluginLoader:
         self.config_problems: list[ConfigError] = []
         #: what the operator should hear of, once, from every command: plugin names in the
         #: config or the environment that match no installed plugin, plugins written for a
-        #: newer minor plugin API (or declaring none)
+        #: newer minor plugin API (or declaring none), renamed keys a plugin section still uses
         self.warnings: list[str] = []
 
     @classmethod
@@ -123,9 +125,7 @@ class PluginLoader:
         found = sorted(entry_points(group=group), key=lambda e: e.name)
         for ep in found:
             self._load_entry_point(ep)
-        for warning in unmatched_names(self.selection, {ep.name for ep in found}):
-            log.warning("%s", warning)
-            self.warnings.append(warning)
+        self._note(unmatched_names(self.selection, {ep.name for ep in found}))
 
     def _load_entry_point(self, ep: EntryPoint) -> None:
         dist = ep.dist
@@ -204,16 +204,22 @@ class PluginLoader:
                 continue
             if not self._config_problems(record, schema_problems(plugins, config)):
                 record.plugins = plugins
+                self._note(renamed_key_warnings(record.name, plugins, config, self.selection))
         raise_all(self.config_problems)
 
     def _note_api_version(self, record: PluginRecord, plugin: AbstractComputePlugin) -> None:
         """Refuse a plugin of another major API version (raises); warn of a newer minor one."""
         if (warning := check_api_version(plugin, origin(record, plugin))) is None:
             return
-        log.warning("%s", warning)
         record.error = record.error or warning  # `accelkit plugins` shows it beside "loaded"
-        if warning not in self.warnings:  # a distribution of several plugins says it once
-            self.warnings.append(warning)
+        self._note([warning])
+
+    def _note(self, warnings: Iterable[str]) -> None:
+        """Keep warnings for the operator, each once (a distribution may have several plugins)."""
+        for warning in warnings:
+            if warning not in self.warnings:
+                log.warning("%s", warning)
+                self.warnings.append(warning)
 
     def _config_problems(self, record: PluginRecord, errors: list[ConfigError]) -> bool:
         placed = place_in_host_config(record.name, errors, self.selection)

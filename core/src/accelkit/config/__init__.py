@@ -4,12 +4,12 @@ Every TOML table accelkit reads (the host config, each plugin's ``[plugins.confi
 section, the mock device file) is a frozen attrs class structured by one cattrs converter
 (:mod:`accelkit.config.converter`). A plugin declares its section's schema with the names
 exported here (provisional, see the stability policy): :func:`read_section`, :class:`Rule` and
-the rules such as :func:`int_between`.
+the rules such as :func:`int_between`, and :class:`Renamed` for a key whose name changed.
 """
 
 from __future__ import annotations
 
-from accelkit.config.converter import Rule
+from accelkit.config.converter import Renamed, Rule
 from accelkit.config.load import (
     HostConfigDraft,
     load_host_config,
@@ -59,6 +59,7 @@ __all__ = [
     "HostConfig",
     "HostConfigDraft",
     "K8sBridgeConfig",
+    "Renamed",
     "ResourceConfig",
     "Rule",
     "SlurmBridgeConfig",

@@ -4,13 +4,16 @@ Schemas are frozen attrs classes whose field names are the TOML keys in snake ca
 (``memory_align_size`` reads ``memory-align-size``). Unknown keys are refused. A field whose value
 needs more than a type check is annotated with a :class:`Rule`: ``Annotated[int, BYTE_SIZE]``.
 Every problem of a document is reported, each as a :class:`ConfigError` with its key path
-(``agents[0].resource.cpu``).
+(``agents[0].resource.cpu``). A field whose key was renamed is annotated with :class:`Renamed`:
+the old key is still read, and :func:`renamed_keys` says where a document uses it.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator, Mapping
-from typing import Annotated, Any, TypeVar, get_args, get_origin
+from contextvars import ContextVar
+from typing import Annotated, Any, TypeVar, get_args, get_origin, get_type_hints
 
 import attrs
 import cattrs
@@ -29,7 +32,7 @@ from cattrs.gen import make_dict_structure_fn, override
 
 from accelkit.errors import ConfigError
 
-__all__ = ["KeyPath", "Rule", "ValueProblems", "structure", "toml_key"]
+__all__ = ["KeyPath", "Renamed", "Rule", "ValueProblems", "renamed_keys", "structure", "toml_key"]
 
 T = TypeVar("T")
 #: a key path as parts: table keys and array indexes
@@ -41,6 +44,21 @@ class Rule:
     """How to read one value: ``parse`` returns it or raises ``ValueError`` with the message."""
 
     parse: Callable[[Any], Any]
+
+
+@attrs.frozen
+class Renamed:
+    """The field's key used to be spelt ``old`` (as written in TOML: ``overcommit``).
+
+    ``Annotated[int, Renamed("overcommit")]``: a document that still uses the old key is read as
+    if it used the new one, and the loader warns the operator; one that gives both is an error.
+    """
+
+    old: str
+
+
+#: (old, new) of every renamed key met by the structuring in progress, when someone listens
+_RENAMED_SEEN: ContextVar[list[tuple[str, str]] | None] = ContextVar("_RENAMED_SEEN", default=None)
 
 
 class ValueProblems(ValueError):
@@ -66,16 +84,48 @@ def _rule_of(type_: Any) -> Rule | None:
     return None
 
 
+def _old_keys(cls: type[Any]) -> dict[str, str]:
+    """Old key -> current key, for the fields of ``cls`` annotated with :class:`Renamed`."""
+    hints = get_type_hints(cls, include_extras=True)
+    return {
+        marker.old: toml_key(name)
+        for name, hint in hints.items()
+        if get_origin(hint) is Annotated
+        for marker in get_args(hint)[1:]
+        if isinstance(marker, Renamed)
+    }
+
+
+def _with_current_keys(value: Mapping[str, Any], old_keys: Mapping[str, str]) -> dict[str, Any]:
+    table = dict(value)
+    problems: list[tuple[KeyPath, str]] = []
+    for old, new in old_keys.items():
+        if old not in table:
+            continue
+        if new in table:
+            problems.append(((old,), f"renamed {new!r}, which is given too: remove {old!r}"))
+            continue
+        table[new] = table.pop(old)
+        if (seen := _RENAMED_SEEN.get()) is not None:
+            seen.append((old, new))
+    if problems:
+        raise ValueProblems(problems)
+    return table
+
+
 def _table_hook_factory(cls: type[Any], converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
     fields = attrs.fields(cls)
     renames = {a.name: override(rename=toml_key(a.name)) for a in fields}
     make: Any = make_dict_structure_fn  # its overrides are keyword arguments named by field
     build = make(cls, converter, _cattrs_forbid_extra_keys=True, **renames)
+    old_keys = _old_keys(cls)
 
     def structure_table(value: Any, type_: Any) -> Any:
         if not isinstance(value, Mapping):
             msg = f"expected a table, got {_toml_type(value)}"
             raise ValueError(msg)
+        if old_keys and not old_keys.keys().isdisjoint(value):
+            value = _with_current_keys(value, old_keys)
         return build(value, type_)
 
     return structure_table
@@ -161,6 +211,18 @@ def structure(
             ConfigError(message, file=file, key=format_key((*prefix, *path)) or None)
             for path, message in problems_of(exc)
         ]
+
+
+def renamed_keys(data: Any, schema: type[Any]) -> list[tuple[str, str]]:
+    """``(old, new)`` for each renamed key (:class:`Renamed`) that ``data`` still uses."""
+    seen: list[tuple[str, str]] = []
+    token = _RENAMED_SEEN.set(seen)
+    try:
+        with contextlib.suppress(Exception):  # problems are structure()'s to report
+            CONVERTER.structure(data, schema)
+    finally:
+        _RENAMED_SEEN.reset(token)
+    return list(dict.fromkeys(seen))
 
 
 def format_key(path: KeyPath) -> str:

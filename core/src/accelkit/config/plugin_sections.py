@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from accelkit.config.converter import structure
+from accelkit.config.converter import renamed_keys, structure
 from accelkit.config.lines import with_lines
 from accelkit.config.reading import read_toml
 from accelkit.errors import ConfigError, ConfigErrors
@@ -37,6 +37,7 @@ __all__ = [
     "place_in_host_config",
     "raise_all",
     "read_section",
+    "renamed_key_warnings",
     "schema_problems",
     "unmatched_names",
 ]
@@ -75,6 +76,22 @@ def schema_problems(plugins: Iterable[object], config: Mapping[str, Any]) -> lis
         schema for p in plugins if (schema := getattr(type(p), "config_schema", None)) is not None
     }
     return [e for schema in schemas for e in structure(config, schema, file=None)[1]]
+
+
+def renamed_key_warnings(
+    name: str, plugins: Iterable[object], config: Mapping[str, Any], selection: PluginSelection
+) -> list[str]:
+    """A warning for each renamed key (``Renamed`` in a plugin's schema) the section still uses."""
+    schemas: set[type[Any]] = {
+        schema for p in plugins if (schema := getattr(type(p), "config_schema", None)) is not None
+    }
+    file = selection.source or "<config>"
+    found = dict.fromkeys(pair for schema in schemas for pair in renamed_keys(config, schema))
+    return [
+        f"{file}: [plugins.config.{name}] {old!r} is deprecated, it is now spelt {new!r} "
+        "(the old key is still read)"
+        for old, new in found
+    ]
 
 
 def place_in_host_config(

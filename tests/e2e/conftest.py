@@ -1,0 +1,36 @@
+"""Fixtures of the end-to-end tests: fixture plugin distributions, really installed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def refusing_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``tests/fixtures/refusing-plugin`` installed into a directory of its own (for PYTHONPATH)."""
+    target = tmp_path_factory.mktemp("refusing-site")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "--target",
+            str(target),
+            str(FIXTURES / "refusing-plugin"),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return target

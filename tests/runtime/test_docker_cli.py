@@ -276,3 +276,57 @@ def test_kill_9_at_every_step_leaves_no_device_booked_and_no_container(
     after = accelkit_run(dockerd, node, "cuda.device=1", "true")
     assert after.returncode == 0, after.stderr
     assert left_behind(dockerd, node) == ([], [])
+
+
+#: ``accelkit run`` that stops right after the engine created the container, before the ledger
+#: records its handle (the window no checkpoint marks), until it is killed
+_PAUSE_BEFORE_RECORDING = """
+import sys, time
+import pytest
+from accelkit.cli.app import run
+from accelkit.node import Node
+
+def record_handle(self, key, handle):
+    print("accelkit: paused before recording", handle.ident, file=sys.stderr, flush=True)
+    while True:
+        time.sleep(3600)
+
+pytest.MonkeyPatch().setattr(Node, "record_handle", record_handle)
+sys.argv = ["accelkit", *sys.argv[1:]]
+run()
+"""
+
+
+def test_kill_9_between_the_create_and_its_record_leaves_no_container(
+    dockerd: Engine, mock_node: Callable[..., Path]
+) -> None:
+    """The ledger has the booking but not the container: the next run finds the container by
+    the workload id it is named after, removes it and frees the GPU."""
+    node = mock_node(gpus=1)
+    args = ["run", "--config", str(node), "--agent", "agent-1", "--slots", "cuda.device=1"]
+    args += ["--runtime", "docker", "--image", dockerd.image, "--", "sleep", "300"]
+    with subprocess.Popen(
+        [sys.executable, "-c", _PAUSE_BEFORE_RECORDING, *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=environment(dockerd, node.parent / "state"),
+        text=True,
+    ) as run:
+        assert run.stderr is not None
+        for line in run.stderr:  # the workload's devices, then the pause
+            if "paused before recording" in line:
+                break
+        else:
+            pytest.fail(f"accelkit ended before the create: status {run.wait()}")
+        run.kill()
+        run.wait(30)
+    containers, booked = left_behind(dockerd, node)
+    assert len(containers) == 1  # created, never started, named after the workload id
+    assert len(booked) == 1
+    (record,) = Ledger(node.parent / "state").read_all().values()
+    assert record.handle is None
+    name = dockerd.run_cli("inspect", "--format", "{{.Name}}", containers[0]).strip()
+    assert name.lstrip("/") == record.workload.id
+    after = accelkit_run(dockerd, node, "cuda.device=1", "true")
+    assert after.returncode == 0, after.stderr
+    assert left_behind(dockerd, node) == ([], [])

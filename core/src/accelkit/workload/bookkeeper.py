@@ -179,7 +179,13 @@ class Bookkeeper:
             self._finishing.discard(record.key)
 
     def _stopper(self, record: LedgerRecord, grace: float) -> Callable[[], Awaitable[None]] | None:
-        handle = record.handle
+        """What ends and removes a dead record's workload in its runtime; ``None`` without one.
+
+        A container record without a handle (accelkit killed between the create and recording
+        it) is stopped by its name, the workload id: the container may exist, created or
+        started, and nothing else would ever remove it.
+        """
+        handle = self.reconciler.handle_of(record)
         runtime = self.runtimes.get(handle.runtime) if handle is not None else None
         if handle is None or runtime is None:
             return None

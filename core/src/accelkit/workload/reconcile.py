@@ -201,7 +201,7 @@ class Reconciler:
             return self.liveness_override(record)
         if record.owner is not None and record.owner.is_running():
             return Liveness.MANAGED
-        handle = record.handle or self._unrecorded_container(record)
+        handle = self.handle_of(record)
         runtime = self.runtimes.get(handle.runtime) if handle is not None else None
         if handle is not None and runtime is not None:
             alive = await call_async(
@@ -212,10 +212,13 @@ class Reconciler:
             return Liveness.RUNNING if alive else Liveness.GONE
         return _by_leader(record)
 
-    def _unrecorded_container(self, record: LedgerRecord) -> WorkloadHandle | None:
-        """A container record whose handle was never written (accelkit died between booking
-        and the create): the one container runtime finds it by its workload id, the name it
-        gives the container, so a missing one is gone rather than unknown forever."""
+    def handle_of(self, record: LedgerRecord) -> WorkloadHandle | None:
+        """The record's handle; for a container record whose handle was never written
+        (accelkit died between booking and recording the create) the one container runtime's
+        handle by the workload id, the name it gives the container: a missing one is gone
+        rather than unknown forever, and one that was created is found and removed."""
+        if record.handle is not None:
+            return record.handle
         if record.workload.type is not WorkloadType.CONTAINER:
             return None
         runtimes = [r for r in self.runtimes.values() if r.workload_type is WorkloadType.CONTAINER]

@@ -581,3 +581,30 @@ def test_a_spare_launcher_that_was_killed_is_replaced(runtime):
     status, leader = outcome.split(":")
     assert status == "0"
     assert leader != str(spare)
+
+
+@v1
+def test_on_v1_the_leader_joins_its_cgroups_itself_as_it_is_launched(runtime):
+    """No process is moved by the runtime (that waits out a kernel grace period): the cgroups
+    are empty until the launcher, given its plan, joins them before it execs."""
+
+    async def main() -> tuple[set[int], set[int], int, str]:
+        workload = await runtime.new_workload(AGENT)
+        spec = LaunchSpec(AGENT, workload, ["sleep", "30"], base_env=os.environ)
+        handle = await runtime.create(spec)
+        _LAUNCHED.append(handle)
+        cgroups = WorkloadCgroups.from_details(handle.ident, handle.details)
+        before = cgroups.pids()
+        await runtime.start(handle)
+        leader = int(handle.details["leader_pid"])
+        joined = Path(f"/proc/{leader}/cgroup").read_text()
+        after = cgroups.pids()
+        await runtime.stop(handle, 0)
+        return before, after, leader, joined
+
+    before, after, leader, joined = run(main())
+    assert before == set()
+    assert after == {leader}
+    for controller in ("memory", "cpuset", "pids", "freezer", "devices"):
+        line = next(x for x in joined.splitlines() if x.split(":")[1] == controller)
+        assert line.endswith(f"/accelkit/agent-1/pid-{leader}")

@@ -105,8 +105,21 @@ class WorkloadCgroups:
         return tuple(dict.fromkeys(self.dirs.values()))
 
     def procs_files(self) -> tuple[str, ...]:
-        """The ``cgroup.procs`` files the leader writes its pid to before it execs."""
+        """The groups' ``cgroup.procs`` files: writing a pid there moves that process."""
         return tuple(str(d / "cgroup.procs") for d in self.directories)
+
+    def self_join_files(self) -> tuple[str, ...]:
+        """The files a single-threaded leader joins the groups through, writing ``0``.
+
+        On v1 the ``tasks`` files: the kernel moves the writing thread without the lock
+        that every move of a whole process takes, whose first use after a pause waits out an
+        RCU grace period (10-15 ms here). The leader has one thread, so that is all of it.
+        On v2 none: a leaf's ``cgroup.threads`` takes no thread of a domain group, so the
+        leader is moved through ``cgroup.procs`` by the runtime instead.
+        """
+        if self.version != 1:
+            return ()
+        return tuple(str(d / "tasks") for d in self.directories)
 
     def pids(self) -> set[int]:
         """Every process in any of the groups (zombies are not listed by the kernel)."""

@@ -2,11 +2,13 @@
 
 :meth:`ProcessRuntime.new_workload` parks a launcher process (its pid names the workload
 ``pid:<n>``) and, while the booking and the hooks run, makes the workload's cgroups
-(:mod:`accelkit.runtime.cgroup_setup`) and moves the launcher into them;
-:meth:`~ProcessRuntime.create` writes the memory limit, cpuset, pids limit and the device nodes
-the workload may not open; :meth:`~ProcessRuntime.start` sends the launcher its plan and it
-execs. So nothing of the user's runs outside its cgroups, and a process's first move between
-cgroups (a kernel RCU grace period, about one scheduler tick) does not delay the start.
+(:mod:`accelkit.runtime.cgroup_setup`); :meth:`~ProcessRuntime.create` writes the memory limit,
+cpuset, pids limit and the device nodes the workload may not open; :meth:`~ProcessRuntime.start`
+sends the launcher its plan, and it joins the cgroups and execs. So nothing of the user's runs
+outside its cgroups. On v1 the launcher joins them itself, one thread through each ``tasks``
+file, which spares the kernel's lock for moving whole processes: its first use after a pause
+waits out an RCU grace period (10-15 ms). On v2 the runtime moves the launcher while the hooks
+run, so that the wait overlaps them.
 
 Liveness is "the cgroup has processes": a leader that exited while a child (or a ``setsid``
 daemon) runs leaves the workload alive, and :meth:`~ProcessRuntime.stop` ends every process of
@@ -99,6 +101,9 @@ class ProcessRuntime(Runtime):
 
     def _place(self, relative: str, pid: int) -> WorkloadCgroups:
         made = create_cgroups(CgroupFS.read(self.root), relative)
+        if made.self_join_files():
+            sweep_stale(made)
+            return made  # the leader joins them itself, as it is launched
         try:
             for procs in made.procs_files():
                 write_control(Path(procs), str(pid))
@@ -154,7 +159,7 @@ class ProcessRuntime(Runtime):
         if pending is None:
             msg = f"workload {handle.ident!r} was not created by this process runtime"
             raise WorkloadError(msg)
-        pending.tree.launch(pending.argv, pending.plan)
+        pending.tree.launch(pending.argv, pending.plan, pending.cgroups.self_join_files())
 
     async def wait(self, handle: WorkloadHandle) -> int:
         """The leader's status once the cgroup is empty (0 for a workload adopted from another

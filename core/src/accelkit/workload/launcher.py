@@ -14,13 +14,14 @@ path can hold a NUL, so this carries any of them exactly, in the bytes the paren
 decoding it needs no module (``json`` would pull in ``re``: 7 ms of start-up, which the
 workload's start would wait for).
 
-The launcher moves itself into each cgroup (so the command is contained from its first
-instruction: memory, cpuset, devices), sets its CPU affinity and execs the command with that
-environment. Memory is never limited with ``RLIMIT_AS``: that bounds address space, which thread
-stacks and CUDA's reservations use up without using memory. The status pipe is close-on-exec: the
-parent reading end-of-file with no data means the exec succeeded; otherwise the launcher writes
-``<stage>: <error>`` and exits 127. An empty plan (the parent gave up or died) makes it exit 125
-without running anything.
+The launcher moves itself into each cgroup, writing ``0`` (the writer) to each file its plan
+names (``cgroup.procs``, or a cgroup v1 ``tasks`` file: it has one thread), so the command is
+contained from its first instruction (memory, cpuset, devices); it then sets its CPU affinity
+and execs the command with that environment. Memory is never limited with ``RLIMIT_AS``: that
+bounds address space, which thread stacks and CUDA's reservations use up without using memory.
+The status pipe is close-on-exec: the parent reading end-of-file with no data means the exec
+succeeded; otherwise the launcher writes ``<stage>: <error>`` and exits 127. An empty plan (the
+parent gave up or died) makes it exit 125 without running anything.
 """
 
 from __future__ import annotations
@@ -135,11 +136,10 @@ def main(argv: list[str]) -> None:
         _fail(status_fd, "plan", exc)
         return
     try:
-        pid = str(os.getpid()).encode()
-        for path in procs:
+        for path in procs:  # "0": the writer itself (one thread through a ``tasks`` file)
             fd = os.open(path, os.O_WRONLY)
             try:
-                os.write(fd, pid)
+                os.write(fd, b"0")
             finally:
                 os.close(fd)
         if cpus is not None:

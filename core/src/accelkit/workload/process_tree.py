@@ -86,7 +86,8 @@ class ProcessTree:
     ) -> None:
         """Send the plan; return once ``argv`` runs, raise :class:`WorkloadError` if it cannot.
 
-        The launcher writes its pid to each of ``cgroup_procs`` before it execs.
+        The launcher joins the cgroup of each of ``cgroup_procs`` (a ``cgroup.procs`` or a v1
+        ``tasks`` file) before it execs.
         """
         program = argv[0] if argv else ""
         if argv and "/" not in program:  # searched for here: the launcher then only execs

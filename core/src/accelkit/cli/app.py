@@ -6,6 +6,7 @@ only with ``--verbose``.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import logging
 import sys
@@ -112,4 +113,10 @@ def main(argv: Sequence[str] | None = None) -> int:  # noqa: PLR0911 - a status 
 
 def run() -> None:
     """Console-script entry point."""
-    sys.exit(main())
+    status = main()
+    # The process ends now: the interpreter's last collection passes would traverse every
+    # object left (each module's classes and functions), about 20 ms of every command, only to
+    # find nothing to free early. Frozen objects are skipped; the exit itself is unchanged
+    # (atexit handlers, threads joined, streams flushed, modules torn down).
+    gc.freeze()
+    sys.exit(status)

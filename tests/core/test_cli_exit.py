@@ -1,0 +1,42 @@
+"""The console entry point ends the process as an ordinary exit does, only without the last
+collection passes: its status, every byte written, atexit handlers and threads are kept."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+SCRIPT = """
+import atexit, sys, threading, time
+from accelkit.cli.app import run
+atexit.register(lambda: print("atexit ran", file=sys.stderr, flush=True))
+def late():
+    time.sleep(0.2)
+    print("thread joined", file=sys.stderr, flush=True)
+threading.Thread(target=late).start()  # not a daemon: the exit waits for it
+sys.argv = ["accelkit", *sys.argv[1:]]
+run()
+"""
+
+
+def _accelkit(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", SCRIPT, *args], capture_output=True, text=True, check=False
+    )
+
+
+def test_output_status_atexit_and_threads_are_kept():
+    done = _accelkit("plugins", "--json")
+    assert done.returncode == 0
+    names = {entry["name"] for entry in json.loads(done.stdout)}
+    assert "mock" in names
+    assert "atexit ran" in done.stderr
+    assert "thread joined" in done.stderr
+
+
+def test_an_error_still_exits_2_with_its_message():
+    done = _accelkit("check", "--config", "/nonexistent/host.toml")
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: ")
+    assert "atexit ran" in done.stderr

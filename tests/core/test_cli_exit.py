@@ -40,3 +40,14 @@ def test_an_error_still_exits_2_with_its_message():
     assert done.returncode == 2
     assert done.stderr.startswith("error: ")
     assert "atexit ran" in done.stderr
+
+
+def test_python_dash_m_accelkit_is_the_command():
+    done = subprocess.run(
+        [sys.executable, "-m", "accelkit", "plugins", "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "mock" in {entry["name"] for entry in json.loads(done.stdout)}

@@ -1,4 +1,9 @@
-"""Node-wide workload events that observing plugins receive."""
+"""Node-wide workload events that observing plugins receive.
+
+Besides the lifecycle steps, a workload gets a ``device_unhealthy`` event when a device it
+holds turns unhealthy or is cordoned (DESIGN §15): ``devices`` names those devices and
+``reason`` says why; the workload keeps running and keeps its allocation.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import enum
 
 import attrs
 
-from accelkit.types import AgentId, DeviceAllocation, DeviceName, Workload
+from accelkit.types import AgentId, DeviceAllocation, DeviceId, DeviceName, Workload
 
 __all__ = ["WorkloadEvent", "WorkloadPhase"]
 
@@ -18,13 +23,21 @@ class WorkloadPhase(enum.StrEnum):
     POST_CREATE = "post_create"
     PRE_TERMINATE = "pre_terminate"
     POST_TERMINATE = "post_terminate"
+    #: not a lifecycle step: a device the workload holds turned unhealthy (or was cordoned)
+    DEVICE_UNHEALTHY = "device_unhealthy"
 
 
 @attrs.frozen
 class WorkloadEvent:
-    """A workload's lifecycle step, with the devices it holds per plugin."""
+    """A workload's lifecycle step (or health news), with the devices it holds per plugin.
+
+    For ``device_unhealthy``, ``devices`` names the devices that turned unhealthy and
+    ``reason`` says why; both are empty for lifecycle steps.
+    """
 
     agent_id: AgentId
     workload: Workload
     phase: WorkloadPhase = attrs.field(converter=WorkloadPhase)
     allocation: dict[DeviceName, DeviceAllocation] = attrs.field(factory=dict)
+    devices: dict[DeviceName, tuple[DeviceId, ...]] = attrs.field(factory=dict)
+    reason: str = ""

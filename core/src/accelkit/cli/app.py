@@ -33,6 +33,8 @@ COMMANDS = {
     "status": "accelkit.cli.status_cmd:status",
     "release": "accelkit.cli.release_cmd:release",
     "cdi": "accelkit.cli.cdi_cmd:cdi",
+    "cordon": "accelkit.cli.cordon_cmd:cordon",
+    "uncordon": "accelkit.cli.cordon_cmd:uncordon",
     "new-plugin": "accelkit.cli.new_plugin_cmd:new_plugin",
 }
 

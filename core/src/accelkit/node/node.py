@@ -9,6 +9,7 @@ workload goes through the node, so each record is applied to this process's maps
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
@@ -18,9 +19,12 @@ from accelkit.allocmap import AffinityPolicy
 from accelkit.config.model import HostConfig
 from accelkit.discovery import PluginLoader
 from accelkit.host import AgentView, PartitionHost
+from accelkit.node.health_board import HealthBoard
+from accelkit.node.health_cordons import CordonFile
+from accelkit.node.health_keeper import HealthKeeper
 from accelkit.runtime.base import Runtime, WorkloadHandle
 from accelkit.runtime.registry import default_runtimes
-from accelkit.types import AgentId, SlotName, Workload
+from accelkit.types import AgentId, DeviceId, DeviceName, SlotName, Workload
 from accelkit.workload.bookkeeper import Bookkeeper
 from accelkit.workload.ledger import Ledger
 from accelkit.workload.lifecycle import PhaseListener, WorkloadLifecycle
@@ -58,6 +62,7 @@ class Node:
             default_runtimes() if runtimes is None else dict(runtimes)
         )
         self._bookkeeper: Bookkeeper | None = None
+        self._health: HealthKeeper | None = None
 
     @classmethod
     def open(
@@ -101,6 +106,7 @@ class Node:
                 call_timeout=self.config.plugins.call_timeout,
             )
             report = await self._bookkeeper.reconcile()
+            await self._start_health()
         except BaseException:
             await self.close()
             raise
@@ -164,6 +170,7 @@ class Node:
         Raises ``InsufficientResource`` (naming who holds the devices) with nothing booked,
         ``InvalidResourceArgument`` for an unknown agent or a workload id already in use.
         """
+        self.health_keeper.sync_cordons()  # one stat unless another process changed them
         return await self.bookkeeper.book(
             agent_id, workload, slots, leader=leader, affinity_policy=affinity_policy
         )
@@ -241,3 +248,64 @@ class Node:
             checkpoint=checkpoint,
             echo=echo if echo is not None else (lambda _line: None),
         )
+
+    # -- device health (DESIGN §15) ------------------------------------------------------------
+
+    async def _start_health(self) -> None:
+        cordons = CordonFile(self.config.resource.state_dir, source=self.config.source_name)
+        self._health = HealthKeeper(
+            self.host,
+            cordons,
+            ledger=lambda: self.bookkeeper.ledger,
+            notify=self.host.loader.notify_workload_event,
+            call_timeout=self.config.plugins.call_timeout,
+        )
+        self._health.know_devices()
+        await self._health.refresh()
+
+    @property
+    def health_keeper(self) -> HealthKeeper:
+        """What keeps the maps in step with the devices' health."""
+        if self._health is None:
+            msg = "the node is not started (use 'async with Node.open(config) as node:')"
+            raise RuntimeError(msg)
+        return self._health
+
+    @property
+    def health(self) -> HealthBoard:
+        """Every device's effective health and its changes (:class:`HealthBoard`)."""
+        return self.health_keeper.board
+
+    async def refresh_health(self) -> None:
+        """Ask every plugin for its devices' health, re-read the cordons, fence the maps.
+
+        Workloads holding a device that turned unhealthy are told (``device_unhealthy``).
+        """
+        await self.health_keeper.refresh()
+
+    def watching_health(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Run the plugins' ``watch_health()`` while the block runs (``async with``)."""
+        return self.health_keeper.watching()
+
+    async def cordon(self, plugin: str, device: str, reason: str = "") -> bool:
+        """Take a device out of allocation for every process of the node; ``False`` if it was.
+
+        Raises ``InvalidResourceArgument`` for a plugin or device the node does not have.
+        """
+        self.health.of(plugin, device)  # names an unknown plugin or device
+        changed = self.health_keeper.cordon_file.cordon(plugin, device, reason)
+        self.health_keeper.sync_cordons()
+        return changed
+
+    async def uncordon(self, plugin: str, device: str) -> bool:
+        """Put a cordoned device back into allocation; ``False`` if it was not cordoned.
+
+        A device that is gone from the node may still be uncordoned; any other device the
+        node does not have raises ``InvalidResourceArgument``.
+        """
+        self.health_keeper.sync_cordons()
+        if (DeviceName(plugin), DeviceId(device)) not in self.health.cordons():
+            self.health.of(plugin, device)
+        changed = self.health_keeper.cordon_file.uncordon(plugin, device)
+        self.health_keeper.sync_cordons()
+        return changed

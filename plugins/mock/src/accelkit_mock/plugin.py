@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, ClassVar, cast
 
 from accelkit.allocmap import AbstractAllocMap, AllocationStrategy
+from accelkit.health import DeviceHealth, HealthEvent
 from accelkit.metrics import Measurement, MetricContext, MetricType, NodeMetric
 from accelkit.plugin import AbstractComputePlugin, AbstractLifecycleHook
 from accelkit.types import (
@@ -24,6 +26,7 @@ from accelkit.types import (
     Workload,
     WorkloadConfig,
 )
+from accelkit_mock.health import HealthFile
 from accelkit_mock.spec import MockConfig, MockDevice, MockKind
 
 #: how often the deterministic metrics change value, in seconds
@@ -90,6 +93,36 @@ class MockPlugin(AbstractComputePlugin):
         name = f"Mock{kind.key.title().replace('-', '').replace('_', '')}Plugin"
         subclass = cast("type[MockPlugin]", type(name, (cls,), attributes))
         return subclass(config)
+
+    @property
+    def health_file(self) -> HealthFile:
+        """The devices' health as the device file says, re-read when it changes."""
+        if (found := getattr(self, "_health_file", None)) is None:
+            found = self._health_file = HealthFile(self.kind, self.config)
+        return found
+
+    @property
+    def health_interval(self) -> float:
+        """Seconds between two looks at the device file in :meth:`watch_health`."""
+        return float(Decimal(str(self.config.get("health-interval", 1))))
+
+    async def device_health(self) -> Mapping[DeviceId, DeviceHealth]:
+        """``health`` / ``health-reason`` of each device, from the device file as it is now."""
+        return self.health_file.current()
+
+    async def watch_health(self) -> AsyncIterator[HealthEvent]:
+        """An event for each device whose health in the device file changed (polled)."""
+        last = self.health_file.current()
+        while True:
+            await asyncio.sleep(self.health_interval)
+            if not self.health_file.changed():
+                continue
+            now = self.health_file.current()
+            for device, health in now.items():
+                before = last.get(device)
+                if before is not None and before != health:
+                    yield HealthEvent(device, before.state, health)
+            last = now
 
     async def list_devices(self) -> Sequence[ComputeDevice]:
         return [

@@ -13,7 +13,12 @@ memory = "40G"
 processing-units = 108
 amount = "1"              # capacity in its slot; for key "mem" the byte size
 mig-profile = ""          # non-empty -> a UNIQUE slot "<key>.mig-<profile>"
+health = "healthy"        # or "degraded", "unhealthy", "unknown"; re-read while running
+health-reason = ""        # why, shown by 'accelkit devices' and 'accelkit status'
 ```
+
+``[plugins.config.mock] health-interval = "1"`` is how often (seconds) ``watch_health()`` looks
+at the device file for changes.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from accelkit.sizes import parse_binary_size
 from accelkit.types import to_decimal
 
 ALLOCATIONS = ("discrete", "fractional")
+HEALTH_STATES = ("healthy", "degraded", "unhealthy", "unknown")
 _KEY = re.compile(r"[a-z][a-z0-9_-]*")
 _PROFILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+_-]*")
 _NEEDS_KEY = "a kind needs a lower-case key such as 'cuda'"
@@ -77,6 +83,13 @@ def _amount_text(value: Any) -> int | str:
     return value
 
 
+def _health(value: Any) -> str:
+    if value not in HEALTH_STATES:
+        msg = f"unknown health {value!r} (use one of {', '.join(HEALTH_STATES)})"
+        raise ValueError(msg)
+    return str(value)
+
+
 def _profile(value: Any) -> str:
     if not isinstance(value, str) or (value and not _PROFILE.fullmatch(value)):
         msg = f"not a profile name: {value!r}"
@@ -95,6 +108,8 @@ class DeviceEntry:
     processing_units: Annotated[int, NON_NEGATIVE_INT] = 0
     amount: Annotated[int | str | None, Rule(_amount_text)] = None
     mig_profile: Annotated[str, Rule(_profile)] = ""
+    health: Annotated[str, Rule(_health)] = "healthy"
+    health_reason: str = ""
 
 
 @attrs.frozen
@@ -120,6 +135,7 @@ class MockConfig:
 
     config_file: str | None = None
     kinds: tuple[KindEntry, ...] = ()
+    health_interval: Annotated[Decimal, positive_decimal("0.001")] = Decimal(1)
 
 
 @attrs.frozen
@@ -133,6 +149,8 @@ class MockDevice:
     processing_units: int
     amount: Decimal
     mig_profile: str = ""
+    health: str = "healthy"
+    health_reason: str = ""
 
 
 @attrs.frozen
@@ -183,6 +201,8 @@ def _device(kind: KindEntry, entry: DeviceEntry, at: KeyPath) -> MockDevice:
         entry.processing_units,
         amount,
         entry.mig_profile,
+        entry.health,
+        entry.health_reason,
     )
 
 
@@ -293,8 +313,9 @@ def load_kinds(config: Mapping[str, Any]) -> tuple[MockKind, ...]:
             naming the device file and its key, or for inline kinds the key within
             ``[plugins.config.mock]``.
     """
-    unknown = sorted(set(config) - {"config-file", "kinds"})
-    errors = [ConfigError("unknown key (allowed: config-file, kinds)", key=key) for key in unknown]
+    unknown = sorted(set(config) - {"config-file", "kinds", "health-interval"})
+    allowed = "unknown key (allowed: config-file, kinds, health-interval)"
+    errors = [ConfigError(allowed, key=key) for key in unknown]
     if "config-file" in config and "kinds" in config:
         errors.append(
             ConfigError("give either 'config-file' or inline 'kinds', not both", key="config-file")

@@ -31,12 +31,20 @@ def plan_config(config: HostConfig, mode: str | None, agent_count: int | None) -
 
 
 async def compute_plan(config: HostConfig) -> dict[str, Any]:
-    """Start a partition host on ``config`` and return its plan."""
+    """Start a partition host on ``config`` and return its plan.
+
+    Devices that are unhealthy, degraded or cordoned are among the plan's warnings.
+    """
     from accelkit.host import PartitionHost
+    from accelkit.host.plan import health_warnings
+    from accelkit.node.health_view import read_health
 
     async with PartitionHost.open(config) as host:
         echo_warnings(host.loader.warnings)  # the plan's own warnings are part of the plan
-        return host.plan()
+        plan = host.plan()
+        health, problems = await read_health(host.plugins.values(), config)
+        plan["warnings"] += [*health_warnings(health), *problems]
+        return plan
 
 
 def compact_ids(ids: Sequence[str]) -> str:

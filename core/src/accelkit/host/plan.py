@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from accelkit.health import DeviceHealth, HealthState
 from accelkit.partition import natural_sort_key
 from accelkit.partition.partitioner import PartitionResult
-from accelkit.types import DeviceName, SlotName, format_amount
+from accelkit.types import DeviceId, DeviceName, SlotName, format_amount
 
 _FIRST = {"cpu": 0, "mem": 1}
 
@@ -19,6 +20,21 @@ def display_order(keys: Iterable[str]) -> list[str]:
 
 def _amounts(values: Mapping[SlotName, Any]) -> dict[str, str]:
     return {slot: format_amount(values[SlotName(slot)]) for slot in display_order(values)}
+
+
+def health_warnings(health: Mapping[DeviceName, Mapping[DeviceId, DeviceHealth]]) -> list[str]:
+    """A warning per device that takes no new grant (unhealthy or cordoned) or is degraded."""
+    lines: list[str] = []
+    for plugin in display_order(health):
+        devices = health[DeviceName(plugin)]
+        for device in sorted(devices, key=natural_sort_key):
+            report = devices[device]
+            if report.state is HealthState.HEALTHY:
+                continue
+            why = f" ({report.reason})" if report.reason else ""
+            effect = "takes no new workload" if not report.allocatable else "is still allocatable"
+            lines.append(f"device {plugin}/{device} is {report.state.value}{why}: it {effect}")
+    return lines
 
 
 def build_plan(result: PartitionResult, warnings: Iterable[str] = ()) -> dict[str, Any]:

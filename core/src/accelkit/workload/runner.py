@@ -132,6 +132,7 @@ class _SignalRoutes:
         if not self.previous and threading.current_thread() is threading.main_thread():
             for signum in FORWARDED_SIGNALS:
                 self.previous[signum] = signal.signal(signum, self._handle)
+                signal.siginterrupt(signum, False)  # as the loop's handlers: calls restart
         self.relays.add(relay)
 
     def discard(self, relay: _SignalRelay) -> None:

@@ -108,21 +108,24 @@ class MockPlugin(AbstractComputePlugin):
 
     async def device_health(self) -> Mapping[DeviceId, DeviceHealth]:
         """``health`` / ``health-reason`` of each device, from the device file as it is now."""
-        return self.health_file.current()
+        self._told: Mapping[DeviceId, DeviceHealth] = self.health_file.current()
+        return self._told
 
     async def watch_health(self) -> AsyncIterator[HealthEvent]:
-        """An event for each device whose health in the device file changed (polled)."""
-        last = self.health_file.current()
+        """An event for each device whose health in the device file changed (polled).
+
+        Changes are counted from what :meth:`device_health` last reported, so a change made
+        between that call and the start of the watch is not missed.
+        """
+        last = getattr(self, "_told", None) or self.health_file.current()
         while True:
-            await asyncio.sleep(self.health_interval)
-            if not self.health_file.changed():
-                continue
-            now = self.health_file.current()
+            now = self.health_file.current()  # one stat while the file is unchanged
             for device, health in now.items():
                 before = last.get(device)
                 if before is not None and before != health:
                     yield HealthEvent(device, before.state, health)
-            last = now
+            last = self._told = now
+            await asyncio.sleep(self.health_interval)
 
     async def list_devices(self) -> Sequence[ComputeDevice]:
         return [

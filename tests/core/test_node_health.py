@@ -1,0 +1,219 @@
+"""Health-aware allocation in a real node over the mock plugin: reports, cordons, holders told."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from accelkit import hookimpl
+from accelkit.config import load_host_config
+from accelkit.config.model import HostConfig
+from accelkit.discovery import PluginLoader
+from accelkit.errors import InsufficientResource, InvalidResourceArgument
+from accelkit.events import WorkloadEvent, WorkloadPhase
+from accelkit.health import HealthState
+from accelkit.node import Node
+from accelkit.node.health_board import DeviceChange
+from accelkit.node.health_notes import read_notes
+from accelkit.types import AgentId, DeviceName, SlotName, Workload, WorkloadType
+
+CUDA = DeviceName("cuda")
+AGENT = AgentId("agent-1")
+ONE_GPU = {SlotName("cuda.device"): Decimal(1)}
+
+
+def set_health(devices: Path, device: str, state: str, reason: str = "") -> None:
+    """Rewrite the mock device file with ``device``'s health (atomically, as an editor would)."""
+    lines: list[str] = []
+    current = None
+    for line in devices.read_text().splitlines():
+        if line.startswith("id = "):
+            current = line
+        if line.startswith(("health = ", "health-reason = ")) and current == f'id = "{device}"':
+            continue
+        lines.append(line)
+        if line == f'id = "{device}"':
+            lines += [f'health = "{state}"', f'health-reason = "{reason}"']
+    tmp = devices.with_suffix(".tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.replace(devices)
+
+
+@pytest.fixture
+def config(mock_node: Callable[..., Path]) -> HostConfig:
+    path = mock_node(cpus=1, gpus=2)
+    text = path.read_text() + 'health-interval = "0.02"\n'
+    path.write_text(text)
+    return load_host_config(path)
+
+
+def devices_file(config: HostConfig) -> Path:
+    assert config.source_name is not None
+    return Path(config.source_name).parent / "devices.toml"
+
+
+class Observer:
+    def __init__(self) -> None:
+        self.events: list[WorkloadEvent] = []
+
+    @hookimpl
+    def accelkit_workload_event(self, event: WorkloadEvent) -> None:
+        self.events.append(event)
+
+
+def observed_node(config: HostConfig, observer: Observer) -> Node:
+    loader = PluginLoader.from_entry_points(config.plugins.with_environment())
+    loader.pm.register(observer, "observer")
+    return Node.open(config, loader=loader)
+
+
+async def book(node: Node, name: str) -> list[str]:
+    record = await node.book(AGENT, Workload(name, WorkloadType.PROCESS_TREE), ONE_GPU)
+    return sorted(record.allocation[CUDA][SlotName("cuda.device")])
+
+
+def test_an_unhealthy_device_at_start_is_never_granted(config: HostConfig) -> None:
+    set_health(devices_file(config), "cuda1", "unhealthy", "XID 79")
+
+    async def main() -> None:
+        async with Node.open(config) as node:
+            assert node.health.of(CUDA, "cuda1").reason == "XID 79"
+            assert await book(node, "a") == ["cuda0"]
+            with pytest.raises(InsufficientResource, match=r"unhealthy or cordoned: cuda1"):
+                await book(node, "b")
+
+    asyncio.run(main())
+
+
+def test_a_degraded_device_stays_allocatable(config: HostConfig) -> None:
+    set_health(devices_file(config), "cuda0", "degraded", "ECC")
+    set_health(devices_file(config), "cuda1", "degraded", "ECC")
+
+    async def main() -> None:
+        async with Node.open(config) as node:
+            assert node.health.of(CUDA, "cuda0").state is HealthState.DEGRADED
+            assert {*(await book(node, "a")), *(await book(node, "b"))} == {"cuda0", "cuda1"}
+
+    asyncio.run(main())
+
+
+def test_refresh_fences_and_recovery_unfences_without_restart(config: HostConfig) -> None:
+    async def main() -> None:
+        async with Node.open(config) as node:
+            set_health(devices_file(config), "cuda0", "unhealthy", "fell off the bus")
+            await node.refresh_health()
+            assert await book(node, "a") == ["cuda1"]
+            set_health(devices_file(config), "cuda0", "healthy")
+            await node.refresh_health()
+            assert await book(node, "b") == ["cuda0"]
+
+    asyncio.run(main())
+
+
+def test_holders_get_one_event_and_one_note_per_change(config: HostConfig) -> None:
+    observer = Observer()
+
+    async def main() -> None:
+        async with observed_node(config, observer) as node:
+            held = await book(node, "holder")
+            set_health(devices_file(config), held[0], "unhealthy", "XID 48")
+            await node.refresh_health()
+            await node.refresh_health()  # nothing changed: nobody is told again
+            notes = read_notes(node.bookkeeper.ledger)[(AGENT, "holder")]
+            assert [n.text for n in notes] == [f"device cuda/{held[0]} turned unhealthy: XID 48"]
+
+    asyncio.run(main())
+    told = [e for e in observer.events if e.phase is WorkloadPhase.DEVICE_UNHEALTHY]
+    assert len(told) == 1
+    assert told[0].workload.id == "holder"
+    assert list(told[0].devices) == [CUDA]
+    assert "XID 48" in told[0].reason
+
+
+def test_another_process_sees_the_same_change_without_telling_twice(config: HostConfig) -> None:
+    observer = Observer()
+
+    async def main() -> None:
+        async with Node.open(config) as first:
+            await book(first, "holder")
+            set_health(devices_file(config), "cuda0", "unhealthy", "XID 79")
+            set_health(devices_file(config), "cuda1", "unhealthy", "XID 79")
+            await first.refresh_health()
+            async with observed_node(config, observer) as second:  # its own fresh board
+                assert second.health.of(CUDA, "cuda0").state is HealthState.UNHEALTHY
+
+    asyncio.run(main())
+    assert [e for e in observer.events if e.phase is WorkloadPhase.DEVICE_UNHEALTHY] == []
+
+
+def test_cordons_are_honoured_by_every_node_before_it_books(config: HostConfig) -> None:
+    async def main() -> None:
+        async with Node.open(config) as booking, Node.open(config) as operator:
+            assert await operator.cordon("cuda", "cuda0", "fan") is True
+            assert await operator.cordon("cuda", "cuda0", "again") is False  # idempotent
+            assert await book(booking, "a") == ["cuda1"]  # read the cordon before booking
+            with pytest.raises(InsufficientResource, match="cuda0"):
+                await book(booking, "b")
+            assert booking.health.of(CUDA, "cuda0").reason == "cordoned: fan"
+            assert await operator.uncordon("cuda", "cuda0") is True
+            assert await operator.uncordon("cuda", "cuda0") is False
+            assert await book(booking, "b") == ["cuda0"]
+
+    asyncio.run(main())
+
+
+def test_cordon_of_an_unknown_plugin_or_device_is_refused(config: HostConfig) -> None:
+    async def main() -> None:
+        async with Node.open(config) as node:
+            with pytest.raises(InvalidResourceArgument, match="no device 'cuda9'"):
+                await node.cordon("cuda", "cuda9")
+            with pytest.raises(InvalidResourceArgument, match="no plugin 'rocm'"):
+                await node.uncordon("rocm", "x")
+
+    asyncio.run(main())
+
+
+def test_watching_health_follows_the_device_file(config: HostConfig) -> None:
+    async def main() -> tuple[list[DeviceChange], float]:
+        async with Node.open(config) as node, node.watching_health():
+            changes = node.health.changes()
+            started = time.monotonic()
+            set_health(devices_file(config), "cuda1", "unhealthy", "XID 79")
+            change = await asyncio.wait_for(anext(changes), 10)
+            took = time.monotonic() - started
+            assert await book(node, "a") == ["cuda0"]
+            set_health(devices_file(config), "cuda1", "healthy")
+            back = await asyncio.wait_for(anext(changes), 10)
+            assert await book(node, "b") == ["cuda1"]
+            return [change, back], took
+
+    (lost, back), took = asyncio.run(main())
+    assert lost.turned_unallocatable
+    assert back.new is not None
+    assert back.new.state is HealthState.HEALTHY
+    assert took < 5  # polled every 0.02 s
+
+
+def test_a_plugin_whose_health_fails_keeps_the_last_health_and_warns(
+    config: HostConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def main() -> list[str]:
+        async with Node.open(config) as node:
+            plugin = node.host.plugins[CUDA]
+
+            async def broken() -> dict[str, object]:
+                msg = "driver gone"
+                raise RuntimeError(msg)
+
+            monkeypatch.setattr(plugin, "device_health", broken)
+            await node.refresh_health()
+            assert node.health.of(CUDA, "cuda0").state is HealthState.HEALTHY
+            return node.warnings
+
+    warnings = asyncio.run(main())
+    assert any("device_health failed: RuntimeError: driver gone" in w for w in warnings)

@@ -144,10 +144,10 @@ class CordonFile:
             ],
         }
         tmp = self.path.with_name(f".{CORDONS_FILE}.{os.getpid()}.tmp")
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)  # left by a writer of this pid that was killed
             with os.fdopen(os.open(tmp, flags, 0o600), "wb") as out:
                 out.write(json.dumps(body, indent=1).encode() + b"\n")
                 out.flush()

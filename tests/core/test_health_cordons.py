@@ -1,0 +1,97 @@
+"""Cordons in the state directory: synced file, locked changes, one stat to see nothing changed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from accelkit.errors import ConfigError
+from accelkit.node.health_cordons import CORDONS_FILE, CordonFile
+from accelkit.types import DeviceId, DeviceName
+
+
+def test_cordon_and_uncordon_round_trip_and_are_idempotent(tmp_path: Path) -> None:
+    cordons = CordonFile(tmp_path / "state")
+    assert cordons.read() == {}
+    assert cordons.cordon("cuda", "cuda1", "fan") is True
+    assert cordons.cordon("cuda", "cuda1", "other") is False
+    found = CordonFile(tmp_path / "state").read()
+    assert list(found) == [(DeviceName("cuda"), DeviceId("cuda1"))]
+    assert found[(DeviceName("cuda"), DeviceId("cuda1"))].reason == "fan"
+    assert cordons.uncordon("cuda", "cuda1") is True
+    assert cordons.uncordon("cuda", "cuda1") is False
+    assert CordonFile(tmp_path / "state").read() == {}
+    assert (tmp_path / "state" / CORDONS_FILE).stat().st_mode & 0o777 == 0o600
+
+
+def test_read_if_changed_sees_another_writer_and_nothing_else(tmp_path: Path) -> None:
+    reader = CordonFile(tmp_path)
+    assert reader.read_if_changed() == {}
+    assert reader.read_if_changed() is None
+    CordonFile(tmp_path).cordon("cuda", "cuda0", "")
+    assert reader.read_if_changed() is not None
+    assert reader.read_if_changed() is None
+
+
+WRITER = """
+import sys
+from accelkit.node.health_cordons import CordonFile
+cordons = CordonFile(sys.argv[1])
+for i in range(int(sys.argv[3])):
+    cordons.cordon("cuda", f"{sys.argv[2]}{i}", "load")
+"""
+
+
+def test_concurrent_writers_lose_no_cordon(tmp_path: Path) -> None:
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), prefix, "15"])
+        for prefix in ("a", "b", "c")
+    ]
+    assert [w.wait(timeout=120) for w in writers] == [0, 0, 0]
+    assert len(CordonFile(tmp_path).read()) == 45
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("{not json", "cannot parse it"),
+        ('{"format": "other"}', "not a cordon file"),
+        ('{"format": "accelkit-cordons/1", "cordons": [{"plugin": "cuda"}]}', "entry 0"),
+        ('{"format": "accelkit-cordons/1", "cordons": 3}', "entry 0"),
+        (
+            '{"format": "accelkit-cordons/1", "cordons": [{"plugin": 1, "device": "x",'
+            ' "reason": "", "since": "1"}]}',
+            "must be strings",
+        ),
+    ],
+)
+def test_a_damaged_file_is_a_config_error_naming_it(
+    tmp_path: Path, body: str, message: str
+) -> None:
+    (tmp_path / CORDONS_FILE).write_text(body)
+    os.chmod(tmp_path / CORDONS_FILE, 0o600)
+    with pytest.raises(ConfigError, match=message) as caught:
+        CordonFile(tmp_path).read()
+    assert CORDONS_FILE in str(caught.value)
+
+
+def test_a_symlinked_cordon_file_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere.json"
+    target.write_text(json.dumps({"format": "accelkit-cordons/1", "cordons": []}))
+    (tmp_path / CORDONS_FILE).symlink_to(target)
+    with pytest.raises(ConfigError, match="symbolic link"):
+        CordonFile(tmp_path).read()
+
+
+def test_a_write_that_fails_says_so_and_keeps_the_old_file(tmp_path: Path) -> None:
+    cordons = CordonFile(tmp_path)
+    cordons.cordon("cuda", "cuda0", "first")
+    (tmp_path / f".{CORDONS_FILE}.{os.getpid()}.tmp").mkdir()  # cannot be replaced by a file
+    with pytest.raises(ConfigError, match="cannot write it"):
+        cordons.cordon("cuda", "cuda1", "second")
+    assert list(CordonFile(tmp_path).read()) == [(DeviceName("cuda"), DeviceId("cuda0"))]

@@ -9,9 +9,11 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 from accelkit.metrics_export.gather import MetricsGatherer
+from accelkit.metrics_export.health_metrics import HealthCollector
 from accelkit.metrics_export.prometheus import SnapshotCollector
 from accelkit.metrics_export.scrape_errors import ScrapeErrorCollector
 from accelkit.metrics_export.snapshot import MetricsSnapshot
+from accelkit.node.health_board import HealthBoard
 from accelkit.types import ComputeDevice
 
 __all__ = ["SCRAPE_TIMEOUT_HEADER", "Exposition", "scrape_budget"]
@@ -43,15 +45,20 @@ class Exposition:
     """Gathers on request and renders with prometheus-client; one rendering per snapshot/format.
 
     Scrapes that share a gather (see :class:`MetricsGatherer`) share its rendered text too.
+    ``health``, when given, returns the node's health board: every scrape then carries the
+    device health series (:mod:`accelkit.metrics_export.health_metrics`), read fresh.
     """
 
     def __init__(
         self,
         gatherer: MetricsGatherer,
         devices: Callable[[], Mapping[str, Iterable[ComputeDevice]]] | None = None,
+        *,
+        health: Callable[[], HealthBoard] | None = None,
     ) -> None:
         self.gatherer = gatherer
         self._devices = devices
+        self._health = health
         self._last: tuple[MetricsSnapshot, str, bytes] | None = None
 
     async def render(self, budget: Decimal | None, accept: str | None) -> tuple[bytes, str]:
@@ -59,11 +66,18 @@ class Exposition:
         snapshot = await self.gatherer.gather(budget)
         encoder, content_type = choose_encoder(accept or "")
         last = self._last
-        if last is not None and last[0] is snapshot and last[1] == content_type:
+        if (
+            last is not None
+            and last[0] is snapshot
+            and last[1] == content_type
+            and self._health is None  # health changes between gathers: render it each time
+        ):
             return last[2], content_type
         registry = CollectorRegistry(auto_describe=False)
         registry.register(SnapshotCollector(lambda: snapshot, self._devices))
         registry.register(ScrapeErrorCollector(lambda: snapshot))
+        if self._health is not None:
+            registry.register(HealthCollector(self._health))
         body = encoder(registry)
         self._last = (snapshot, content_type, body)
         return body, content_type

@@ -10,6 +10,7 @@ import pytest
 from accelkit.plugin import AbstractComputePlugin
 from accelkit.testing.agent_setup import AgentSetup, copier, start_plugin
 from accelkit.testing.contract_checks import ContractChecks
+from accelkit.testing.health_checks import HealthChecks
 from accelkit.testing.hook_checks import HookChecks
 from accelkit.testing.mask_checks import MaskChecks
 from accelkit.testing.metric_checks import MetricChecks
@@ -18,7 +19,13 @@ from accelkit.testing.workload_checks import WorkloadChecks
 
 
 class PluginConformance(
-    ContractChecks, MaskChecks, HookChecks, WorkloadChecks, MetricChecks, RegistrationChecks
+    ContractChecks,
+    MaskChecks,
+    HookChecks,
+    WorkloadChecks,
+    MetricChecks,
+    RegistrationChecks,
+    HealthChecks,
 ):
     """Subclass this and provide a ``plugin`` fixture returning a fresh, not started plugin.
 

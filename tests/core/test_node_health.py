@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from decimal import Decimal
 from pathlib import Path
 
@@ -16,11 +16,11 @@ from accelkit.config.model import HostConfig
 from accelkit.discovery import PluginLoader
 from accelkit.errors import InsufficientResource, InvalidResourceArgument
 from accelkit.events import WorkloadEvent, WorkloadPhase
-from accelkit.health import HealthState
+from accelkit.health import DeviceHealth, HealthEvent, HealthState
 from accelkit.node import Node
 from accelkit.node.health_board import DeviceChange
 from accelkit.node.health_notes import read_notes
-from accelkit.types import AgentId, DeviceName, SlotName, Workload, WorkloadType
+from accelkit.types import AgentId, DeviceId, DeviceName, SlotName, Workload, WorkloadType
 
 CUDA = DeviceName("cuda")
 AGENT = AgentId("agent-1")
@@ -217,3 +217,56 @@ def test_a_plugin_whose_health_fails_keeps_the_last_health_and_warns(
 
     warnings = asyncio.run(main())
     assert any("device_health failed: RuntimeError: driver gone" in w for w in warnings)
+
+
+def test_reports_and_events_of_devices_the_plugin_does_not_have_are_ignored(
+    config: HostConfig, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def main() -> None:
+        async with Node.open(config) as node:
+            plugin = node.host.plugins[CUDA]
+
+            async def stray() -> dict[DeviceId, DeviceHealth]:
+                return {DeviceId("cuda7"): DeviceHealth(HealthState.UNHEALTHY, "?")}
+
+            monkeypatch.setattr(plugin, "device_health", stray)
+            assert await node.health_keeper.refresh() == []
+            event = HealthEvent(DeviceId("cuda8"), HealthState.HEALTHY, DeviceHealth.healthy())
+            assert node.health_keeper.apply_event(CUDA, event) is None
+            with pytest.raises(InvalidResourceArgument):
+                node.health.of(CUDA, "cuda7")
+
+    asyncio.run(main())
+    assert "unknown device 'cuda7'" in caplog.text
+    assert "unknown device 'cuda8'" in caplog.text
+
+
+def test_a_watch_that_fails_is_a_warning_of_the_node(
+    config: HostConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def main() -> list[str]:
+        async with Node.open(config) as node:
+            plugin = node.host.plugins[CUDA]
+
+            async def broken() -> AsyncIterator[HealthEvent]:
+                msg = "event set lost"
+                raise RuntimeError(msg)
+                yield  # pragma: no cover
+
+            monkeypatch.setattr(plugin, "watch_health", broken)
+            async with node.watching_health():
+                await asyncio.sleep(0.05)
+            return node.warnings
+
+    warnings = asyncio.run(main())
+    assert any("watch_health failed: RuntimeError: event set lost" in w for w in warnings)
+
+
+def test_a_cordon_of_a_device_that_vanished_can_still_be_lifted(config: HostConfig) -> None:
+    async def main() -> None:
+        async with Node.open(config) as node:
+            node.health_keeper.cordon_file.cordon("cuda", "cuda5", "pulled out")
+            assert await node.uncordon("cuda", "cuda5") is True
+            assert node.health.cordons() == {}
+
+    asyncio.run(main())

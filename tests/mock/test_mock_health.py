@@ -124,3 +124,24 @@ def test_watch_health_can_be_cancelled(tmp_path: Path) -> None:
         assert {t for t in asyncio.all_tasks() if t is not asyncio.current_task()} == set()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [('"0"', "must be greater than zero"), ("0.5", "not a float")],
+)
+def test_a_bad_health_interval_is_refused_by_every_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str, message: str
+) -> None:
+    from accelkit.cli.app import main
+
+    write(tmp_path / "devices.toml")
+    host = tmp_path / "host.toml"
+    host.write_text(
+        f'[resource]\nstate-dir = "{tmp_path}/state"\n[plugins]\nallowed = ["mock"]\n'
+        f'[plugins.config.mock]\nconfig-file = "devices.toml"\nhealth-interval = {value}\n'
+    )
+    assert main(["check", "--config", str(host)]) == 2
+    err = capsys.readouterr().err
+    assert "plugins.config.mock.health-interval" in err
+    assert message in err

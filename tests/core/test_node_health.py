@@ -270,3 +270,27 @@ def test_a_cordon_of_a_device_that_vanished_can_still_be_lifted(config: HostConf
             assert node.health.cordons() == {}
 
     asyncio.run(main())
+
+
+def test_a_loss_after_an_unseen_recovery_is_news_again(config: HostConfig) -> None:
+    observer = Observer()
+    devices = devices_file(config)
+
+    async def main() -> list[str]:
+        async with Node.open(config) as runner:  # holds the workload throughout
+            held = (await book(runner, "holder"))[0]
+            set_health(devices, held, "unhealthy", "XID 79")
+            async with observed_node(config, observer):
+                pass
+            set_health(devices, held, "healthy")  # no process runs to see it
+            async with observed_node(config, observer):
+                pass
+            set_health(devices, held, "unhealthy", "XID 79")
+            async with observed_node(config, observer):
+                pass
+            notes = read_notes(runner.bookkeeper.ledger)[(AGENT, "holder")]
+            return [n.state for n in notes]
+
+    assert asyncio.run(main()) == ["unhealthy", "healthy", "unhealthy"]
+    told = [e for e in observer.events if e.phase is WorkloadPhase.DEVICE_UNHEALTHY]
+    assert len(told) == 2

@@ -23,7 +23,7 @@ from accelkit.host import PartitionHost
 from accelkit.node.health_board import DeviceChange, HealthBoard
 from accelkit.node.health_cordons import CordonFile
 from accelkit.node.health_maps import fence_maps, install_fences
-from accelkit.node.health_notes import HealthNote, add_notes
+from accelkit.node.health_notes import HealthNote, add_notes, latest_unhealthy
 from accelkit.plugin import AbstractComputePlugin
 from accelkit.types import AgentId, DeviceId, DeviceName
 from accelkit.workload.ledger import Ledger
@@ -82,7 +82,34 @@ class HealthKeeper:
                     changes.append(change)
         changes += self.board.set_cordons(self.cordon_file.read())
         self.settle(changes)
+        self._note_recoveries()
         return changes
+
+    def _note_recoveries(self) -> None:
+        """Follow each unhealthy note of a device that is allocatable now with a recovery note.
+
+        Another process may have seen the device recover, or nobody did; either way the
+        next loss must be news again (notes of the same news are deduplicated).
+        """
+        try:
+            stale = latest_unhealthy(self._ledger())
+        except Exception:
+            log.warning("reading health notes failed", exc_info=True)
+            return
+        recovered: list[HealthNote] = []
+        for note in stale:
+            known = self.board.snapshot().get(DeviceName(note.plugin), {})
+            health = known.get(DeviceId(note.device))
+            if health is not None and health.allocatable:
+                change = DeviceChange(
+                    DeviceName(note.plugin), DeviceId(note.device), None, health, "health"
+                )
+                recovered.append(_note(note.agent, note.workload_id, change, health))
+        if recovered:
+            try:
+                add_notes(self._ledger(), recovered)
+            except Exception:
+                log.warning("recording health notes failed", exc_info=True)
 
     async def _ask(
         self, key: DeviceName, plugin: AbstractComputePlugin

@@ -18,7 +18,7 @@ from accelkit.types import AgentId
 from accelkit.workload.ledger import Ledger
 from accelkit.workload.state_dir import KEY
 
-__all__ = ["HealthNote", "add_notes", "read_notes"]
+__all__ = ["HealthNote", "add_notes", "latest_unhealthy", "read_notes"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS health_notes (
@@ -119,3 +119,25 @@ def read_notes(ledger: Ledger) -> dict[tuple[str, str], list[HealthNote]]:
         note = HealthNote(AgentId(agent), workload, at, plugin, device, state, text)
         notes.setdefault((agent, workload), []).append(note)
     return notes
+
+
+def latest_unhealthy(ledger: Ledger) -> list[HealthNote]:
+    """For each workload and device, its latest note where that note says ``unhealthy``.
+
+    A process that starts after a device recovered sees no change (its board starts healthy);
+    these are the notes it must follow with a recovery note, so the next loss is news again.
+    """
+    try:
+        rows = ledger.db.execute(
+            "SELECT agent, workload, at, plugin, device, state, text FROM health_notes AS n"
+            " WHERE rowid = (SELECT MAX(rowid) FROM health_notes AS m WHERE m.agent = n.agent"
+            " AND m.workload = n.workload AND m.plugin = n.plugin AND m.device = n.device)"
+            " AND state = 'unhealthy'"
+        ).fetchall()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return []
+        raise _fail(ledger, exc) from exc
+    except sqlite3.Error as exc:
+        raise _fail(ledger, exc) from exc
+    return [HealthNote(AgentId(a), w, at, p, d, s, t) for a, w, at, p, d, s, t in rows]

@@ -219,6 +219,26 @@ def test_a_plugin_whose_health_fails_keeps_the_last_health_and_warns(
     assert any("device_health failed: RuntimeError: driver gone" in w for w in warnings)
 
 
+@pytest.mark.parametrize("report", [["cuda0"], {"cuda0": "broken"}])
+def test_a_report_that_is_not_device_health_is_a_warning(
+    config: HostConfig, monkeypatch: pytest.MonkeyPatch, report: object
+) -> None:
+    async def main() -> list[str]:
+        async with Node.open(config) as node:
+            plugin = node.host.plugins[CUDA]
+
+            async def wrong() -> object:
+                return report
+
+            monkeypatch.setattr(plugin, "device_health", wrong)
+            await node.refresh_health()
+            assert node.health.of(CUDA, "cuda0").state is HealthState.HEALTHY
+            return node.warnings
+
+    warnings = asyncio.run(main())
+    assert any("expected a mapping of device id to DeviceHealth" in w for w in warnings)
+
+
 def test_reports_and_events_of_devices_the_plugin_does_not_have_are_ignored(
     config: HostConfig, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

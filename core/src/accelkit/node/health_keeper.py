@@ -57,8 +57,9 @@ class HealthKeeper:
 
     # -- refreshing ------------------------------------------------------------------------------
 
-    def know_devices(self) -> None:
-        """Put every discovered device on the board, healthy until a plugin says otherwise."""
+    def prepare(self) -> None:
+        """Fence the maps that cannot fence themselves (:func:`install_fences`) and put every
+        discovered device on the board, healthy until its plugin says otherwise."""
         install_fences(self.host)
         for key, plugin in self.host.plugins.items():
             for device in plugin.devices:
@@ -97,9 +98,9 @@ class HealthKeeper:
             log.warning("reading health notes failed", exc_info=True)
             return
         recovered: list[HealthNote] = []
+        snapshot = self.board.snapshot()
         for note in stale:
-            known = self.board.snapshot().get(DeviceName(note.plugin), {})
-            health = known.get(DeviceId(note.device))
+            health = snapshot.get(DeviceName(note.plugin), {}).get(DeviceId(note.device))
             if health is not None and health.allocatable:
                 change = DeviceChange(
                     DeviceName(note.plugin), DeviceId(note.device), None, health, "health"
@@ -115,12 +116,18 @@ class HealthKeeper:
         self, key: DeviceName, plugin: AbstractComputePlugin
     ) -> Mapping[DeviceId, DeviceHealth]:
         try:
-            return await call_async(key, "device_health", self._timeout, plugin.device_health)
+            reports = await call_async(key, "device_health", self._timeout, plugin.device_health)
+            if not isinstance(reports, Mapping) or not all(
+                isinstance(h, DeviceHealth) for h in reports.values()
+            ):
+                msg = f"expected a mapping of device id to DeviceHealth, got {reports!r:.200}"
+                raise TypeError(msg)
         except Exception as exc:  # a plugin's failure is reported, never the node's
             line = f"plugin {key!r} device_health failed: {type(exc).__name__}: {exc}"
             log.warning("%s", line, exc_info=True)
             self.host.add_warning(line)
             return {}
+        return reports
 
     def sync_cordons(self) -> list[DeviceChange]:
         """Apply cordons changed by another process; one ``stat`` when none did."""

@@ -40,8 +40,11 @@ async def read_health(
         except Exception as exc:
             problems.append(f"plugin {plugin.key!r} device_health failed: {exc}")
             continue
+        if not isinstance(reports, Mapping):
+            problems.append(f"plugin {plugin.key!r} device_health returned {reports!r:.200}")
+            continue
         for device, health in reports.items():
-            if device in known:
+            if device in known and isinstance(health, DeviceHealth):
                 board.report(plugin.key, device, health)
     cordons = CordonFile(config.resource.state_dir, source=config.source_name)
     board.set_cordons(cordons.read())

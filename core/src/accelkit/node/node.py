@@ -260,7 +260,7 @@ class Node:
             notify=self.host.loader.notify_workload_event,
             call_timeout=self.config.plugins.call_timeout,
         )
-        self._health.know_devices()
+        self._health.prepare()
         await self._health.refresh()
 
     @property

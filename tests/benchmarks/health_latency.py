@@ -11,6 +11,10 @@ repository root::
 
     .venv/bin/python tests/benchmarks/health_latency.py --rounds 20 --interval 0.05
 
+Last, ``cordon_check``: what a node pays before each booking to honour cordons set by other
+processes when none changed (µs per check, median of 5 runs of 10,000), against ``os.stat`` of the
+cordon file in the same run.
+
 Prints one JSON object: medians (ms) of each figure, and each median over the floor's.
 """
 
@@ -135,6 +139,8 @@ async def measure(directory: Path, rounds: int, interval: float) -> dict[str, ob
             lost.append(await until(excluded, "exclusion"))
             write(devices, "healthy")
             regained.append(await until(granted, "a grant"))
+        node.health_keeper.cordon_file.cordon("cuda", "cuda0", "benchmark")
+        check, stat = cordon_check(node)
     floor_file = directory / "floor.toml"
     write(floor_file, "healthy")
     poller = Poller(floor_file, interval)
@@ -155,7 +161,29 @@ async def measure(directory: Path, rounds: int, interval: float) -> dict[str, ob
         median = statistics.median(samples) * 1000
         result[f"{name}_ms"] = round(median, 2)
         result[f"{name}_over_floor"] = round(median / floor_ms, 2)
+    result["cordon_check_us"] = round(check, 3)
+    result["stat_floor_us"] = round(stat, 3)
+    result["cordon_check_over_floor"] = round(check / stat, 2)
     return result
+
+
+def cordon_check(node: Node, calls: int = 10_000) -> tuple[float, float]:
+    """µs per unchanged cordon check before a booking, and per ``os.stat`` of the file."""
+    keeper = node.health_keeper
+    keeper.sync_cordons()  # the cordon just written: read once
+    path = keeper.cordon_file.path
+    checks: list[float] = []
+    stats: list[float] = []
+    for _ in range(5):
+        started = time.perf_counter()
+        for _ in range(calls):
+            keeper.sync_cordons()
+        checks.append((time.perf_counter() - started) / calls * 1e6)
+        started = time.perf_counter()
+        for _ in range(calls):
+            os.stat(path)
+        stats.append((time.perf_counter() - started) / calls * 1e6)
+    return statistics.median(checks), statistics.median(stats)
 
 
 def main() -> None:

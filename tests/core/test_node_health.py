@@ -314,3 +314,16 @@ def test_a_loss_after_an_unseen_recovery_is_news_again(config: HostConfig) -> No
     assert asyncio.run(main()) == ["unhealthy", "healthy", "unhealthy"]
     told = [e for e in observer.events if e.phase is WorkloadPhase.DEVICE_UNHEALTHY]
     assert len(told) == 2
+
+
+def test_a_change_published_on_the_board_fences_the_maps_too(config: HostConfig) -> None:
+    async def main() -> None:
+        async with Node.open(config) as node:
+            old = node.health.of(CUDA, "cuda0")
+            lost = DeviceHealth(HealthState.UNHEALTHY, "reported by another source")
+            node.health.publish(DeviceChange(CUDA, DeviceId("cuda0"), old, lost, "health"))
+            assert await book(node, "a") == ["cuda1"]
+            node.health.publish(DeviceChange(CUDA, DeviceId("cuda0"), lost, old, "health"))
+            assert await book(node, "b") == ["cuda0"]
+
+    asyncio.run(main())

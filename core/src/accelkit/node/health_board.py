@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from types import TracebackType
 from typing import Literal
@@ -135,7 +135,12 @@ class Subscription:
 class HealthBoard:
     """Effective health per (plugin, device) and the fan-out of its changes."""
 
-    def __init__(self, *, queue_size: int = QUEUE_SIZE) -> None:
+    def __init__(
+        self,
+        *,
+        queue_size: int = QUEUE_SIZE,
+        on_publish: Callable[[DeviceChange], None] | None = None,
+    ) -> None:
         if queue_size < 1:
             msg = f"a subscriber's queue size must be at least 1, got {queue_size}"
             raise ValueError(msg)
@@ -144,6 +149,8 @@ class HealthBoard:
         self._subscribers: list[Subscription] = []
         self._transitions: collections.Counter[tuple[DeviceName, DeviceId]] = collections.Counter()
         self._queue_size = queue_size
+        #: told of every change :meth:`publish` applies (the node fences its maps with it)
+        self._on_publish = on_publish
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -259,7 +266,8 @@ class HealthBoard:
 
         ``"added"``/``"health"`` record ``change.new`` as the reported health, ``"removed"``
         forgets the device; ``"cordon"`` changes are only fanned out (cordons come from the
-        state directory, see :meth:`set_cordons`).
+        state directory, see :meth:`set_cordons`). A node's board then fences the alloc maps
+        and tells the workloads holding the device, as for the changes it finds itself.
         """
         key = (change.plugin, change.device_id)
         if change.kind != "cordon":
@@ -268,6 +276,8 @@ class HealthBoard:
             else:
                 self._reported.setdefault(key[0], {})[key[1]] = change.new
         self._fan_out(change)
+        if self._on_publish is not None:
+            self._on_publish(change)
 
     def _fan_out(self, change: DeviceChange) -> None:
         if (

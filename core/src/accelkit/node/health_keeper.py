@@ -49,7 +49,7 @@ class HealthKeeper:
         call_timeout: Decimal | float,
     ) -> None:
         self.host = host
-        self.board = HealthBoard()
+        self.board = HealthBoard(on_publish=lambda change: self.settle([change]))
         self.cordon_file = cordons
         self._ledger = ledger
         self._notify = notify

@@ -259,6 +259,11 @@ class AbstractComputePlugin(ABC):
         self._devices = tuple(await self.list_devices())
         return self._devices
 
+    def remember_devices(self, devices: Iterable[ComputeDevice]) -> None:
+        """Replace what :attr:`devices` returns (a live rediscovery: the devices listed again,
+        plus the vanished ones a workload may still hold)."""
+        self._devices = tuple(devices)
+
     @property
     def devices(self) -> tuple[ComputeDevice, ...]:
         """The devices found by :meth:`discover`."""

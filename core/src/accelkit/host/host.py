@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
@@ -137,6 +138,34 @@ class PartitionHost:
                 log.warning("closing %r failed", ctx, exc_info=True)
         if self._loader is not None:
             await self._loader.close()
+
+    def replace_contexts(
+        self,
+        key: DeviceName,
+        contexts: Mapping[AgentId, AbstractAgentContext],
+        info: GlobalDeviceInfo,
+    ) -> list[AbstractAgentContext]:
+        """Swap plugin ``key``'s context of each agent named for a new one; the old ones.
+
+        Masks never change in place: a rediscovery builds new contexts and swaps them here,
+        in one step of the event loop (the caller moves the allocations first). Each agent
+        gets a new view; ``device_map[key]`` becomes ``info``. The caller closes the old
+        contexts.
+        """
+        old: list[AbstractAgentContext] = []
+        for agent_id, ctx in contexts.items():
+            view = self.agents[agent_id]
+            old.append(view.contexts[key])
+            self.agents[agent_id] = AgentView(
+                agent_id,
+                {**view.contexts, key: ctx},
+                scaling=view.scaling_factors(),
+                affinity_policy=view.affinity_policy,
+            )
+            self._contexts.append(ctx)
+        self._contexts[:] = [c for c in self._contexts if all(c is not o for o in old)]
+        self.device_map[key] = info
+        return old
 
     @property
     def warnings(self) -> list[str]:

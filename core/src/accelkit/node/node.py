@@ -22,6 +22,7 @@ from accelkit.host import AgentView, PartitionHost
 from accelkit.node.health_board import HealthBoard
 from accelkit.node.health_cordons import CordonFile
 from accelkit.node.health_keeper import HealthKeeper
+from accelkit.node.rediscovery import Rediscoverer, RediscoveryReport
 from accelkit.runtime.base import Runtime, WorkloadHandle
 from accelkit.runtime.registry import default_runtimes
 from accelkit.types import AgentId, DeviceId, DeviceName, SlotName, Workload
@@ -63,6 +64,7 @@ class Node:
         )
         self._bookkeeper: Bookkeeper | None = None
         self._health: HealthKeeper | None = None
+        self._rediscoverer: Rediscoverer | None = None
 
     @classmethod
     def open(
@@ -309,3 +311,22 @@ class Node:
         changed = self.health_keeper.cordon_file.uncordon(plugin, device)
         self.health_keeper.sync_cordons()
         return changed
+
+    # -- live rediscovery (DESIGN §15) ------------------------------------------------------------
+
+    async def rediscover(self) -> RediscoveryReport:
+        """Ask every plugin for its devices again (under call-timeout) and apply what changed.
+
+        New devices join the maps in SHARED mode (or with one agent) and wait unassigned in
+        the split modes; vanished ones are cordoned, their holders keep them and are told;
+        the board publishes ``"added"`` / ``"removed"`` changes. See
+        :mod:`accelkit.node.rediscovery`.
+        """
+        if self._rediscoverer is None:
+            self._rediscoverer = Rediscoverer(
+                self.host,
+                self.health_keeper,
+                ledger=lambda: self.bookkeeper.ledger,
+                call_timeout=self.config.plugins.call_timeout,
+            )
+        return await self._rediscoverer.rediscover()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import zlib
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
@@ -10,6 +11,7 @@ from decimal import Decimal
 from typing import Any, ClassVar, cast
 
 from accelkit.allocmap import AbstractAllocMap, AllocationStrategy
+from accelkit.errors import ConfigError
 from accelkit.health import DeviceHealth, HealthEvent
 from accelkit.metrics import Measurement, MetricContext, MetricType, NodeMetric
 from accelkit.plugin import AbstractComputePlugin, AbstractLifecycleHook
@@ -27,7 +29,9 @@ from accelkit.types import (
     WorkloadConfig,
 )
 from accelkit_mock.health import HealthFile
-from accelkit_mock.spec import MockConfig, MockDevice, MockKind
+from accelkit_mock.spec import MockConfig, MockDevice, MockKind, load_kinds
+
+log = logging.getLogger(__name__)
 
 #: how often the deterministic metrics change value, in seconds
 METRIC_PERIOD = 10
@@ -127,6 +131,30 @@ class MockPlugin(AbstractComputePlugin):
             last = self._told = now
             await asyncio.sleep(self.health_interval)
 
+    @property
+    def declared(self) -> dict[str, MockDevice]:
+        """Every device the kind has declared since start, by id (the latest declaration wins)."""
+        if (found := getattr(self, "_declared", None)) is None:
+            found = self._declared = {d.id: d for d in self.kind.devices}
+        return found
+
+    def _current_devices(self) -> tuple[MockDevice, ...]:
+        """The kind's devices as the device file declares them now: read again on every call
+        after the first, so a rediscovery sees devices added or removed; an unreadable file
+        keeps the last devices."""
+        if not self.config.get("config-file") or not hasattr(self, "_listed"):
+            self._listed = tuple(d.id for d in self.kind.devices)
+            return self.kind.devices  # just read by the loader: the first listing needs no read
+        try:
+            kinds = load_kinds(self.config)
+        except ConfigError as exc:
+            log.warning("mock %r: keeping the last devices, the device file: %s", self.key, exc)
+            return tuple(self.declared[i] for i in self._listed)
+        fresh = next((k.devices for k in kinds if k.key == self.key), ())
+        self.declared.update({d.id: d for d in fresh})
+        self._listed = tuple(d.id for d in fresh)
+        return fresh
+
     async def list_devices(self) -> Sequence[ComputeDevice]:
         return [
             ComputeDevice(
@@ -140,7 +168,7 @@ class MockPlugin(AbstractComputePlugin):
                 uuid=f"MOCK-{self.key}-{d.id}",
                 extra={"mig-profile": d.mig_profile} if d.mig_profile else {},
             )
-            for d in self.kind.devices
+            for d in self._current_devices()
         ]
 
     def configurable_slots(self) -> Sequence[SlotSpec]:
@@ -154,7 +182,7 @@ class MockPlugin(AbstractComputePlugin):
         ]
 
     def device_slots(self, devices: Iterable[ComputeDevice]) -> Mapping[DeviceId, DeviceSlotInfo]:
-        declared = {d.id: d for d in self.kind.devices}
+        declared = self.declared
         result: dict[DeviceId, DeviceSlotInfo] = {}
         for device in devices:
             spec = declared[device.device_id]

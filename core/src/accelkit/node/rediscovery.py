@@ -1,0 +1,211 @@
+"""Live rediscovery (DESIGN §15): the plugins are asked for their devices again.
+
+- A **new** device joins what agents may allocate where every agent shares the plugin's
+  devices (SHARED mode, or one agent): each agent gets a new context over its widened mask
+  (:func:`~accelkit.node.context_swap.widen_masks`). In the split modes it waits in the
+  unassigned pool for ``accelkit repartition``.
+- A **vanished** device stays in the maps (the allocations on it can still be freed) but is
+  cordoned in the state directory with the reason :data:`VANISHED`, so no process grants it;
+  the workloads holding it keep their allocations, are told (``device_unhealthy``) and are
+  listed in the report. When the device is listed again, that cordon is lifted.
+- Each change is published on the node's health board: kind ``"added"`` (old ``None``) or
+  ``"removed"`` (new: unhealthy, :data:`VANISHED`; the device stays on the board while the
+  node's maps hold it).
+
+A plugin that fails or hangs in ``list_devices`` (``[plugins] call-timeout``) keeps its devices
+as they were; the report and the node's warnings name it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from decimal import Decimal
+
+import attrs
+
+from accelkit.calls import call_async
+from accelkit.config.model import AllocationMode
+from accelkit.health import DeviceHealth, HealthState
+from accelkit.host import PartitionHost
+from accelkit.host.host import device_info
+from accelkit.node.context_swap import widen_masks
+from accelkit.node.health_board import DeviceChange
+from accelkit.node.health_keeper import HealthKeeper
+from accelkit.partition import natural_sort_key
+from accelkit.plugin import AbstractComputePlugin
+from accelkit.types import AgentId, ComputeDevice, DeviceId, DeviceName
+from accelkit.workload.ledger import Ledger
+
+__all__ = ["VANISHED", "HeldDevice", "PluginRediscovery", "Rediscoverer", "RediscoveryReport"]
+
+log = logging.getLogger(__name__)
+
+#: the cordon reason (and health reason) of a device its plugin no longer lists
+VANISHED = "vanished: no longer listed by its plugin"
+
+
+def _ids(value: Iterable[str]) -> tuple[DeviceId, ...]:
+    return tuple(sorted((DeviceId(str(v)) for v in value), key=natural_sort_key))
+
+
+@attrs.frozen
+class PluginRediscovery:
+    """What one plugin's devices did since the last look; ids in natural order."""
+
+    added: tuple[DeviceId, ...] = attrs.field(default=(), converter=_ids)
+    removed: tuple[DeviceId, ...] = attrs.field(default=(), converter=_ids)
+    unchanged: tuple[DeviceId, ...] = attrs.field(default=(), converter=_ids)
+    #: added devices no agent got (split modes: until ``accelkit repartition``)
+    unassigned: tuple[DeviceId, ...] = attrs.field(default=(), converter=_ids)
+    #: why the plugin could not be asked ("" when it answered); its devices stay as they were
+    error: str = ""
+
+
+@attrs.frozen
+class HeldDevice:
+    """A vanished device a workload still holds (the workload keeps it until released)."""
+
+    plugin: DeviceName
+    device_id: DeviceId
+    agent_id: AgentId
+    workload_id: str
+
+
+@attrs.frozen
+class RediscoveryReport:
+    """Per plugin, what was added, removed and unchanged; the vanished devices still held."""
+
+    plugins: Mapping[DeviceName, PluginRediscovery]
+    held: tuple[HeldDevice, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        """Some device was added or removed."""
+        return any(p.added or p.removed for p in self.plugins.values())
+
+    def messages(self) -> list[str]:
+        """One line per change, per failed plugin and per vanished device still held."""
+        lines: list[str] = []
+        for key, found in self.plugins.items():
+            if found.error:
+                lines.append(f"plugin {key!r} rediscovery failed: {found.error}")
+            lines += [f"device {key}/{d} added" for d in found.added if d not in found.unassigned]
+            lines += [
+                f"device {key}/{d} added, unassigned (accelkit repartition gives it to an agent)"
+                for d in found.unassigned
+            ]
+            lines += [f"device {key}/{d} removed ({VANISHED}), cordoned" for d in found.removed]
+        lines += [
+            f"device {h.plugin}/{h.device_id} is gone but workload {h.workload_id!r} of agent "
+            f"{h.agent_id!r} still holds it"
+            for h in self.held
+        ]
+        return lines
+
+
+class Rediscoverer:
+    """Rediscovery for one node; it remembers which devices vanished (see module docstring)."""
+
+    def __init__(
+        self,
+        host: PartitionHost,
+        keeper: HealthKeeper,
+        *,
+        ledger: Callable[[], Ledger],
+        call_timeout: Decimal | float,
+    ) -> None:
+        self.host = host
+        self.keeper = keeper
+        self._ledger = ledger
+        self._timeout = float(call_timeout)
+        #: vanished devices, kept in the plugins' device lists and maps, per plugin
+        self.gone: dict[DeviceName, set[DeviceId]] = {}
+
+    @property
+    def joins(self) -> bool:
+        """New devices join the agents' maps (SHARED mode or one agent), else wait unassigned."""
+        return self.host.result.mode is AllocationMode.SHARED or len(self.host.agents) <= 1
+
+    async def rediscover(self) -> RediscoveryReport:
+        """Ask every plugin for its devices again and apply what changed."""
+        self.keeper.sync_cordons()
+        found: dict[DeviceName, PluginRediscovery] = {}
+        for key, plugin in list(self.host.plugins.items()):
+            try:
+                listed = await self._list(key, plugin)
+            except Exception as exc:  # a plugin's failure is reported, never the node's
+                error = f"{type(exc).__name__}: {exc}"
+                line = f"plugin {key!r} rediscovery failed: {error}"
+                log.warning("%s", line)
+                self.host.add_warning(line)
+                found[key] = PluginRediscovery(error=error)
+                continue
+            found[key] = await self._apply(key, plugin, listed)
+        return RediscoveryReport(found, self._held(found))
+
+    async def _list(
+        self, key: DeviceName, plugin: AbstractComputePlugin
+    ) -> dict[DeviceId, ComputeDevice]:
+        devices = await call_async(key, "list_devices", self._timeout, plugin.list_devices)
+        listed = {d.device_id: d for d in devices}
+        if len(listed) != len(devices):
+            msg = "list_devices returned duplicate device ids"
+            raise ValueError(msg)
+        return listed
+
+    async def _apply(
+        self, key: DeviceName, plugin: AbstractComputePlugin, listed: dict[DeviceId, ComputeDevice]
+    ) -> PluginRediscovery:
+        known = {d.device_id: d for d in plugin.devices}
+        gone = self.gone.setdefault(key, set())
+        new = [d for d in listed if d not in known]
+        back = [d for d in listed if d in gone]
+        vanished = [d for d in known if d not in listed and d not in gone]
+        kept = [known[d] for d in known if d not in listed]
+        plugin.remember_devices([*listed.values(), *kept])
+        unassigned: tuple[DeviceId, ...] = tuple(new)
+        if new and self.joins:
+            joined = await widen_masks(self.host, key, new, call_timeout=self._timeout)
+            unassigned = () if joined else tuple(new)
+        elif new:
+            self.host.device_map[key] = device_info(plugin)
+        for device in [*new, *back]:
+            gone.discard(device)
+            self._lift_vanished_cordon(key, device)
+            old = None if device in new else self._effective(key, device)
+            self.keeper.board.publish(
+                DeviceChange(key, device, old, DeviceHealth.healthy(), "added")
+            )
+        for device in listed:
+            if device not in new and device not in back:
+                self._lift_vanished_cordon(key, device)  # left by an earlier process
+        for device in vanished:
+            gone.add(device)
+            old = self._effective(key, device)
+            self.keeper.cordon_file.cordon(key, device, VANISHED)
+            health = DeviceHealth(HealthState.UNHEALTHY, VANISHED)
+            self.keeper.board.publish(DeviceChange(key, device, old, health, "removed"))
+        self.keeper.sync_cordons()
+        unchanged = [d for d in listed if d not in new and d not in back]
+        return PluginRediscovery([*new, *back], vanished, unchanged, unassigned)
+
+    def _effective(self, key: DeviceName, device: DeviceId) -> DeviceHealth | None:
+        return self.keeper.board.snapshot().get(key, {}).get(device)
+
+    def _lift_vanished_cordon(self, key: DeviceName, device: DeviceId) -> None:
+        cordon = self.keeper.board.cordons().get((key, device))
+        if cordon is not None and cordon.reason == VANISHED:
+            self.keeper.cordon_file.uncordon(key, device)
+
+    def _held(self, found: Mapping[DeviceName, PluginRediscovery]) -> tuple[HeldDevice, ...]:
+        ledger = self._ledger()
+        held: list[HeldDevice] = []
+        for key in found:
+            devices = sorted(self.gone.get(key, ()), key=natural_sort_key)
+            seen: set[tuple[str, str, str]] = set()
+            for h in ledger.holders(key, list(devices)):
+                if (h.device_id, h.agent_id, h.workload_id) not in seen:
+                    seen.add((h.device_id, h.agent_id, h.workload_id))
+                    held.append(HeldDevice(key, h.device_id, h.agent_id, h.workload_id))
+        return tuple(held)

@@ -14,12 +14,21 @@ As in ``pynvml`` (nvidia-ml-py 13):
   is *not* an ``NVMLError``;
 - ``nvmlDeviceGetAttributes`` supports MIG device handles only (a whole GPU: not supported);
   whole GPUs tell their CUDA cores and compute capability instead;
-- ``nvmlDeviceSetMemoryLimits_v1`` takes a ``c_nvmlSetMemoryLimits_v1_t``.
+- ``nvmlDeviceSetMemoryLimits_v1`` takes a ``c_nvmlSetMemoryLimits_v1_t``;
+- events: ``nvmlDeviceRegisterEvents`` takes whole-GPU handles only and answers
+  ``NVMLError_NotSupported`` (registering nothing) when any requested type is not among the
+  GPU's ``event_types``; ``nvmlEventSetWait_v2`` blocks up to its timeout and raises
+  ``NVMLError_Timeout``; tests raise events with :meth:`FakeNVML.inject_xid` and
+  :meth:`FakeNVML.lose_gpu`;
+- ``nvmlDeviceGetFieldValues`` fills each value's own ``nvmlReturn`` (a field the driver lacks
+  is ``NVML_ERROR_NOT_SUPPORTED`` there, not a raised error); the recovery action is ``uiVal``.
 """
 
 from __future__ import annotations
 
 import string
+import threading
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -32,6 +41,7 @@ NVML_ERROR_NO_PERMISSION = 4
 NVML_ERROR_NOT_FOUND = 6
 NVML_ERROR_INSUFFICIENT_SIZE = 7
 NVML_ERROR_DRIVER_NOT_LOADED = 9
+NVML_ERROR_TIMEOUT = 10
 NVML_ERROR_LIBRARY_NOT_FOUND = 12
 NVML_ERROR_FUNCTION_NOT_FOUND = 13
 NVML_ERROR_GPU_IS_LOST = 15
@@ -40,6 +50,30 @@ NVML_DEVICE_MIG_DISABLE = 0
 NVML_DEVICE_MIG_ENABLE = 1
 NVML_TEMPERATURE_GPU = 0
 NVML_DEVICE_MEMORY_LIMIT_MAX = 0xFFFFFFFFFFFFFFFF
+nvmlEventTypeSingleBitEccError = 0x0000000000000001
+nvmlEventTypeDoubleBitEccError = 0x0000000000000002
+nvmlEventTypePState = 0x0000000000000004
+nvmlEventTypeXidCriticalError = 0x0000000000000008
+nvmlEventTypeClock = 0x0000000000000010
+nvmlEventTypeGpuUnavailableError = 0x0000000000004000
+nvmlEventTypeGpuRecoveryAction = 0x0000000000008000
+NVML_GPU_INSTANCE_ID_ANY = 0xFFFFFFFF
+NVML_COMPUTE_INSTANCE_ID_ANY = 0xFFFFFFFF
+NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 230
+NVML_VALUE_TYPE_UNSIGNED_INT = 1
+NVML_GPU_RECOVERY_ACTION_NONE = 0
+NVML_GPU_RECOVERY_ACTION_GPU_RESET = 1
+NVML_GPU_RECOVERY_ACTION_NODE_REBOOT = 2
+NVML_GPU_RECOVERY_ACTION_DRAIN_P2P = 3
+NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET = 4
+#: what a data-center GPU of the driver 550 era supports (no recovery-action events yet)
+DEFAULT_EVENT_TYPES = (
+    nvmlEventTypeSingleBitEccError
+    | nvmlEventTypeDoubleBitEccError
+    | nvmlEventTypePState
+    | nvmlEventTypeXidCriticalError
+    | nvmlEventTypeClock
+)
 
 _MESSAGES = {
     NVML_ERROR_UNINITIALIZED: "Uninitialized",
@@ -52,6 +86,7 @@ _MESSAGES = {
     NVML_ERROR_LIBRARY_NOT_FOUND: "NVML Shared Library Not Found",
     NVML_ERROR_FUNCTION_NOT_FOUND: "Function Not Found",
     NVML_ERROR_GPU_IS_LOST: "GPU is lost",
+    NVML_ERROR_TIMEOUT: "Timeout",
     NVML_ERROR_UNKNOWN: "Unknown Error",
 }
 
@@ -154,11 +189,34 @@ class FakeGpu:
     errors: dict[str, int] = field(default_factory=dict)
     #: what nvmlDeviceSetMemoryLimits_v1 was given, by name space: (soft, hard)
     memory_limits: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: event types nvmlDeviceGetSupportedEventTypes reports (a bit mask)
+    event_types: int = DEFAULT_EVENT_TYPES
+    #: NVML_FI_DEV_GET_GPU_RECOVERY_ACTION; ``None``: a driver without the field
+    recovery_action: int | None = NVML_GPU_RECOVERY_ACTION_NONE
 
     def __post_init__(self) -> None:
         self.uuid = self.uuid or f"GPU-{self.index:08d}-0000-0000-0000-000000000000"
         self.bus_id = self.bus_id or f"00000000:{0x10 + self.index:02X}:00.0"
         self.minor = self.index if self.minor is None else self.minor
+
+
+class FakeEventSet:
+    """What nvmlEventSetCreate returns: registrations and the events not yet waited for."""
+
+    def __init__(self) -> None:
+        self.registered: dict[int, tuple[FakeGpu, int]] = {}
+        self.pending: deque[SimpleNamespace | int] = deque()
+        self.ready = threading.Condition()
+        self.freed = False
+        #: nvmlEventSetWait_v2 calls in progress (tests check none is left)
+        self.waiting = 0
+
+    def post(self, gpu: FakeGpu, event_type: int, item: SimpleNamespace | int) -> None:
+        with self.ready:
+            entry = self.registered.get(id(gpu))
+            if entry is not None and entry[1] & event_type and not self.freed:
+                self.pending.append(item)
+                self.ready.notify_all()
 
 
 class FakeNVML:
@@ -174,6 +232,21 @@ class FakeNVML:
     NVML_DEVICE_MIG_ENABLE = NVML_DEVICE_MIG_ENABLE
     NVML_TEMPERATURE_GPU = NVML_TEMPERATURE_GPU
     NVML_DEVICE_MEMORY_LIMIT_MAX = NVML_DEVICE_MEMORY_LIMIT_MAX
+    nvmlEventTypeSingleBitEccError = nvmlEventTypeSingleBitEccError
+    nvmlEventTypeDoubleBitEccError = nvmlEventTypeDoubleBitEccError
+    nvmlEventTypePState = nvmlEventTypePState
+    nvmlEventTypeXidCriticalError = nvmlEventTypeXidCriticalError
+    nvmlEventTypeClock = nvmlEventTypeClock
+    nvmlEventTypeGpuUnavailableError = nvmlEventTypeGpuUnavailableError
+    nvmlEventTypeGpuRecoveryAction = nvmlEventTypeGpuRecoveryAction
+    NVML_GPU_INSTANCE_ID_ANY = NVML_GPU_INSTANCE_ID_ANY
+    NVML_COMPUTE_INSTANCE_ID_ANY = NVML_COMPUTE_INSTANCE_ID_ANY
+    NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
+    NVML_GPU_RECOVERY_ACTION_NONE = NVML_GPU_RECOVERY_ACTION_NONE
+    NVML_GPU_RECOVERY_ACTION_GPU_RESET = NVML_GPU_RECOVERY_ACTION_GPU_RESET
+    NVML_GPU_RECOVERY_ACTION_NODE_REBOOT = NVML_GPU_RECOVERY_ACTION_NODE_REBOOT
+    NVML_GPU_RECOVERY_ACTION_DRAIN_P2P = NVML_GPU_RECOVERY_ACTION_DRAIN_P2P
+    NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET = NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET
 
     def __init__(
         self,
@@ -197,6 +270,7 @@ class FakeNVML:
         self.missing = frozenset(missing)
         self.init_calls = 0
         self.shutdown_calls = 0
+        self.event_sets: list[FakeEventSet] = []
 
     def __getattr__(self, name: str) -> Any:
         # the per-code error classes, as module attributes
@@ -414,6 +488,112 @@ class FakeNVML:
             gpu.memory_limits.pop(name, None)
         else:
             gpu.memory_limits[name] = (int(limits.softLimit), int(limits.hardLimit))
+
+    # -- field values ----------------------------------------------------------------------
+    def nvmlDeviceGetFieldValues(
+        self, handle: FakeGpu | FakeMig, fieldIds: list[int]
+    ) -> list[SimpleNamespace]:
+        """Per-field results, each with its own ``nvmlReturn``, as the ctypes array pynvml gives."""
+        self._check(handle, "nvmlDeviceGetFieldValues")
+        values = []
+        for field_id in fieldIds:
+            reading = None
+            if field_id == NVML_FI_DEV_GET_GPU_RECOVERY_ACTION and isinstance(handle, FakeGpu):
+                reading = handle.recovery_action
+            values.append(
+                SimpleNamespace(
+                    fieldId=field_id,
+                    scopeId=0,
+                    valueType=NVML_VALUE_TYPE_UNSIGNED_INT,
+                    nvmlReturn=0 if reading is not None else NVML_ERROR_NOT_SUPPORTED,
+                    value=SimpleNamespace(uiVal=reading or 0),
+                )
+            )
+        return values
+
+    # -- events ----------------------------------------------------------------------------
+    def nvmlEventSetCreate(self) -> FakeEventSet:
+        self._need_init()
+        made = FakeEventSet()
+        self.event_sets.append(made)
+        return made
+
+    def nvmlDeviceGetSupportedEventTypes(self, handle: FakeGpu | FakeMig) -> int:
+        self._check(handle, "nvmlDeviceGetSupportedEventTypes")
+        if isinstance(handle, FakeMig):
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        return handle.event_types
+
+    def nvmlDeviceRegisterEvents(
+        self, handle: FakeGpu | FakeMig, eventTypes: int, eventSet: FakeEventSet
+    ) -> None:
+        """Whole GPUs only; any unsupported type registers nothing (the set stays usable)."""
+        self._check(handle, "nvmlDeviceRegisterEvents")
+        if eventSet.freed:
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        if isinstance(handle, FakeMig) or eventTypes & ~handle.event_types:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        with eventSet.ready:
+            _gpu, before = eventSet.registered.get(id(handle), (handle, 0))
+            eventSet.registered[id(handle)] = (handle, before | eventTypes)
+
+    def nvmlEventSetWait_v2(self, eventSet: FakeEventSet, timeoutms: int) -> SimpleNamespace:
+        """The next event, or ``NVMLError_Timeout`` after ``timeoutms`` milliseconds."""
+        self._need_init()
+        if eventSet.freed:
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        with eventSet.ready:
+            eventSet.waiting += 1
+            try:
+                eventSet.ready.wait_for(lambda: bool(eventSet.pending), timeoutms / 1000)
+                if not eventSet.pending:
+                    raise NVMLError(NVML_ERROR_TIMEOUT)
+                item = eventSet.pending.popleft()
+            finally:
+                eventSet.waiting -= 1
+        if isinstance(item, int):
+            raise NVMLError(item)
+        return item
+
+    def nvmlEventSetWait(self, eventSet: FakeEventSet, timeoutms: int) -> SimpleNamespace:
+        return self.nvmlEventSetWait_v2(eventSet, timeoutms)
+
+    def nvmlEventSetFree(self, eventSet: FakeEventSet) -> None:
+        self._need_init()
+        if eventSet.freed:
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        with eventSet.ready:
+            eventSet.freed = True
+
+    # -- what the driver does, for tests ---------------------------------------------------
+    def inject_event(
+        self,
+        gpu: FakeGpu,
+        event_type: int,
+        data: int = 0,
+        *,
+        gpu_instance_id: int = NVML_GPU_INSTANCE_ID_ANY,
+        compute_instance_id: int = NVML_COMPUTE_INSTANCE_ID_ANY,
+    ) -> None:
+        """Deliver an event of ``gpu`` to every event set that registered its type."""
+        event = SimpleNamespace(
+            device=gpu,
+            eventType=event_type,
+            eventData=data,
+            gpuInstanceId=gpu_instance_id,
+            computeInstanceId=compute_instance_id,
+        )
+        for event_set in self.event_sets:
+            event_set.post(gpu, event_type, event)
+
+    def inject_xid(self, gpu: FakeGpu, xid: int, **instance: int) -> None:
+        """An XID critical error on ``gpu`` (``gpu_instance_id=`` attributes it to a MIG GI)."""
+        self.inject_event(gpu, nvmlEventTypeXidCriticalError, xid, **instance)
+
+    def lose_gpu(self, gpu: FakeGpu) -> None:
+        """The GPU falls off the bus: XID 79 to waiters, then every call on it is GPU_IS_LOST."""
+        self.inject_xid(gpu, 79)
+        gpu.errors["*"] = NVML_ERROR_GPU_IS_LOST
 
 
 def gpus(count: int, **overrides: object) -> list[FakeGpu]:

@@ -24,6 +24,7 @@ def test_every_key():
             "shares-per-device": "2.5",
             "quantum": "0.25",
             "allow-fragmentation": False,
+            "health-interval": "0.5",
         }
     )
     assert config.device_id is DeviceIdMode.UUID
@@ -31,6 +32,7 @@ def test_every_key():
     assert config.shares_per_device == Decimal("2.5")
     assert config.quantum == Decimal("0.25")
     assert config.allow_fragmentation is False
+    assert config.health_interval == Decimal("0.5")
 
 
 def test_integer_amounts_are_accepted():
@@ -50,6 +52,8 @@ def test_integer_amounts_are_accepted():
         ({"quantum": "NaN"}, "quantum", "decimal string"),
         ({"shares-per-device": "1", "quantum": "0.3"}, "shares-per-device", "multiple"),
         ({"allow-fragmentation": "no"}, "allow-fragmentation", "true or false"),
+        ({"health-interval": "0"}, "health-interval", "seconds between"),
+        ({"health-interval": "often"}, "health-interval", "number of seconds"),
     ],
 )
 def test_bad_values_name_the_key(raw, key, words):

@@ -24,6 +24,11 @@ Host-config keys, in ``[plugins.config.cuda]``:
 ``allow-fragmentation``
     ``true`` (default) or ``false``: whether a share request may spread over more GPUs than it
     needs (see ``FractionAllocMap``).
+``health-interval``
+    Seconds between two readings of every GPU's health while ``watch_health()`` runs (lost
+    GPU, recovery action), default ``5``; XID and ECC events arrive as they happen.
+
+Health: see :mod:`accelkit_cuda.health` for what makes a GPU unhealthy and what recovers it.
 
 Workload metrics find a workload's processes as :mod:`accelkit_cuda.processes` documents.
 """

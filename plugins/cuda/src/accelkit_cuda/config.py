@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import attrs
 
-from accelkit.config import choice, positive_decimal, read_section
+from accelkit.config import SECONDS, choice, positive_decimal, read_section
 from accelkit.errors import ConfigError
 
 
@@ -38,6 +38,8 @@ class CUDAConfig:
     shares_per_device: Annotated[Decimal, positive_decimal("1")] = Decimal(1)
     quantum: Annotated[Decimal, positive_decimal("0.01")] = Decimal("0.01")
     allow_fragmentation: bool = True
+    #: seconds between two readings of every GPU's health while ``watch_health()`` runs
+    health_interval: Annotated[Decimal, SECONDS] = Decimal(5)
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> CUDAConfig:

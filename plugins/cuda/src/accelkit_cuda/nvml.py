@@ -31,7 +31,18 @@ ERROR_NOT_FOUND = 6
 ERROR_INVALID_ARGUMENT = 2
 ERROR_FUNCTION_NOT_FOUND = 13
 ERROR_GPU_IS_LOST = 15
+ERROR_TIMEOUT = 10
+ERROR_UNKNOWN = 999
 MIG_ENABLE = 1
+#: nvmlDeviceGetFieldValues' field of the action the driver asks for to recover the GPU
+FI_DEV_GET_GPU_RECOVERY_ACTION = 230
+#: event bits (nvml.h ``nvmlEventType*``)
+EVENT_DOUBLE_BIT_ECC = 0x2
+EVENT_XID_CRITICAL = 0x8
+EVENT_GPU_UNAVAILABLE = 0x4000
+EVENT_GPU_RECOVERY_ACTION = 0x8000
+#: an event's ``gpuInstanceId`` when it concerns the whole GPU
+GPU_INSTANCE_ANY = 0xFFFFFFFF
 TEMPERATURE_GPU = 0
 #: nvmlDeviceSetMemoryLimits_v1's "no limit"
 MEMORY_LIMIT_MAX = 0xFFFFFFFFFFFFFFFF
@@ -257,6 +268,25 @@ class NVMLLibrary:
             return True
 
         return self.optional(call) or False
+
+    def recovery_action(self, handle: Handle) -> int | None:
+        """``NVML_FI_DEV_GET_GPU_RECOVERY_ACTION``; ``None`` where the driver has no such field.
+
+        The field's own return code says whether the driver knows it; that is not an error.
+        """
+        values = self.optional(
+            lambda: self.module.nvmlDeviceGetFieldValues(handle, [FI_DEV_GET_GPU_RECOVERY_ACTION])
+        )
+        if not values:
+            return None
+        value = values[0]
+        if int(value.nvmlReturn) != 0:
+            return None
+        return int(value.value.uiVal)
+
+    def supported_events(self, handle: Handle) -> int:
+        """The event types the GPU can report (0 where it reports none)."""
+        return self.optional(lambda: int(self.module.nvmlDeviceGetSupportedEventTypes(handle))) or 0
 
     def driver_version(self) -> str:
         return text(self.module.nvmlSystemGetDriverVersion())

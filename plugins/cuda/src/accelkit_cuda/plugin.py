@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from accelkit.errors import PluginError, PluginUnavailable
+from accelkit.health import DeviceHealth, HealthEvent, HealthState
 from accelkit.plugin import AbstractComputePlugin
 from accelkit.types import (
     ComputeDevice,
@@ -22,7 +23,9 @@ from accelkit.types import (
 )
 from accelkit_cuda.config import AllocationMode, CUDAConfig
 from accelkit_cuda.context import CUDAAgentContext
-from accelkit_cuda.discovery import discover_devices, mig_profile
+from accelkit_cuda.discovery import FoundDevice, discover_devices, mig_profile
+from accelkit_cuda.events import EventThread, GPUEvent
+from accelkit_cuda.health import GPU, HealthKeeper
 from accelkit_cuda.hook import CUDALifecycleHook
 from accelkit_cuda.metrics import node_metrics, read_devices
 from accelkit_cuda.nvml import Handle, NVMLLibrary, NVMLModule, import_nvml
@@ -34,6 +37,8 @@ if TYPE_CHECKING:
     from accelkit.metrics import MetricContext, NodeMetric
 
 log = logging.getLogger(__name__)
+#: what a device not yet reported is taken to be
+_ASSUMED = DeviceHealth(HealthState.HEALTHY, since=0)
 
 
 class CUDAPlugin(AbstractComputePlugin):
@@ -71,6 +76,11 @@ class CUDAPlugin(AbstractComputePlugin):
         self._handles: dict[DeviceId, Handle] = {}
         #: GPUs with MIG mode on, by parent device id: not devices, but read for node metrics
         self._mig_parents: dict[DeviceId, Handle] = {}
+        #: the physical GPUs behind the devices, by GPU device id (health is read per GPU)
+        self._gpus: dict[str, GPU] = {}
+        self._health = HealthKeeper()
+        #: what device_health() or the watch last reported
+        self._told: dict[DeviceId, DeviceHealth] = {}
 
     @property
     def library(self) -> NVMLLibrary:
@@ -105,6 +115,7 @@ class CUDAPlugin(AbstractComputePlugin):
         library, self._library = self._library, None
         self._handles = {}
         self._mig_parents = {}
+        self._gpus = {}
         if library is not None:
             _shutdown(library)
 
@@ -118,6 +129,7 @@ class CUDAPlugin(AbstractComputePlugin):
             for f in found
             if f.parent_handle is not None
         }
+        self._gpus = _physical_gpus(found)
         return tuple(f.device for f in found)
 
     def handles(self, device_ids: Iterable[DeviceId]) -> dict[DeviceId, Handle]:
@@ -196,6 +208,65 @@ class CUDAPlugin(AbstractComputePlugin):
         readings = await asyncio.to_thread(read_devices, self.library, dict(self._handles))
         parents = await asyncio.to_thread(read_devices, self.library, dict(self._mig_parents))
         return node_metrics(readings, list(parents.values()))
+
+    async def device_health(self) -> Mapping[DeviceId, DeviceHealth]:
+        """Each device's health from NVML now (see :mod:`accelkit_cuda.health`)."""
+        self._told = self._tell(await asyncio.to_thread(self._read_health))
+        return dict(self._told)
+
+    async def watch_health(self) -> AsyncIterator[HealthEvent]:
+        """XID, ECC and recovery-action events as NVML delivers them, and a reading every
+        ``health-interval``; the event thread ends and frees its event set when this ends."""
+        queue: asyncio.Queue[GPUEvent | None] = asyncio.Queue()
+        gpus = dict(self._gpus)
+        events = EventThread(self.library, {k: g.handle for k, g in gpus.items()}, queue)
+        events.start()
+        interval = float(self.settings.health_interval)
+        try:
+            while True:
+                try:
+                    event = await asyncio.wait_for(queue.get(), interval)
+                except TimeoutError:
+                    event = None
+                if event is not None and (gpu := gpus.get(event.gpu)) is not None:
+                    self._health.note(gpu, event.event_type, event.data, event.gpu_instance)
+                before = self._told
+                self._told = self._tell(await asyncio.to_thread(self._read_health))
+                for device, health in self._told.items():
+                    # a device never reported was taken as healthy (the contract's default)
+                    old = before.get(device, _ASSUMED)
+                    if (old.state, old.reason) != (health.state, health.reason):
+                        yield HealthEvent(device, old.state, health)
+        finally:
+            await events.stop()
+
+    def _read_health(self) -> dict[DeviceId, DeviceHealth]:
+        return self._health.read(self.library, self._gpus.values())
+
+    def _tell(self, found: Mapping[DeviceId, DeviceHealth]) -> dict[DeviceId, DeviceHealth]:
+        """``found``, keeping the time of a device's last report where nothing changed."""
+        told = {}
+        for device, health in found.items():
+            old = self._told.get(device)
+            same = old is not None and (old.state, old.reason) == (health.state, health.reason)
+            told[device] = old if same and old is not None else health
+        return told
+
+
+def _physical_gpus(found: Sequence[FoundDevice]) -> dict[str, GPU]:
+    """The GPUs behind the found devices: a whole GPU backs itself, a MIG GPU its instances."""
+    gpus: dict[str, GPU] = {}
+    for f in found:
+        device = f.device
+        parent = device.extra.get("parent_id")
+        if parent is None:
+            gpus[device.device_id] = GPU(f.handle, (device.device_id,))
+            continue
+        known = gpus.get(parent) or GPU(f.parent_handle, ())
+        instances = dict(known.instances)
+        instances[int(device.extra["gpu_instance_id"])] = device.device_id
+        gpus[parent] = GPU(known.handle, (*known.devices, device.device_id), instances)
+    return gpus
 
 
 def _shutdown(library: NVMLLibrary) -> None:

@@ -53,6 +53,7 @@ class AbstractAllocMap(MapOperations):
                 msg = f"device mask names unknown devices: {', '.join(sorted(unknown))}"
                 raise InvalidResourceArgument(msg)
         self._mask: frozenset[DeviceId] = mask
+        self._unavailable: frozenset[DeviceId] = frozenset()
         self._strategy = AllocationStrategy(strategy)
         self._patterns = as_strings(exclusive_slot_types, "exclusive slot types")
         self._lock = threading.Lock()
@@ -117,7 +118,7 @@ class AbstractAllocMap(MapOperations):
         with self._lock:
             return {
                 name: {
-                    dev: self._amount(pool, pool.cap[i] - pool.free[i])
+                    dev: self._amount(pool, pool.cap[i] - pool.real_free(i))
                     for i, dev in enumerate(pool.ids)
                 }
                 for name, pool in self._pools.items()
@@ -134,6 +135,37 @@ class AbstractAllocMap(MapOperations):
             return {n: self._amount(p, p.total_cap) for n, p in self._pools.items() if p.ids}
 
     def allocatable(self) -> Mapping[SlotName, Decimal]:
-        """Free capacity per slot over the devices inside the mask (capacity minus allocated)."""
+        """Free capacity per slot over the devices inside the mask that take new grants
+        (capacity minus allocated, less the free capacity of unavailable devices)."""
         with self._lock:
             return {n: self._amount(p, p.total_free) for n, p in self._pools.items() if p.ids}
+
+    # -- devices that take no new grant (health) ------------------------------------------
+
+    @property
+    def unavailable_devices(self) -> frozenset[DeviceId]:
+        """The devices of this map that take no new grant (see :meth:`set_unavailable`)."""
+        return self._unavailable
+
+    def set_unavailable(self, device_ids: frozenset[DeviceId]) -> None:
+        """Make exactly ``device_ids`` take no new grant, and every other device take them again.
+
+        The set replaces the previous one; ids that are not devices of this map (unknown, or
+        outside the mask) are ignored. No strategy grants an unavailable device anything, and
+        a request only they could serve raises :class:`~accelkit.errors.InsufficientResource`
+        naming them; :meth:`free` and :meth:`apply_allocation` of allocations on them still
+        work. A device made available again offers its free capacity as it is then, so taking
+        devices out and back changes no capacity. :meth:`allocatable` leaves out the free
+        capacity of unavailable devices; :meth:`capacity` and :attr:`allocations` do not.
+        """
+        named = frozenset(DeviceId(d) for d in as_strings(device_ids, "unavailable devices"))
+        wanted = named & self._mask
+        with self._lock:
+            for pool in self._pools.values():
+                index = pool.index
+                for back in [i for i in pool.hidden if pool.ids[i] not in wanted]:
+                    pool.unfence(back)
+                for dev in wanted:
+                    if (out := index.get(dev)) is not None:
+                        pool.fence(out)
+            self._unavailable = wanted

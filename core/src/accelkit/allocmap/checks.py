@@ -76,11 +76,23 @@ def check_exclusive(
 def insufficient(
     pool: SlotPool, requested: Decimal, free: Decimal, context_tag: str | None
 ) -> InsufficientResource:
-    """The error for a request larger than the ``free`` amount of ``pool``."""
+    """The error for a request larger than the ``free`` amount of ``pool``; it names the
+    pool's unavailable devices, if any."""
     # Failed allocations are part of normal operation (agents probe for room): the error
     # renders its message only when it is read.
-    return InsufficientResource(
+    refused = InsufficientResource(
         slot=pool.name, requested=requested, allocatable=free, context_tag=context_tag
+    )
+    if not pool.hidden:
+        return refused
+    # Only unhealthy or cordoned devices are made unavailable (the node's health keeper).
+    names = ", ".join(sorted(pool.ids[i] for i in pool.hidden))
+    return InsufficientResource(
+        f"{refused} (unavailable, unhealthy or cordoned: {names})",
+        slot=pool.name,
+        requested=requested,
+        allocatable=free,
+        context_tag=context_tag,
     )
 
 

@@ -17,6 +17,11 @@ The special cases kept inside the closures, and the benchmark rows they buy
   requests fit one device), W1/W2 single-core and single-GPU requests;
 - freeing several devices of one slot validates in the same frame: W3's split grants and every
   W1/W2 multi-device grant.
+
+Unavailable devices (``set_unavailable``) add no check here: placement never sees their free
+units (:meth:`~accelkit.allocmap.pool.SlotPool.fence`), a free on one of them fails the ``gate``
+comparison the fast path makes anyway and goes to the general path, and a refusal while some
+device is unavailable is left to the general path, which names them.
 """
 
 from __future__ import annotations
@@ -58,7 +63,7 @@ def _install_one_device(m: MapOperations, pool: SlotPool) -> None:
     nothing needs placing; this buys about a third of the map cost of the general closures.
     """
     slot, dev, units_of, free = pool.name, pool.ids[0], pool.units_of, pool.free
-    cap, amount_of = pool.cap[0], pool.amount_of
+    gate, amount_of = pool.gate, pool.amount_of
     acquire, release = m._acquire, m._release
     amount = m._amount
     general_allocate, general_free = m.allocate, m.free
@@ -78,9 +83,10 @@ def _install_one_device(m: MapOperations, pool: SlotPool) -> None:
                     units = None
                 if units is not None:
                     left = free[0]
-                    if units > left:
+                    if units > left and not pool.hidden:
                         # Refused on a snapshot: a refusal changes nothing, so it needs no
                         # lock (it is what a locked call at the moment of the read would say).
+                        # With unavailable devices the general path refuses, naming them.
                         raise InsufficientResource(
                             slot=slot,
                             requested=raw,
@@ -112,7 +118,7 @@ def _install_one_device(m: MapOperations, pool: SlotPool) -> None:
                         acquire()
                         try:
                             left = free[0] + units
-                            if left <= cap:
+                            if left <= gate[0]:  # -1 when unavailable: the general path
                                 free[0] = left
                                 return
                         finally:
@@ -160,9 +166,10 @@ def _general_allocate(
                     units = None
                 if units:
                     left = pool.total_free
-                    if units > left:
+                    if units > left and not pool.hidden:
                         # Refused on a snapshot: a refusal changes nothing, so it needs no
                         # lock (it is what a locked call at the moment of the read would say).
+                        # With unavailable devices the general path refuses, naming them.
                         raise InsufficientResource(
                             slot=slot,
                             requested=raw,
@@ -228,7 +235,7 @@ def _general_free(
                                 free = pool.free
                                 old = free[i]
                                 new = old + units
-                                if new <= pool.cap[i]:
+                                if new <= pool.gate[i]:  # -1 when unavailable
                                     buckets, bit = pool.buckets, pool.bits[i]
                                     free[i] = new
                                     pool.total_free += units
@@ -271,9 +278,9 @@ def _free_several(
         grants.append((i, units))
     acquire()
     try:
-        cap, free = pool.cap, pool.free
+        gate, free = pool.gate, pool.free
         for i, units in grants:
-            if units > cap[i] - free[i]:
+            if units > gate[i] - free[i]:  # always, for an unavailable device
                 return False
         pool.shift(grants, -1)
         return True

@@ -120,7 +120,7 @@ class MapOperations(ABC):
         """
         with self._lock:
             for pool, grants in self._resolve(alloc, freeing=True):
-                pool.shift(grants, -1)
+                pool.change(grants, -1)
 
     # -- the steps of allocate ----------------------------------------------------------------
 
@@ -203,6 +203,7 @@ class MapOperations(ABC):
             units_of = pool.units_of
             cap = pool.cap
             free = pool.free
+            hidden = pool.hidden  # unavailable devices keep their free units here
             grants: Grants = []
             for dev, raw in per_device.items():
                 try:
@@ -215,7 +216,8 @@ class MapOperations(ABC):
                     if checked is None:
                         continue
                     i, units = checked
-                room = cap[i] - free[i] if freeing else free[i]
+                left = hidden[i] if hidden and i in hidden else free[i]
+                room = cap[i] - left if freeing else left
                 if units > room:
                     raise over(
                         pool, dev, self._amount(pool, units), self._amount(pool, room), freeing

@@ -39,6 +39,12 @@ class SlotPool:
 
     Single-device pools (a ``mem`` root) never need a placement decision, so they skip the
     bucket bookkeeping (``bucketed`` is false) and their buckets stay empty.
+
+    An unavailable device (:meth:`fence`) shows no free amount to placement: its ``free`` entry
+    is 0, it is in no bucket and not in ``total_free``, while ``hidden`` keeps its real free
+    amount, which frees and applies of allocations on it change (:meth:`change`). ``gate`` is
+    the most a device's ``free`` may reach on the fast paths of free: its capacity, or -1 for
+    an unavailable device, so those paths hand such frees to the general one at no extra cost.
     """
 
     __slots__ = (
@@ -49,6 +55,8 @@ class SlotPool:
         "buckets",
         "cap",
         "free",
+        "gate",
+        "hidden",
         "ids",
         "index",
         "max_cap",
@@ -81,6 +89,8 @@ class SlotPool:
         self.bits: tuple[int, ...] = tuple(1 << i for i in range(len(self.ids)))
         self.cap: list[int] = list(caps)
         self.free: list[int] = list(caps)
+        self.gate: list[int] = list(caps)
+        self.hidden: dict[int, int] = {}
         self.node: tuple[Node, ...] = tuple(nodes)
         self.total_cap = sum(self.cap)
         self.total_free = self.total_cap
@@ -128,9 +138,58 @@ class SlotPool:
         """Total free units of the devices in ``mask``."""
         return sum(v * (bits & mask).bit_count() for v, bits in self.buckets.items())
 
+    def real_free(self, i: int) -> int:
+        """The free units of device ``i``, unavailable or not."""
+        hidden = self.hidden
+        return hidden[i] if hidden and i in hidden else self.free[i]
+
+    def fence(self, i: int) -> None:
+        """Make device ``i`` unavailable: placement no longer sees its free units."""
+        if i in self.hidden:
+            return
+        f = self.free[i]
+        self.hidden[i] = f
+        self.gate[i] = -1
+        if f:
+            self.free[i] = 0
+            self.total_free -= f
+            if self.bucketed:
+                buckets, bit = self.buckets, self.bits[i]
+                rest = buckets[f] ^ bit
+                if rest:
+                    buckets[f] = rest
+                else:
+                    del buckets[f]
+
+    def unfence(self, i: int) -> None:
+        """Make device ``i`` available again with the free units it has now."""
+        f = self.hidden.pop(i, None)
+        if f is None:
+            return
+        self.gate[i] = self.cap[i]
+        if f:
+            self.free[i] = f
+            self.total_free += f
+            if self.bucketed:
+                self.buckets[f] = self.buckets.get(f, 0) | self.bits[i]
+
+    def change(self, grants: list[tuple[int, int]], sign: int) -> None:
+        """:meth:`shift`, also on unavailable devices (applies and frees of held grants)."""
+        hidden = self.hidden
+        if not hidden:
+            self.shift(grants, sign)
+            return
+        open_ = []
+        for i, units in grants:
+            if i in hidden:
+                hidden[i] -= sign * units
+            else:
+                open_.append((i, units))
+        self.shift(open_, sign)
+
     def take(self, grants: list[tuple[int, int]]) -> None:
         """Move each ``(device, units)`` of ``grants`` from free to allocated."""
-        self.shift(grants, 1)
+        self.change(grants, 1)
 
     def shift(self, grants: list[tuple[int, int]], sign: int) -> None:
         """Allocate (``sign`` 1) or free (``sign`` -1) each ``(device, units)`` of ``grants``."""

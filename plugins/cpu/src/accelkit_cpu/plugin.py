@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, ClassVar
@@ -11,6 +12,7 @@ from typing import Any, ClassVar
 import psutil
 
 from accelkit.cgroup import CgroupFS, WorkloadLocation
+from accelkit.health import DeviceHealth, HealthEvent, HealthState
 from accelkit.metrics import MetricContext, NodeMetric, ProcessMetric, WorkloadMetric
 from accelkit.plugin import AbstractComputePlugin, MaskedAgentContext
 from accelkit.types import (
@@ -28,11 +30,14 @@ from accelkit_cpu import metrics
 from accelkit_cpu.config import CPUConfig
 from accelkit_cpu.cpulist import format_cpu_list
 from accelkit_cpu.hook import CPULifecycleHook
+from accelkit_cpu.online import core_health
 from accelkit_cpu.topology import Affinity, CPUTopology
 
 log = logging.getLogger(__name__)
 
 SLOT = SlotName("cpu")
+#: what a core not yet reported is taken to be
+_ASSUMED = DeviceHealth(HealthState.HEALTHY, since=0)
 
 
 class CPUAgentContext(MaskedAgentContext):
@@ -87,6 +92,8 @@ class CPUPlugin(AbstractComputePlugin):
         self._topology: CPUTopology | None = None
         self._cgroups: CgroupFS | None = None
         self._cpu_ids: tuple[int, ...] | None = None
+        #: what device_health() or the watch last reported
+        self._told: dict[DeviceId, DeviceHealth] = {}
 
     @property
     def topology(self) -> CPUTopology:
@@ -120,6 +127,31 @@ class CPUPlugin(AbstractComputePlugin):
             )
             for core in topology.cores
         )
+
+    async def device_health(self) -> Mapping[DeviceId, DeviceHealth]:
+        """Each core's health: UNHEALTHY ("offline") while the kernel has it offline."""
+        self._told = self._tell(core_health(self.root, self.topology.cores))
+        return dict(self._told)
+
+    async def watch_health(self) -> AsyncIterator[HealthEvent]:
+        """Cores going offline or coming back, looked at every ``health-interval`` seconds."""
+        while True:
+            before = self._told
+            self._told = self._tell(core_health(self.root, self.topology.cores))
+            for device, health in self._told.items():
+                old = before.get(device, _ASSUMED)  # a core never reported was taken as healthy
+                if (old.state, old.reason) != (health.state, health.reason):
+                    yield HealthEvent(device, old.state, health)
+            await asyncio.sleep(float(self.settings.health_interval))
+
+    def _tell(self, found: Mapping[DeviceId, DeviceHealth]) -> dict[DeviceId, DeviceHealth]:
+        """``found``, keeping the time of a core's last report where nothing changed."""
+        told = {}
+        for device, health in found.items():
+            old = self._told.get(device)
+            same = old is not None and (old.state, old.reason) == (health.state, health.reason)
+            told[device] = old if same and old is not None else health
+        return told
 
     def configurable_slots(self) -> Sequence[SlotSpec]:
         return (SlotSpec(SLOT, SlotType.COUNT, "CPU", "Core", "CPU cores"),)

@@ -29,6 +29,8 @@ TEST_DEPS = [
     "import-linter>=2.1",
     # tests/docs/test_cli_rendering.py renders docs/cli.md as the docs site does
     "markdown>=3.5",
+    # tests/bridge/k8s/test_generated_stubs.py regenerates the kubelet API stubs
+    "grpcio-tools==1.85.1",
 ]
 SOURCES = [
     "core/src",
@@ -89,7 +91,8 @@ def typecheck(session: nox.Session) -> None:
     """Type-check every distribution's sources with mypy --strict."""
     install_workspace(session)
     session.install("-e", EXAMPLE)
-    session.install("mypy>=1.10", "types-psutil", "pytest>=8")  # accelkit.testing uses pytest
+    # accelkit.testing uses pytest; the Kubernetes bridge uses grpc
+    session.install("mypy>=1.10", "types-psutil", "types-grpcio", "pytest>=8")
     session.run("mypy", "--strict", *SOURCES)
 
 

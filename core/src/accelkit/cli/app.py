@@ -29,6 +29,7 @@ COMMANDS = {
     "check": "accelkit.cli.check_cmd:check",
     "metrics": "accelkit.cli.metrics_cmd:metrics",
     "serve-metrics": "accelkit.cli.serve_metrics_cmd:serve_metrics",
+    "serve": "accelkit.cli.serve_cmd:serve",
     "run": "accelkit.cli.run_cmd:run",
     "status": "accelkit.cli.status_cmd:status",
     "release": "accelkit.cli.release_cmd:release",
@@ -36,6 +37,7 @@ COMMANDS = {
     "cordon": "accelkit.cli.cordon_cmd:cordon",
     "uncordon": "accelkit.cli.cordon_cmd:uncordon",
     "new-plugin": "accelkit.cli.new_plugin_cmd:new_plugin",
+    "k8s-device-plugin": "accelkit.cli.k8s_cmd:k8s_device_plugin",
 }
 
 

@@ -76,6 +76,14 @@ class K8sBridgeConfig:
     """``[bridge.k8s]`` (DESIGN §16): extended resources are named ``<domain>/<slot>``."""
 
     domain: Annotated[str, NON_EMPTY_STRING] = "accelkit.io"
+    #: the kubelet's device-plugins directory (``kubelet.sock`` and the plugins' sockets)
+    kubelet_dir: Path = Path("/var/lib/kubelet/device-plugins")
+    #: the kubelet's PodResources API, asked which pods still hold booked devices
+    pod_resources_socket: Path = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
+    #: seconds between two checks for bookings the kubelet no longer lists (and re-registration)
+    release_interval: Annotated[Decimal, SECONDS] = Decimal(5)
+    #: seconds after ``Allocate`` during which a booking is kept though no pod lists it yet
+    admission_grace: Annotated[Decimal, SECONDS] = Decimal(30)
 
 
 @attrs.frozen

@@ -98,6 +98,9 @@ class Runtime(abc.ABC):
     name: ClassVar[str]
     #: the type of the workloads it runs
     workload_type: ClassVar[WorkloadType]
+    #: whether it makes containers named after the workload id (a container record without a
+    #: handle is asked of the one runtime that does); the kubelet-pods runtime makes none
+    creates_containers: ClassVar[bool] = True
 
     @abc.abstractmethod
     async def new_workload(self, agent_id: AgentId) -> Workload:

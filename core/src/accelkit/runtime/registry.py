@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from accelkit.runtime.base import Runtime
 from accelkit.runtime.docker import DockerRuntime
+from accelkit.runtime.kubelet_pods import KubeletPodsRuntime
 from accelkit.runtime.process import ProcessRuntime
 
 
@@ -12,4 +13,5 @@ def default_runtimes() -> dict[str, Runtime]:
     runtimes: dict[str, Runtime] = {}
     runtimes[ProcessRuntime.name] = ProcessRuntime()  # cgroups are made per workload
     runtimes[DockerRuntime.name] = DockerRuntime()  # connects on first use
+    runtimes[KubeletPodsRuntime.name] = KubeletPodsRuntime()  # asks the kubelet per call
     return runtimes

@@ -37,7 +37,7 @@ from accelkit.calls import DEFAULT_CALL_TIMEOUT, DEFAULT_HOOK_TIMEOUT, call_asyn
 from accelkit.errors import InsufficientResource, InvalidResourceArgument, WorkloadError
 from accelkit.events import WorkloadEvent, WorkloadPhase
 from accelkit.runtime.base import Runtime, WorkloadHandle
-from accelkit.types import AgentId, DeviceName, SlotName, Workload
+from accelkit.types import AgentId, DeviceAllocation, DeviceName, SlotName, Workload
 from accelkit.workload import stopping
 from accelkit.workload.ledger import Ledger, LedgerScan
 from accelkit.workload.lifecycle import HookTarget, PhaseListener, WorkloadLifecycle
@@ -272,6 +272,72 @@ class Bookkeeper:
                 self.owned[key] = record
                 return record
 
+    async def book_devices(
+        self,
+        agent_id: AgentId,
+        workload: Workload,
+        allocation: Mapping[DeviceName, DeviceAllocation],
+        *,
+        handle: WorkloadHandle | None = None,
+    ) -> LedgerRecord:
+        """Book exactly ``allocation`` (chosen elsewhere, e.g. by the kubelet) and record it with
+        ``handle`` in the same write; atomic across processes.
+
+        A device another workload holds raises ``InvalidResourceArgument`` naming it, with
+        nothing booked (dead workloads are finished first and the booking tried once more).
+        """
+        agent = self._agent(agent_id)
+        if self._seq >= 0:
+            try:
+                return await self._book_exact_once(agent, workload, allocation, handle)
+            except InvalidResourceArgument:
+                pass
+        full = await self.reconcile()  # dead workloads finished: try once more
+        try:
+            return await self._book_exact_once(agent, workload, allocation, handle)
+        finally:
+            self.last_report = _merged(full, self.last_report)
+
+    async def _book_exact_once(
+        self,
+        agent: AgentView,
+        workload: Workload,
+        allocation: Mapping[DeviceName, DeviceAllocation],
+        handle: WorkloadHandle | None,
+    ) -> LedgerRecord:
+        async with self._syncing:
+            return self._write_exact(agent, workload, allocation, handle)
+
+    def _write_exact(
+        self,
+        agent: AgentView,
+        workload: Workload,
+        allocation: Mapping[DeviceName, DeviceAllocation],
+        handle: WorkloadHandle | None,
+    ) -> LedgerRecord:
+        with self.ledger.transaction():
+            self.last_report = self._catch_up()
+            key = (agent.agent_id, workload.id)
+            if key in self.owned or self.ledger.exists(*key):
+                msg = f"agent {agent.agent_id!r} already has a workload {workload.id!r}"
+                raise InvalidResourceArgument(msg)
+            done: list[DeviceName] = []
+            try:
+                for plugin, part in allocation.items():
+                    agent.contexts[plugin].alloc_map.apply_allocation(part)
+                    done.append(plugin)
+                order = tuple(k for k in agent.contexts if k in allocation)
+                record = LedgerRecord(
+                    agent.agent_id, workload, allocation, order, owner=self.owner, handle=handle
+                )
+                self.ledger.write(record)
+            except BaseException:
+                for plugin in reversed(done):
+                    agent.contexts[plugin].alloc_map.free(allocation[plugin])
+                raise
+            self.owned[key] = record
+            return record
+
     def _naming_holders(self, agent: AgentView, exc: InsufficientResource) -> InsufficientResource:
         """The refusal, with who holds the agent's devices of that slot (from the ledger)."""
         from accelkit.host import plugin_key_of
@@ -377,6 +443,18 @@ class Bookkeeper:
                 self._agent(record.agent_id).free(record.allocation)
             finally:
                 self.ledger.remove(*key)
+
+    def hand_over(self, key: RecordKey) -> LedgerRecord:
+        """Stop managing a booked workload whose liveness its runtime answers (the handle):
+        its record loses its owner and keeps its devices, and whichever accelkit process finds
+        it dead in a full reconciliation finishes its teardown and frees it (a pod the
+        kubelet runs outlives the bridge that booked it)."""
+        with self.ledger.transaction():
+            record = self.owned.pop(key)
+            given = attrs.evolve(record, owner=None)
+            self.ledger.write(given)
+            self.reconciler.hold(given)
+            return given
 
     def _update(self, key: RecordKey, record: LedgerRecord, *, durable: bool = True) -> None:
         self.ledger.write(record, durable=durable)

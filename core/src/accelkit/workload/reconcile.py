@@ -221,7 +221,11 @@ class Reconciler:
             return record.handle
         if record.workload.type is not WorkloadType.CONTAINER:
             return None
-        runtimes = [r for r in self.runtimes.values() if r.workload_type is WorkloadType.CONTAINER]
+        runtimes = [
+            r
+            for r in self.runtimes.values()
+            if r.workload_type is WorkloadType.CONTAINER and r.creates_containers
+        ]
         if len(runtimes) != 1:
             return None
         return WorkloadHandle(runtimes[0].name, record.workload.id)

@@ -1,0 +1,1 @@
+"""Bridges from accelkit plugins to the cluster schedulers users already run (DESIGN §16)."""

@@ -1,0 +1,119 @@
+"""``accelkit k8s-device-plugin``: serve an agent's devices to the kubelet (DESIGN §16).
+
+A long-running process: it opens the node once, serves one device plugin (API v1beta1) per
+extended resource on its own socket in the kubelet's device-plugins directory, registers them
+on ``kubelet.sock`` and re-registers when the kubelet restarts, until SIGTERM or SIGINT. What
+happens is printed one line per event (``--json``: one JSON object per line) on stdout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import click
+
+from accelkit.cli.options import config_option, echo_warnings, json_option, read_config
+from accelkit.config.model import K8sBridgeConfig
+from accelkit.types import AgentId
+
+
+def _describe(event: Mapping[str, Any]) -> str:
+    kind = event.get("event")
+    if kind == "registered":
+        return f"registered {event['resource']} (socket {event['endpoint']})"
+    if kind == "serving":
+        return f"serving agent {event['agent']}: {', '.join(event['resources'])}"
+    if kind == "warning":
+        return f"warning: {event['message']}"
+    if kind == "released":
+        return f"released {event['workload']} (no pod holds its devices)"
+    if kind == "pod-resources":
+        return f"asking the kubelet's PodResources API at {event['socket']}"
+    return json.dumps(event)
+
+
+async def _serve(
+    config_path: Path | None,
+    agent: str | None,
+    kubelet_dir: Path | None,
+    domain: str | None,
+    as_json: bool,
+) -> None:
+    from accelkit.bridge.k8s.bridge import K8sBridge
+    from accelkit.node import Node
+
+    config = read_config(config_path)
+    settings = config.bridge.k8s or K8sBridgeConfig()
+    if kubelet_dir is not None:
+        settings = attrs.evolve(settings, kubelet_dir=kubelet_dir)
+    if domain is not None:
+        settings = attrs.evolve(settings, domain=domain)
+
+    def echo(event: Mapping[str, Any]) -> None:
+        text = (
+            json.dumps(dict(event), sort_keys=True) if as_json else f"accelkit: {_describe(event)}"
+        )
+        click.echo(text)
+
+    async with Node.open(config) as node:
+        echo_warnings(node.host.loader.warnings)
+        if agent is None:
+            if len(node.agents) != 1:
+                known = ", ".join(sorted(node.agents)) or "none"
+                msg = f"the node has several agents ({known}); pick one with --agent"
+                raise click.ClickException(msg)
+            agent = next(iter(node.agents))
+        bridge = K8sBridge(node, AgentId(agent), settings, echo)
+        echo({"event": "serving", "agent": agent, "resources": [r.name for r in bridge.resources]})
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, task.cancel)
+        with contextlib.suppress(asyncio.CancelledError):
+            await bridge.run()
+
+
+@click.command("k8s-device-plugin")
+@config_option
+@click.option(
+    "--agent", default=None, help="The agent whose devices to serve (default: the only one)."
+)
+@click.option(
+    "--kubelet-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="The kubelet's device-plugins directory (default: [bridge.k8s] kubelet-dir, "
+    "/var/lib/kubelet/device-plugins).",
+)
+@click.option(
+    "--domain",
+    default=None,
+    help="Extended resources are named DOMAIN/SLOT (default: [bridge.k8s] domain, accelkit.io).",
+)
+@json_option
+def k8s_device_plugin(
+    config_path: Path | None,
+    agent: str | None,
+    kubelet_dir: Path | None,
+    domain: str | None,
+    as_json: bool,
+) -> None:
+    """Serve an agent's devices to the kubelet as device plugins (API v1beta1).
+
+    One device plugin per whole-device slot (accelkit.io/cuda.device, MIG-like profiles as
+    their own resources), registered on kubelet.sock and again whenever the kubelet restarts.
+    Allocate books the devices in the ledger and runs the plugins' pre_create; a booking is
+    freed once the kubelet's PodResources API no longer lists its devices. Runs until SIGTERM.
+    """
+    if domain is not None and not domain.strip():
+        msg = "must not be empty"
+        raise click.BadParameter(msg, param_hint="--domain")
+    asyncio.run(_serve(config_path, agent, kubelet_dir, domain, as_json))

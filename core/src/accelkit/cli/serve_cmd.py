@@ -1,0 +1,104 @@
+"""``accelkit serve``: the long-running node service (DESIGN §12, §15)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import ipaddress
+import signal
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+
+import click
+
+from accelkit.cli.node_service import serve_node
+from accelkit.cli.options import config_option, read_config
+from accelkit.metrics_export.server import MetricsServer
+
+#: where /metrics is served when --listen is not given
+DEFAULT_LISTEN = "127.0.0.1:9464"
+
+
+def parse_listen(value: str) -> int:
+    """The port of ``HOST:PORT``; the host must be the loopback address (as for serve-metrics)."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        msg = f"expected HOST:PORT such as 127.0.0.1:9464, got {value!r}"
+        raise click.BadParameter(msg, param_hint="'--listen'")
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        loopback = False
+    if host and not loopback:
+        msg = (
+            f"{host!r} is not the loopback interface: accelkit serves /metrics on 127.0.0.1 only "
+            "(expose it through a local proxy or a Prometheus agent on the node)"
+        )
+        raise click.BadParameter(msg, param_hint="'--listen'")
+    return int(port)
+
+
+def parse_interval(value: str) -> Decimal:
+    """Seconds, a positive decimal number."""
+    try:
+        seconds = Decimal(value)
+    except InvalidOperation:
+        seconds = Decimal("NaN")
+    if not seconds.is_finite() or seconds <= 0:
+        msg = f"expected a positive number of seconds, got {value!r}"
+        raise click.BadParameter(msg, param_hint="'--rediscover-interval'")
+    return seconds
+
+
+def _say(line: str) -> None:
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    click.echo(f"{now} {line}", err=True)
+
+
+async def _serve(config_path: Path | None, port: int, interval: Decimal | None) -> None:
+    config = read_config(config_path)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    seconds = interval if interval is not None else config.health.rediscover_interval
+
+    def ready(server: MetricsServer) -> None:
+        _say(f"serving {server.url}, rediscovering every {seconds} s (SIGTERM stops)")
+
+    try:
+        await serve_node(config, port, interval=seconds, stop=stop, say=_say, on_ready=ready)
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+
+
+@click.command("serve")
+@config_option
+@click.option(
+    "--listen",
+    "listen",
+    default=DEFAULT_LISTEN,
+    show_default=True,
+    metavar="HOST:PORT",
+    help="Where /metrics is served: the loopback address only; port 0 picks a free port.",
+)
+@click.option(
+    "--rediscover-interval",
+    "interval",
+    default=None,
+    metavar="S",
+    help="Seconds between two rediscoveries (default: [health] rediscover-interval, 60).",
+)
+def serve(config_path: Path | None, listen: str, interval: str | None) -> None:
+    """Run the node service until SIGTERM or SIGINT.
+
+    Reconciles the ledger on start (live workloads are adopted, dead ones torn down), watches
+    the devices' health, rediscovers the devices every interval (new devices join the maps,
+    or wait unassigned in the split modes; vanished ones are cordoned), serves /metrics, and
+    says each change in one line on stderr. Stopping leaves every workload running.
+    """
+    port = parse_listen(listen)
+    seconds = None if interval is None else parse_interval(interval)
+    asyncio.run(_serve(config_path, port, seconds))
+    _say("stopped; workloads keep running")

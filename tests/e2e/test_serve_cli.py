@@ -1,0 +1,302 @@
+"""``accelkit serve`` as a real process: hot-plug through the mock TOML, a device a running
+workload holds removed, SIGTERM leaving workloads to the next start, and every error path.
+
+Each other step (``accelkit run``, ``status``) is a separate process, as an operator runs them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slow  # real `accelkit serve` and `accelkit run` processes
+
+ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+PIP_INSTALL = (sys.executable, "-m", "pip", "install", "--quiet", "--no-deps")
+PIP_INSTALL += ("--no-build-isolation", "--disable-pip-version-check")
+WITHIN = 60.0  # a guard against hanging, not an assertion on time
+INTERVAL = "0.2"
+PRINT_GPUS = ("sh", "-c", "echo $MOCK_CUDA_DEVICES")
+SERVE_ARGS = ("--listen", "127.0.0.1:0", "--rediscover-interval", INTERVAL)
+WORKLOAD = ("--agent", "agent-1", "--slots", "cuda.device=1", "--", "sleep", "300")
+
+
+def write_gpus(devices: Path, ids: list[str]) -> None:
+    """One core and these GPUs, written atomically as an editor would."""
+    lines = ["[[kinds]]", 'key = "cpu"', "[[kinds.devices]]", 'id = "0"', "numa-node = 0"]
+    lines += ["[[kinds]]", 'key = "cuda"']
+    for gpu in ids:
+        lines += ["[[kinds.devices]]", f'id = "{gpu}"', "numa-node = 0"]
+    tmp = devices.with_suffix(".tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.replace(devices)
+
+
+class Node:
+    """A mock node's files and the commands run on it."""
+
+    def __init__(self, config: Path, env: dict[str, str] | None = None) -> None:
+        self.config = config
+        self.devices = config.parent / "devices.toml"
+        self.env = env or {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+
+    def accelkit(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*ACCELKIT, args[0], "--config", str(self.config), *args[1:]],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=120,
+            check=False,
+        )
+
+    def run_gpus(self, n: int) -> subprocess.CompletedProcess[str]:
+        return self.accelkit(
+            "run", "--agent", "agent-1", "--slots", f"cuda.device={n}", "--", *PRINT_GPUS
+        )
+
+    def status(self) -> list[dict[str, Any]]:
+        result = self.accelkit("status", "--json")
+        assert result.returncode == 0, result.stderr
+        found: list[dict[str, Any]] = json.loads(result.stdout)
+        return found
+
+    def start_workload(self) -> subprocess.Popen[str]:
+        """``accelkit run -- sleep 300`` on one GPU, returned once status shows it created."""
+        run = subprocess.Popen(
+            [*ACCELKIT, "run", "--config", str(self.config), *WORKLOAD],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        deadline = time.monotonic() + WITHIN
+        while time.monotonic() < deadline:
+            if any(w["phase"] == "post_create" for w in self.status()):
+                return run
+            time.sleep(0.1)
+        run.kill()
+        pytest.fail("the workload never showed up in 'accelkit status'")
+
+
+class Serve:
+    """An ``accelkit serve`` process; its log (stderr) goes to a file read while it runs."""
+
+    def __init__(self, node: Node, *args: str) -> None:
+        self.log = node.config.parent / f"serve-{time.monotonic_ns()}.log"
+        self._out = self.log.open("w")
+        self.process = subprocess.Popen(
+            [*ACCELKIT, "serve", "--config", str(node.config), *SERVE_ARGS, *args],
+            env=node.env,
+            stdout=subprocess.DEVNULL,
+            stderr=self._out,
+            text=True,
+        )
+
+    def text(self) -> str:
+        return self.log.read_text()
+
+    def wait_for(self, what: str) -> str:
+        deadline = time.monotonic() + WITHIN
+        while time.monotonic() < deadline:
+            text = self.text()
+            if what in text:
+                return text
+            if self.process.poll() is not None:
+                pytest.fail(f"serve ended ({self.process.returncode}) before {what!r}: {text}")
+            time.sleep(0.05)
+        pytest.fail(f"serve never said {what!r}: {self.text()}")
+
+    @property
+    def url(self) -> str:
+        line = self.wait_for("/metrics")
+        return line.split("serving ", 1)[1].split(",", 1)[0]
+
+    def stop(self, signum: int = signal.SIGTERM) -> int:
+        self.process.send_signal(signum)
+        code = self.process.wait(timeout=WITHIN)
+        self._out.close()
+        return code
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self._out.close()
+
+
+@pytest.fixture
+def node(mock_node: Callable[..., Path]) -> Node:
+    config = mock_node(cpus=1, gpus=2)
+    write_gpus(config.parent / "devices.toml", ["cuda0", "cuda1"])
+    return Node(config)
+
+
+@pytest.fixture
+def serving(node: Node) -> Iterator[Callable[..., Serve]]:
+    started: list[Serve] = []
+
+    def start(*args: str) -> Serve:
+        serve = Serve(node, *args)
+        started.append(serve)
+        serve.wait_for("serving http://127.0.0.1:")
+        return serve
+
+    yield start
+    for serve in started:
+        serve.kill()
+
+
+def test_a_device_added_while_serving_is_granted_within_an_interval(
+    node: Node, serving: Callable[..., Serve]
+) -> None:
+    serve = serving()
+    assert node.run_gpus(3).returncode == 2  # two GPUs so far
+    write_gpus(node.devices, ["cuda0", "cuda1", "cuda2"])
+    serve.wait_for("device cuda/cuda2 added: healthy")
+    got = node.run_gpus(3)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.strip() == "cuda0,cuda1,cuda2"
+    with urllib.request.urlopen(serve.url, timeout=30) as answer:
+        metrics = answer.read().decode()
+    assert 'accelkit_device_health{device="cuda2",plugin="cuda",state="healthy"} 1.0' in metrics
+    assert serve.stop() == 0
+    assert "stopped; workloads keep running" in serve.text()
+
+
+def test_a_removed_device_a_workload_holds_keeps_it_running(
+    node: Node, serving: Callable[..., Serve]
+) -> None:
+    serve = serving()
+    run = node.start_workload()
+    try:
+        [held] = node.status()
+        assert held["devices"]["cuda"] == ["cuda0"]
+        write_gpus(node.devices, ["cuda1"])
+        serve.wait_for("device cuda/cuda0 removed (vanished: no longer listed by its plugin)")
+        serve.wait_for(f"workload {held['workload']!r} of agent 'agent-1' still holds it")
+        assert run.poll() is None  # the workload keeps running
+        [shown] = node.status()
+        assert (shown["workload"], shown["phase"]) == (held["workload"], "post_create")
+        got = node.run_gpus(1)  # nothing else breaks: the other GPU is granted
+        assert (got.returncode, got.stdout.strip()) == (0, "cuda1"), got.stderr
+        assert node.run_gpus(2).returncode == 2
+    finally:
+        run.kill()
+        run.wait()
+    assert serve.process.poll() is None
+    assert "Traceback" not in serve.text()
+
+
+def test_sigterm_leaves_workloads_running_and_the_next_serve_adopts_them(
+    node: Node, serving: Callable[..., Serve]
+) -> None:
+    serve = serving()
+    run = node.start_workload()
+    try:
+        [held] = node.status()
+        assert serve.stop(signal.SIGTERM) == 0
+        assert run.poll() is None
+        [still] = node.status()
+        assert still["workload"] == held["workload"]
+        again = serving()
+        again.wait_for(f"adopted live workload {held['workload']!r} of agent 'agent-1'")
+        assert again.stop(signal.SIGINT) == 0
+        assert run.poll() is None
+    finally:
+        run.kill()
+        run.wait()
+
+
+@pytest.mark.parametrize("interval", ["0", "-1", "abc", "nan", "inf"])
+def test_a_bad_interval_is_refused(node: Node, interval: str) -> None:
+    result = node.accelkit("serve", "--rediscover-interval", interval)
+    assert result.returncode == 2
+    assert "error: Invalid value for '--rediscover-interval'" in result.stderr
+    assert "positive number of seconds" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_bad_interval_in_the_config_is_refused(node: Node) -> None:
+    node.config.write_text(node.config.read_text() + '[health]\nrediscover-interval = "0"\n')
+    result = node.accelkit("serve", "--listen", "127.0.0.1:0")
+    assert result.returncode == 2
+    assert "rediscover-interval" in result.stderr
+    assert result.stderr.startswith("error: ")
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("listen", "said"),
+    [
+        ("9464", "expected HOST:PORT"),
+        ("127.0.0.1:http", "expected HOST:PORT"),
+        ("127.0.0.1:70000", "expected HOST:PORT"),
+        ("0.0.0.0:9464", "is not the loopback interface"),
+        ("example.org:9464", "is not the loopback interface"),
+    ],
+)
+def test_a_bad_listen_address_is_refused(node: Node, listen: str, said: str) -> None:
+    result = node.accelkit("serve", "--listen", listen)
+    assert result.returncode == 2
+    assert said in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_port_in_use_is_refused(node: Node) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = node.accelkit("serve", "--listen", f"127.0.0.1:{port}")
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"error: cannot serve metrics on 127.0.0.1:{port}: ")
+    assert "address already in use" in result.stderr.lower()
+    assert "Traceback" not in result.stderr
+
+
+@pytest.fixture(scope="module")
+def hanging_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The hanging plugin distribution, really installed into a directory of its own."""
+    target = tmp_path_factory.mktemp("hanging-site")
+    subprocess.run(
+        [*PIP_INSTALL, "--target", str(target), str(FIXTURES / "hanging-plugin")],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return target
+
+
+def test_a_plugin_hanging_in_list_devices_during_rediscovery(
+    mock_node: Callable[..., Path], hanging_site: Path
+) -> None:
+    config = mock_node(cpus=1, gpus=2)
+    text = config.read_text().replace('allowed = ["mock"]', 'allowed = ["mock", "hanging"]')
+    config.write_text(text.replace("[plugins]\n", "[plugins]\ncall-timeout = 1\n"))
+    write_gpus(config.parent / "devices.toml", ["cuda0", "cuda1"])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    env |= {"PYTHONPATH": str(hanging_site), "HANGING_PLUGIN_IN": "rediscovery"}
+    node = Node(config, env)
+    serve = Serve(node)
+    try:
+        serve.wait_for("plugin 'hang' rediscovery failed: PluginTimeout: plugin 'hang' timed out")
+        write_gpus(node.devices, ["cuda0", "cuda1", "cuda2"])  # the other plugins go on
+        serve.wait_for("device cuda/cuda2 added: healthy")
+        assert serve.process.poll() is None
+        assert serve.stop() == 0
+    finally:
+        serve.kill()
+    assert "Traceback" not in serve.text()

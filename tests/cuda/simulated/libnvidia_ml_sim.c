@@ -6,15 +6,23 @@
  * tests: with -DWITH_V3_PROCESSES (a driver from 510 on) and without it, where pynvml's
  * unversioned nvmlDeviceGetComputeRunningProcesses raises NVMLLibraryMismatchError.
  * NVML_SIM_PID / NVML_SIM_PID_BYTES name one compute process on GPU 0.
+ *
+ * Health: both GPUs support XID-critical and double-bit ECC events. NVML_SIM_XID=<gpu>:<xid>
+ * makes the first nvmlEventSetWait_v2 on a set registered for that GPU's XIDs return that XID;
+ * every other wait sleeps its timeout and answers NVML_ERROR_TIMEOUT. The recovery-action
+ * field (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, 230) exists in the -DWITH_V3_PROCESSES build
+ * (a newer driver), NVML_SIM_RECOVERY=<gpu>:<action> setting one GPU's; the older build
+ * answers the field NOT_SUPPORTED in its own nvmlReturn.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef int nvmlReturn_t;
 enum {
     SUCCESS = 0, UNINITIALIZED = 1, INVALID_ARGUMENT = 2, NOT_SUPPORTED = 3,
-    INSUFFICIENT_SIZE = 7,
+    INSUFFICIENT_SIZE = 7, TIMEOUT = 10,
 };
 
 typedef struct { int index; } device_t;
@@ -55,6 +63,7 @@ const char *nvmlErrorString(nvmlReturn_t result) {
     switch (result) {
     case NOT_SUPPORTED: return "Not Supported";
     case UNINITIALIZED: return "Uninitialized";
+    case TIMEOUT: return "Timeout";
     default: return "Unknown Error";
     }
 }
@@ -184,3 +193,97 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned in
     return processes(d, count, infos);
 }
 #endif
+
+/* -- health --------------------------------------------------------------------------- */
+enum { EVENT_DOUBLE_BIT_ECC = 0x2, EVENT_XID = 0x8, RECOVERY_ACTION_FIELD = 230 };
+
+typedef struct {
+    nvmlDevice_t device;
+    unsigned long long eventType, eventData;
+    unsigned int gpuInstanceId, computeInstanceId;
+} event_data_t;
+typedef struct { unsigned long long registered[2]; int delivered, freed; } event_set_t;
+typedef union {
+    double dVal; unsigned int uiVal; unsigned long ulVal; unsigned long long ullVal;
+    long long sllVal; int siVal; unsigned short usVal;
+} value_t;
+typedef struct {
+    unsigned int fieldId, scopeId;
+    long long timestamp, latencyUsec;
+    int valueType;
+    nvmlReturn_t nvmlReturn;
+    value_t value;
+} field_value_t;
+
+static event_set_t event_sets[4];
+static int event_set_count;
+
+/* "<gpu>:<value>" from the environment; 0 when unset or for another GPU */
+static int pair(const char *name, int gpu, unsigned long *value) {
+    const char *text = getenv(name);
+    char *rest;
+    if (text == NULL || strtol(text, &rest, 10) != gpu || *rest != ':') return 0;
+    *value = strtoul(rest + 1, NULL, 10);
+    return 1;
+}
+
+nvmlReturn_t nvmlEventSetCreate(event_set_t **set) {
+    if (!initialized) return UNINITIALIZED;
+    if (event_set_count == 4) return INSUFFICIENT_SIZE;
+    *set = &event_sets[event_set_count++];
+    memset(*set, 0, sizeof **set);
+    return SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t d, unsigned long long *types) {
+    if (!valid(d)) return INVALID_ARGUMENT;
+    *types = EVENT_DOUBLE_BIT_ECC | EVENT_XID;
+    return SUCCESS;
+}
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t d, unsigned long long types,
+                                      event_set_t *set) {
+    if (!valid(d) || set == NULL || set->freed) return INVALID_ARGUMENT;
+    if (types & ~(unsigned long long)(EVENT_DOUBLE_BIT_ECC | EVENT_XID)) return NOT_SUPPORTED;
+    set->registered[d->index] |= types;
+    return SUCCESS;
+}
+nvmlReturn_t nvmlEventSetWait_v2(event_set_t *set, event_data_t *data, unsigned int timeoutms) {
+    struct timespec pause = {timeoutms / 1000, (long)(timeoutms % 1000) * 1000000L};
+    unsigned long xid;
+    if (!initialized) return UNINITIALIZED;
+    if (set == NULL || set->freed || data == NULL) return INVALID_ARGUMENT;
+    for (int gpu = 0; gpu < 2; gpu++) {
+        if (!set->delivered && (set->registered[gpu] & EVENT_XID) && pair("NVML_SIM_XID", gpu, &xid)) {
+            set->delivered = 1;
+            data->device = &devices[gpu];
+            data->eventType = EVENT_XID;
+            data->eventData = xid;
+            data->gpuInstanceId = data->computeInstanceId = 0xFFFFFFFF;
+            return SUCCESS;
+        }
+    }
+    nanosleep(&pause, NULL);
+    return TIMEOUT;
+}
+nvmlReturn_t nvmlEventSetFree(event_set_t *set) {
+    if (set == NULL || set->freed) return INVALID_ARGUMENT;
+    set->freed = 1;
+    return SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int count, field_value_t *values) {
+    unsigned long action;
+    if (!valid(d) || values == NULL) return INVALID_ARGUMENT;
+    for (int i = 0; i < count; i++) {
+        values[i].valueType = 1; /* unsigned int */
+        values[i].value.ullVal = 0;
+        values[i].nvmlReturn = NOT_SUPPORTED;
+#ifdef WITH_V3_PROCESSES
+        if (values[i].fieldId == RECOVERY_ACTION_FIELD) {
+            values[i].nvmlReturn = SUCCESS;
+            values[i].value.uiVal = pair("NVML_SIM_RECOVERY", d->index, &action) ? action : 0;
+        }
+#else
+        (void)action;
+#endif
+    }
+    return SUCCESS;
+}

@@ -71,6 +71,7 @@ CODES = [
     fk.NVML_ERROR_LIBRARY_NOT_FOUND,
     fk.NVML_ERROR_FUNCTION_NOT_FOUND,
     fk.NVML_ERROR_GPU_IS_LOST,
+    fk.NVML_ERROR_TIMEOUT,
     fk.NVML_ERROR_UNKNOWN,
 ]
 
@@ -112,9 +113,43 @@ def test_the_fake_offers_the_functions_accelkit_calls_with_pynvml_names():
         "nvmlDeviceGetGpuInstanceId",
         "nvmlDeviceGetComputeInstanceId",
         "nvmlDeviceGetMigDeviceHandleByIndex",
+        "nvmlDeviceGetFieldValues",
+        "nvmlDeviceGetSupportedEventTypes",
+        "nvmlDeviceRegisterEvents",
+        "nvmlEventSetCreate",
+        "nvmlEventSetWait_v2",
+        "nvmlEventSetFree",
     }
     assert all(hasattr(pynvml, name) for name in called)
     assert all(hasattr(fk.FakeNVML, name) for name in called)
+
+
+def test_the_fake_and_the_plugin_use_pynvml_constants():
+    from accelkit_cuda import health, nvml
+
+    names = [n for n in dir(fk) if n.startswith(("nvmlEventType", "NVML_GPU_", "NVML_FI_"))]
+    names += ["NVML_COMPUTE_INSTANCE_ID_ANY", "NVML_VALUE_TYPE_UNSIGNED_INT"]
+    assert {n: getattr(fk, n) for n in names} == {n: getattr(pynvml, n) for n in names}
+    assert nvml.FI_DEV_GET_GPU_RECOVERY_ACTION == pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
+    assert nvml.ERROR_TIMEOUT == pynvml.NVML_ERROR_TIMEOUT
+    assert nvml.ERROR_UNKNOWN == pynvml.NVML_ERROR_UNKNOWN
+    assert nvml.GPU_INSTANCE_ANY == pynvml.NVML_GPU_INSTANCE_ID_ANY
+    assert (
+        pynvml.nvmlEventTypeXidCriticalError,
+        pynvml.nvmlEventTypeDoubleBitEccError,
+        pynvml.nvmlEventTypeGpuUnavailableError,
+        pynvml.nvmlEventTypeGpuRecoveryAction,
+    ) == (
+        nvml.EVENT_XID_CRITICAL,
+        nvml.EVENT_DOUBLE_BIT_ECC,
+        nvml.EVENT_GPU_UNAVAILABLE,
+        nvml.EVENT_GPU_RECOVERY_ACTION,
+    )
+    actions = {
+        getattr(pynvml, f"NVML_GPU_RECOVERY_ACTION_{name}"): name
+        for name in health.RECOVERY_ACTIONS.values()
+    }
+    assert actions == health.RECOVERY_ACTIONS
 
 
 def test_a_mismatch_error_anywhere_reads_as_absent():

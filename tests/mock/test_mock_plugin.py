@@ -104,3 +104,28 @@ def test_metrics_are_deterministic():
 def test_node_info_names_the_kind(key):
     info = asyncio.run(started()[key].get_node_info())
     assert info.facts["kind"] == key
+
+
+def test_device_node_is_mounted_for_a_container_only():
+    kinds = {
+        "kinds": [
+            {
+                "key": "tpu",
+                "devices": [
+                    {"id": "t0", "device-node": "/dev/tpu0"},
+                    {"id": "t1", "device-node": "/dev/tpu1"},
+                    {"id": "t2"},
+                ],
+            }
+        ]
+    }
+    tpu = started(kinds)["tpu"]
+    ctx = tpu.create_agent_context(AgentId("a"), DevicePartition.of("t0", "t1", "t2"))
+    alloc = {"tpu.device": {"t1": Decimal(1), "t2": Decimal(1)}}
+    devices = {d.device_id: d for d in tpu.devices}
+    container = tpu.create_lifecycle_hook(Workload.container("c"), alloc, devices)
+    config = asyncio.run(container.pre_create())
+    assert [(m.source, m.type.value) for m in config.mounts] == [("/dev/tpu1", "device")]
+    assert config.env_vars == {"MOCK_TPU_DEVICES": "t1,t2"}
+    tree = asyncio.run(ctx.create_lifecycle_hook(Workload("w"), alloc).pre_create())
+    assert tree.mounts == ()

@@ -21,12 +21,14 @@ from accelkit.types import (
     DeviceId,
     DeviceName,
     DeviceSlotInfo,
+    Mount,
     NodeInfo,
     SlotName,
     SlotSpec,
     SlotType,
     Workload,
     WorkloadConfig,
+    WorkloadType,
 )
 from accelkit_mock.health import HealthFile
 from accelkit_mock.spec import MockConfig, MockDevice, MockKind, load_kinds
@@ -54,6 +56,11 @@ def deterministic_percent(device_id: str, now: float) -> int:
     return (zlib.crc32(device_id.encode()) + int(now // METRIC_PERIOD) * 7) % 101
 
 
+def _extra(device: MockDevice) -> dict[str, str]:
+    extra = {"mig-profile": device.mig_profile, "device-node": device.device_node}
+    return {k: v for k, v in extra.items() if v}
+
+
 class MockLifecycleHook(AbstractLifecycleHook):
     """Exposes the allocated mock devices as ``MOCK_<KEY>_DEVICES``."""
 
@@ -70,7 +77,13 @@ class MockLifecycleHook(AbstractLifecycleHook):
 
     async def pre_create(self) -> WorkloadConfig:
         name = f"MOCK_{self.key.upper().replace('-', '_')}_DEVICES"
-        return WorkloadConfig(env_vars={name: ",".join(self.allocated_device_ids)})
+        mounts: tuple[Mount, ...] = ()
+        if self.workload.type is WorkloadType.CONTAINER:  # a process tree finds them in place
+            known = (self.devices.get(i) for i in self.allocated_device_ids)
+            nodes = (d.extra.get("device-node", "") for d in known if d is not None)
+            mounts = tuple(Mount.device(path) for path in nodes if path)
+        env = {name: ",".join(self.allocated_device_ids)}
+        return WorkloadConfig(env_vars=env, mounts=mounts)
 
 
 class MockPlugin(AbstractComputePlugin):
@@ -166,7 +179,7 @@ class MockPlugin(AbstractComputePlugin):
                 processing_units=d.processing_units,
                 model_name=d.model,
                 uuid=f"MOCK-{self.key}-{d.id}",
-                extra={"mig-profile": d.mig_profile} if d.mig_profile else {},
+                extra=_extra(d),
             )
             for d in self._current_devices()
         ]

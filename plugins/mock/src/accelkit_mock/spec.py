@@ -15,6 +15,7 @@ amount = "1"              # capacity in its slot; for key "mem" the byte size
 mig-profile = ""          # non-empty -> a UNIQUE slot "<key>.mig-<profile>"
 health = "healthy"        # or "degraded", "unhealthy", "unknown"; re-read while running
 health-reason = ""        # why, shown by 'accelkit devices' and 'accelkit status'
+device-node = ""          # a device node path a container of the device is given (none if "")
 ```
 
 ``[plugins.config.mock] health-interval = "1"`` is how often (seconds) ``watch_health()`` looks
@@ -110,6 +111,7 @@ class DeviceEntry:
     mig_profile: Annotated[str, Rule(_profile)] = ""
     health: Annotated[str, Rule(_health)] = "healthy"
     health_reason: str = ""
+    device_node: str = ""
 
 
 @attrs.frozen
@@ -151,6 +153,7 @@ class MockDevice:
     mig_profile: str = ""
     health: str = "healthy"
     health_reason: str = ""
+    device_node: str = ""
 
 
 @attrs.frozen
@@ -203,6 +206,7 @@ def _device(kind: KindEntry, entry: DeviceEntry, at: KeyPath) -> MockDevice:
         entry.mig_profile,
         entry.health,
         entry.health_reason,
+        entry.device_node,
     )
 
 

@@ -74,6 +74,9 @@ class DiscretePropertyAllocMap(AbstractAllocMap):
     def _make_amount(self, pool: SlotPool, units: int) -> Decimal:
         return Decimal(units)
 
+    def _fills_most_free(self) -> bool:
+        return self._strategy is AllocationStrategy.FILL
+
     def _quick_place(self, pool: SlotPool, units: int, requested: Decimal) -> Grants:
         # A request without a hint on a pool of several devices (not UNIQUE).
         return self._place_in(pool, pool.all_mask, units)

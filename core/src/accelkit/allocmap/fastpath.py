@@ -15,6 +15,9 @@ The special cases kept inside the closures, and the benchmark rows they buy
 - a one-device pool (a ``mem`` root) needs no placement: W4, all four rows;
 - a grant on one device keeps the caller's own Decimal and updates one bucket inline: W3 (most
   requests fit one device), W1/W2 single-core and single-GPU requests;
+- FILL (discrete, and fraction with fragmentation allowed) places a request without a hint
+  itself: the most free device, or the most free devices in turn, placed and committed in one
+  pass (:func:`_take_most_free`): W3 FILL's split requests, the W1/W2 FILL rows;
 - freeing several devices of one slot validates in the same frame: W3's split grants and every
   W1/W2 multi-device grant.
 
@@ -147,8 +150,9 @@ def _general_allocate(
     acquire, release = m._acquire, m._release
     amount = m._amount
     place = m._place
+    fills = m._fills_most_free()
 
-    def allocate(
+    def allocate(  # noqa: PLR0912 - one frame for the hot path (module docstring)
         slots: Mapping[SlotName, Decimal],
         *,
         affinity_hint: AffinityHint | None = None,
@@ -179,20 +183,31 @@ def _general_allocate(
                     acquire()
                     try:
                         if units <= pool.total_free:
-                            grants = (
-                                quick_place(pool, units, raw)
-                                if affinity_hint is None
-                                else place(pool, units, affinity_hint, raw)
-                            )
-                            if len(grants) > 1:
-                                pool.shift(grants, 1)
-                                ids, cached = pool.ids, pool.amount_of.get
-                                return {
-                                    slot: {ids[i]: cached(u) or amount(pool, u) for i, u in grants}
-                                }
+                            buckets = pool.buckets
+                            if fills and affinity_hint is None:
+                                # FILL: the most free device, else the most free in turn
+                                most = max(buckets)
+                                if most < units:
+                                    return {slot: _take_most_free(pool, units, amount)}
+                                bits = buckets[most]
+                                i = (bits & -bits).bit_length() - 1
+                            else:
+                                grants = (
+                                    quick_place(pool, units, raw)
+                                    if affinity_hint is None
+                                    else place(pool, units, affinity_hint, raw)
+                                )
+                                if len(grants) > 1:
+                                    pool.shift(grants, 1)
+                                    ids, cached = pool.ids, pool.amount_of.get
+                                    return {
+                                        slot: {
+                                            ids[i]: cached(u) or amount(pool, u) for i, u in grants
+                                        }
+                                    }
+                                ((i, _),) = grants
                             # W3, and W1/W2 requests of one unit: one device, one bucket move.
-                            ((i, _),) = grants
-                            free, buckets, bit = pool.free, pool.buckets, pool.bits[i]
+                            free, bit = pool.free, pool.bits[i]
                             old = free[i]
                             free[i] = new = old - units
                             pool.total_free -= units
@@ -210,6 +225,44 @@ def _general_allocate(
         return general(slots, affinity_hint=affinity_hint, context_tag=context_tag)
 
     return allocate
+
+
+def _take_most_free(
+    pool: SlotPool, units: int, amount: Callable[[SlotPool, int], Decimal]
+) -> dict[DeviceId, Decimal]:
+    """Allocate ``units`` from the most free devices in turn (FILL's split) and return the grant.
+
+    W3 FILL's split requests, W1/W2 FILL's multi-device ones: :func:`~accelkit.allocmap.
+    placement.fill` and :meth:`~accelkit.allocmap.pool.SlotPool.shift` in one pass. Devices
+    given all they have leave the buckets whole; the caller holds the lock and has checked
+    that the pool has ``units`` free.
+    """
+    buckets, free, ids = pool.buckets, pool.free, pool.ids
+    cached = pool.amount_of.get
+    out: dict[DeviceId, Decimal] = {}
+    pool.total_free -= units
+    for v in sorted(buckets, reverse=True):
+        rest = buckets[v]
+        while rest:
+            low = rest & -rest
+            rest ^= low
+            i = low.bit_length() - 1
+            if v >= units:  # the last device: it gives what is left of the request
+                out[ids[i]] = cached(units) or amount(pool, units)
+                free[i] = left = v - units
+                if rest:
+                    buckets[v] = rest
+                else:
+                    del buckets[v]
+                if left:
+                    buckets[left] = buckets.get(left, 0) | low
+                return out
+            out[ids[i]] = cached(v) or amount(pool, v)
+            free[i] = 0
+            units -= v
+        del buckets[v]  # every device of this free amount gave all it had
+    msg = "the pool had less free than its total said"  # the caller checked total_free
+    raise AssertionError(msg)
 
 
 def _general_free(

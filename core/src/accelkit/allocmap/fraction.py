@@ -138,6 +138,10 @@ class FractionAllocMap(AbstractAllocMap):
         assert grants is not None  # without a device limit a placement always exists
         return grants
 
+    def _fills_most_free(self) -> bool:
+        # without fragmentation a split must also fit on as few devices as it needs
+        return self._strategy is AllocationStrategy.FILL and self._allow_fragmentation
+
     def _quick_place(self, pool: SlotPool, units: int, requested: Decimal) -> Grants:
         # A request without a hint on a pool of several devices (not UNIQUE).
         buckets = pool.buckets

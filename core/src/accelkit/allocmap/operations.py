@@ -48,6 +48,11 @@ class MapOperations(ABC):
     def _conversion_kind(self, pool: SlotPool) -> str:
         """Pools of the same kind share one pair of conversion caches."""
 
+    def _fills_most_free(self) -> bool:
+        """Whether a request without a hint takes the most free device, or the most free
+        devices in turn when none holds it (FILL; the fast path then places it itself)."""
+        return False
+
     @abstractmethod
     def _place(
         self, pool: SlotPool, units: int, hint: AffinityHint | None, requested: Decimal

@@ -1,0 +1,106 @@
+"""FILL's fast path places and commits in one pass: it must grant exactly what
+:func:`~accelkit.allocmap.placement.fill` places and leave the pool's indexes consistent."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from accelkit.allocmap import (
+    AbstractAllocMap,
+    AllocationStrategy,
+    DiscretePropertyAllocMap,
+    FractionAllocMap,
+)
+from accelkit.allocmap.placement import fill
+from accelkit.allocmap.pool import SlotPool
+from accelkit.errors import InsufficientResource
+from accelkit.types import DeviceAllocation, DeviceId, DeviceSlotInfo, SlotName, SlotType
+
+D = Decimal
+S = SlotName("cuda.shares")
+FILL = AllocationStrategy.FILL
+
+
+def gpus(caps: list[int]) -> dict[DeviceId, DeviceSlotInfo]:
+    return {
+        DeviceId(f"cuda{i}"): DeviceSlotInfo(SlotType.COUNT, S, D(c), i % 2)
+        for i, c in enumerate(caps)
+    }
+
+
+def consistent(pool: SlotPool) -> None:
+    """Buckets, total_free and free agree, unavailable devices aside."""
+    buckets: dict[int, int] = {}
+    for i, f in enumerate(pool.free):
+        if f and i not in pool.hidden:
+            buckets[f] = buckets.get(f, 0) | pool.bits[i]
+    assert pool.buckets == buckets
+    assert pool.total_free == sum(f for i, f in enumerate(pool.free) if i not in pool.hidden)
+
+
+def expected(m: AbstractAllocMap, pool: SlotPool, units: int) -> dict[DeviceId, Decimal]:
+    return {pool.ids[i]: m._amount(pool, u) for i, u in fill(pool, pool.all_mask, units)}
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda caps: DiscretePropertyAllocMap(gpus(caps), strategy=FILL),
+        lambda caps: FractionAllocMap(gpus(caps), strategy=FILL, quantum_size=D(1)),
+    ],
+    ids=["discrete", "fraction"],
+)
+@settings(max_examples=120, deadline=None)
+@given(
+    caps=st.lists(st.integers(1, 6), min_size=2, max_size=7),
+    steps=st.lists(
+        st.tuples(st.sampled_from(["allocate", "free", "fence"]), st.integers(1, 20)),
+        max_size=40,
+    ),
+)
+def test_fill_grants_what_fill_places_and_keeps_the_pool_consistent(
+    make: object, caps: list[int], steps: list[tuple[str, int]]
+) -> None:
+    m: AbstractAllocMap = make(caps)  # type: ignore[operator]
+    pool = m._pools[S]
+    held: list[DeviceAllocation] = []
+    for op, n in steps:
+        if op == "allocate":
+            want = expected(m, pool, n) if n <= pool.total_free else None
+            try:
+                got = m.allocate({S: D(n)})
+            except InsufficientResource:
+                assert want is None
+            else:
+                assert got == {S: want}
+                assert list(got[S]) == list(want or {})  # the same order: most free first
+                held.append(got)
+        elif op == "free" and held:
+            m.free(held.pop(n % len(held)))
+        elif op == "fence":
+            m.set_unavailable(
+                frozenset({DeviceId(f"cuda{n % len(caps)}")}) if n % 3 else frozenset()
+            )
+        consistent(pool)
+    m.set_unavailable(frozenset())
+    for grant in held:
+        m.free(grant)
+    consistent(pool)
+    assert pool.total_free == sum(caps)
+
+
+def test_a_split_takes_the_most_free_devices_whole_and_the_last_in_part() -> None:
+    m = FractionAllocMap(gpus([1, 1, 1, 1]), strategy=FILL, quantum_size=D("0.1"))
+    m.allocate({S: D("0.5")})  # cuda0 keeps 0.5
+    m.allocate({S: D("0.8")})  # cuda1 keeps 0.2
+    grant = m.allocate({S: D("2.3")})
+    assert grant == {S: {"cuda2": D("1.0"), "cuda3": D("1.0"), "cuda0": D("0.3")}}
+    assert m.allocatable() == {S: D("0.4")}
+    consistent(m._pools[S])
+    m.free(grant)
+    consistent(m._pools[S])
+    assert m.allocatable() == {S: D("2.7")}

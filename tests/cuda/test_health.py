@@ -272,3 +272,31 @@ def test_cancelling_the_watch_ends_the_event_thread_and_frees_the_set(start):
     (made,) = nvml.event_sets
     assert made.freed
     assert made.waiting == 0
+
+
+def test_a_gpu_found_by_listing_again_is_watched_too(start):
+    nvml = fk.FakeNVML(fk.gpus(1))
+    plugin = start(nvml, {"health-interval": "0.05"})
+    added = fk.FakeGpu(1)
+
+    async def watch() -> HealthEvent:
+        stream = plugin.watch_health()
+        first = asyncio.ensure_future(anext(stream))
+        try:
+            await asyncio.sleep(0.1)
+            nvml.gpus.append(added)
+            await plugin.discover()
+            for _ in range(300):  # the watch replaces its thread at its next reading
+                if len(nvml.event_sets) == 2 and nvml.event_sets[1].registered:
+                    break
+                await asyncio.sleep(0.01)
+            nvml.inject_xid(added, 95)
+            return await asyncio.wait_for(first, 5)
+        finally:
+            first.cancel()
+            await stream.aclose()
+
+    event = run(watch())
+    assert (event.device_id, event.reason) == ("cuda1", "XID 95: uncontained ECC error")
+    assert [s.freed for s in nvml.event_sets] == [True, True]
+    assert event_threads() == []

@@ -216,14 +216,24 @@ class CUDAPlugin(AbstractComputePlugin):
 
     async def watch_health(self) -> AsyncIterator[HealthEvent]:
         """XID, ECC and recovery-action events as NVML delivers them, and a reading every
-        ``health-interval``; the event thread ends and frees its event set when this ends."""
+        ``health-interval``; the event thread ends and frees its event set when this ends.
+
+        When the devices are listed again (rediscovery, a MIG reconfiguration), the thread is
+        replaced by one watching the GPUs found then.
+        """
         queue: asyncio.Queue[GPUEvent | None] = asyncio.Queue()
-        gpus = dict(self._gpus)
-        events = EventThread(self.library, {k: g.handle for k, g in gpus.items()}, queue)
-        events.start()
         interval = float(self.settings.health_interval)
+        gpus: dict[str, GPU] | None = None
+        events: EventThread | None = None
         try:
             while True:
+                if gpus is not self._gpus:
+                    if events is not None:
+                        await events.stop()
+                    gpus = self._gpus
+                    handles = {key: gpu.handle for key, gpu in gpus.items()}
+                    events = EventThread(self.library, handles, queue)
+                    events.start()
                 try:
                     event = await asyncio.wait_for(queue.get(), interval)
                 except TimeoutError:
@@ -238,7 +248,8 @@ class CUDAPlugin(AbstractComputePlugin):
                     if (old.state, old.reason) != (health.state, health.reason):
                         yield HealthEvent(device, old.state, health)
         finally:
-            await events.stop()
+            if events is not None:
+                await events.stop()
 
     def _read_health(self) -> dict[DeviceId, DeviceHealth]:
         return self._health.read(self.library, self._gpus.values())

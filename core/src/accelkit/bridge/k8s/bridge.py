@@ -150,12 +150,10 @@ class K8sBridge:
     async def _tick(self) -> None:
         try:
             await self.ensure_registered()
-            self._said.discard("registration")
+            self._said = {k for k in self._said if not k.startswith("registration:")}
         except RegistrationFailed as exc:
-            self._say_once(
-                "registration",
-                {"event": "warning", "message": f"{exc}; trying again"},
-            )
+            message = f"{exc}; trying again"
+            self._say_once(f"registration:{message}", {"event": "warning", "message": message})
         await self.node.refresh_health()
         await self._check_pod_resources()
         report = await self.node.bookkeeper.reconcile()

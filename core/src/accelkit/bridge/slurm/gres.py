@@ -1,0 +1,151 @@
+"""An agent's devices as Slurm GRES: the ``gres.conf`` lines and the node's ``Gres=`` value.
+
+Every device of a whole-device slot (``count`` and ``unique``) of an accelerator plugin is one
+``gres.conf`` line, in accelkit's natural order, so Slurm's GRES index ``i`` of a name is the
+``i``-th device of that name here (:func:`indexed_devices`). ``File=`` is the device node the
+plugin's hook gives a container of that device alone (nodes every device gets, like
+``/dev/nvidiactl``, are left out); a device without one is ``Count=1``. ``Cores=`` are the cpu
+plugin's cores on the device's NUMA node.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+
+import attrs
+
+from accelkit.bridge.k8s.resources import NOT_DEVICES, WHOLE
+from accelkit.calls import call_async
+from accelkit.host import AgentView
+from accelkit.partition import natural_sort_key
+from accelkit.plugin import AbstractComputePlugin
+from accelkit.types import DeviceId, DeviceName, MountType, SlotName, Workload
+
+__all__ = ["GresDevice", "gres_conf", "gres_devices", "indexed_devices", "node_gres", "slurm_type"]
+
+_NOT_TYPE = re.compile(r"[^a-z0-9_]+")
+#: the workload the hooks are asked about: only their DEVICE mounts are read, nothing runs
+_PROBE = Workload.container("accelkit-slurm-gres")
+
+
+@attrs.frozen
+class GresDevice:
+    """One device as one ``gres.conf`` line."""
+
+    name: str
+    type: str
+    plugin: DeviceName
+    slot: SlotName
+    device_id: DeviceId
+    amount: Decimal
+    file: str | None
+    cores: tuple[int, ...]
+
+    def line(self, node_name: str | None = None) -> str:
+        """The ``gres.conf`` line (``NodeName=`` first when given)."""
+        words = [f"NodeName={node_name}"] if node_name else []
+        words += [f"Name={self.name}"]
+        if self.type:
+            words.append(f"Type={self.type}")
+        words.append(f"File={self.file}" if self.file else "Count=1")
+        if self.cores:
+            words.append(f"Cores={_ranges(self.cores)}")
+        return " ".join(words)
+
+
+def slurm_type(model: str) -> str:
+    """A model name in Slurm's GRES type charset: lower-case letters, digits and ``_``."""
+    return _NOT_TYPE.sub("_", model.lower()).strip("_")
+
+
+def _ranges(numbers: Sequence[int]) -> str:
+    parts: list[str] = []
+    start = prev = numbers[0]
+    for n in [*numbers[1:], None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if n is not None:
+            start = prev = n
+    return ",".join(parts)
+
+
+def _cores_by_numa(agent: AgentView) -> dict[int, tuple[int, ...]]:
+    ctx = agent.contexts.get(DeviceName("cpu"))
+    if ctx is None:
+        return {}
+    found: dict[int, list[int]] = {}
+    for device_id, info in ctx.alloc_map.device_slots.items():
+        if info.numa_node is not None and device_id.isdigit():
+            found.setdefault(info.numa_node, []).append(int(device_id))
+    return {numa: tuple(sorted(cores)) for numa, cores in found.items()}
+
+
+async def _device_node(
+    key: DeviceName, plugin: AbstractComputePlugin, device_id: DeviceId, slot: SlotName
+) -> list[str]:
+    devices = {d.device_id: d for d in plugin.devices}
+    amount = plugin.device_slots(plugin.devices)[device_id].amount
+    hook = plugin.create_lifecycle_hook(_PROBE, {slot: {device_id: amount}}, devices)
+    config = await call_async(key, "pre_create", Decimal(10), hook.pre_create)
+    return [m.source for m in config.mounts if m.type is MountType.DEVICE]
+
+
+async def gres_devices(agent: AgentView, names: Mapping[str, str]) -> list[GresDevice]:
+    """The agent's GRES devices, by plugin in the agent's order, each in natural order."""
+    cores = _cores_by_numa(agent)
+    found: list[GresDevice] = []
+    for key, ctx in agent.contexts.items():
+        if key in NOT_DEVICES:
+            continue
+        plugin = ctx.plugin
+        models = {d.device_id: d.model_name for d in plugin.devices}
+        whole = [
+            (device_id, info)
+            for device_id, info in ctx.alloc_map.device_slots.items()
+            if info.slot_type in WHOLE
+        ]
+        whole.sort(key=lambda item: natural_sort_key(item[0]))
+        nodes = {d: await _device_node(key, plugin, d, i.slot_name) for d, i in whole}
+        shared = Counter(path for paths in nodes.values() for path in set(paths))
+        for device_id, info in whole:
+            own = [p for p in nodes[device_id] if len(whole) == 1 or shared[p] < len(whole)]
+            found.append(
+                GresDevice(
+                    name=names.get(key, key),
+                    type=slurm_type(models.get(device_id, "")),
+                    plugin=key,
+                    slot=info.slot_name,
+                    device_id=device_id,
+                    amount=info.amount,
+                    file=own[0] if own else None,
+                    cores=cores.get(info.numa_node, ()) if info.numa_node is not None else (),
+                )
+            )
+    return found
+
+
+def indexed_devices(devices: Sequence[GresDevice]) -> dict[str, list[GresDevice]]:
+    """Per GRES name, its devices in Slurm's index order."""
+    by_name: dict[str, list[GresDevice]] = {}
+    for device in devices:
+        by_name.setdefault(device.name, []).append(device)
+    return by_name
+
+
+def gres_conf(devices: Sequence[GresDevice], node_name: str | None = None) -> list[str]:
+    """The ``gres.conf`` lines of ``devices``."""
+    return [d.line(node_name) for d in devices]
+
+
+def node_gres(devices: Sequence[GresDevice]) -> str:
+    """The ``Gres=`` value of the node's ``NodeName`` line (``name:type:count``, comma-joined)."""
+    counts: Counter[tuple[str, str]] = Counter((d.name, d.type) for d in devices)
+    return ",".join(
+        f"{name}:{kind}:{count}" if kind else f"{name}:{count}"
+        for (name, kind), count in counts.items()
+    )

@@ -1,0 +1,295 @@
+"""The bridge end to end: ``accelkit k8s-device-plugin`` as a real process, the kubelet stand-in
+(not a real kubelet) registering it, streaming its devices, asking for preferred allocations,
+allocating, listing pods through PodResources and restarting."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+from .bridge_process import BridgeProcess, write_node
+from .kubelet_standin import KubeletStandIn
+
+pytestmark = pytest.mark.slow  # real accelkit processes
+
+GPU = "accelkit.io/cuda.device"
+MIG = "accelkit.io/cuda.mig-1g.10gb"
+
+
+def standin(root: Path) -> KubeletStandIn:
+    return KubeletStandIn(root / "device-plugins", root / "pod-resources" / "kubelet.sock")
+
+
+async def started(root: Path, *, grace: str = "1") -> tuple[KubeletStandIn, BridgeProcess]:
+    kubelet = standin(root)
+    await kubelet.start()
+    bridge = BridgeProcess(write_node(root, grace=grace))
+    return kubelet, bridge
+
+
+def test_registers_each_resource_and_streams_devices_with_numa(k8s_root: Path) -> None:
+    async def scenario() -> None:
+        kubelet, bridge = await started(k8s_root)
+        try:
+            gpu = await kubelet.wait_registered(GPU)
+            mig = await kubelet.wait_registered(MIG)
+            request = next(r for r in kubelet.registrations if r.resource_name == GPU)
+            assert request.version == "v1beta1"
+            assert request.endpoint == "accelkit-accelkit.io_cuda.device.sock"
+            assert request.options.get_preferred_allocation_available
+            assert not request.options.pre_start_required
+            assert await gpu.next_list(0) == [
+                ("cuda0", "Healthy", [0]),
+                ("cuda1", "Healthy", [0]),
+                ("cuda2", "Healthy", [1]),
+                ("cuda3", "Healthy", [1]),
+            ]
+            assert await mig.next_list(0) == [("mig0", "Healthy", [1]), ("mig1", "Healthy", [1])]
+            options = await gpu.options()
+            assert options.get_preferred_allocation_available
+        finally:
+            await kubelet.close()
+            code, err = bridge.stop()
+        assert code == 0, err
+        assert not list((k8s_root / "device-plugins").glob("accelkit-*.sock"))
+
+    asyncio.run(scenario())
+
+
+def test_preferred_allocation_keeps_a_container_on_one_numa_node(k8s_root: Path) -> None:
+    async def scenario() -> None:
+        kubelet, bridge = await started(k8s_root)
+        try:
+            gpu = await kubelet.wait_registered(GPU)
+            every = ["cuda0", "cuda1", "cuda2", "cuda3"]
+            assert await gpu.preferred(every, [], 2) == ["cuda0", "cuda1"]
+            assert await gpu.preferred(every, ["cuda3"], 2) == ["cuda3", "cuda2"]
+            assert await gpu.preferred(["cuda0", "cuda2", "cuda3"], [], 2) == ["cuda2", "cuda3"]
+        finally:
+            await kubelet.close()
+            bridge.stop()
+
+    asyncio.run(scenario())
+
+
+def test_allocate_books_runs_pre_create_and_refuses_a_second_grant(k8s_root: Path) -> None:
+    async def scenario() -> None:
+        kubelet, bridge = await started(k8s_root, grace="600")
+        try:
+            gpu = await kubelet.wait_registered(GPU)
+            reply = await gpu.allocate(["cuda1", "cuda0"])
+            [container] = reply.container_responses
+            # in the order the kubelet gave
+            assert dict(container.envs) == {"MOCK_CUDA_DEVICES": "cuda1,cuda0"}
+            assert [d.name for d in container.cdi_devices] == [
+                "accelkit.io/agent-1=cuda-cuda1",
+                "accelkit.io/agent-1=cuda-cuda0",
+            ]
+            assert container.annotations["io.accelkit.workload"] == f"k8s:{GPU}:cuda0,cuda1"
+            [row] = bridge.workloads()
+            assert row["workload"] == f"k8s:{GPU}:cuda0,cuda1"
+            assert row["type"] == "container"
+            assert row["devices"]["cuda"] == ["cuda0", "cuda1"]
+
+            # the same device again, alone or next to a free one: refused, nothing booked
+            for ids in (["cuda0"], ["cuda2", "cuda1"]):
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await gpu.allocate(ids)
+                assert refused.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+                assert "cuda" in (refused.value.details() or "")
+            # a request of two containers whose second fails books neither
+            with pytest.raises(grpc.aio.AioRpcError):
+                await gpu.allocate(["cuda2"], ["cuda0"])
+            assert [w["workload"] for w in bridge.workloads()] == [f"k8s:{GPU}:cuda0,cuda1"]
+
+            # other accelkit processes cannot take the booked devices either
+            run = bridge.accelkit(
+                "run", "--agent", "agent-1", "--slots", "cuda.device=3", "--", "true"
+            )
+            assert run.returncode == 2
+            assert f"k8s:{GPU}:cuda0,cuda1" in run.stderr
+        finally:
+            await kubelet.close()
+            bridge.stop()
+
+    asyncio.run(scenario())
+
+
+def test_allocate_of_unknown_or_repeated_ids_is_invalid(k8s_root: Path) -> None:
+    async def scenario() -> None:
+        kubelet, bridge = await started(k8s_root)
+        try:
+            gpu = await kubelet.wait_registered(GPU)
+            for ids, words in (
+                (["cuda9"], "unknown device ids cuda9"),
+                (["mig0"], "unknown device ids mig0"),
+                (["cuda0", "cuda0"], "requested twice"),
+                ([], "no device ids"),
+            ):
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await gpu.allocate(ids)
+                assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+                assert words in (refused.value.details() or "")
+            assert bridge.workloads() == []
+        finally:
+            await kubelet.close()
+            bridge.stop()
+
+    asyncio.run(scenario())
+
+
+def test_mig_like_devices_are_their_own_resource(k8s_root: Path) -> None:
+    async def scenario() -> None:
+        kubelet, bridge = await started(k8s_root)
+        try:
+            mig = await kubelet.wait_registered(MIG)
+            reply = await mig.allocate(["mig1"])
+            assert dict(reply.container_responses[0].envs) == {"MOCK_CUDA_DEVICES": "mig1"}
+            [row] = bridge.workloads()
+            assert row["workload"] == f"k8s:{MIG}:mig1"
+        finally:
+            await kubelet.close()
+            bridge.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_booking_is_freed_once_no_pod_lists_its_devices(k8s_root: Path) -> None:
+    async def scenario() -> None:
+        kubelet, bridge = await started(k8s_root, grace="0.5")
+        try:
+            gpu = await kubelet.wait_registered(GPU)
+            await gpu.allocate(["cuda2"])
+            kubelet.pods = [("trainer", GPU, ["cuda2"])]
+            await asyncio.sleep(1.5)  # beyond the admission grace: the pod keeps it
+            assert [w["workload"] for w in bridge.workloads()] == [f"k8s:{GPU}:cuda2"]
+            kubelet.pods = []  # the pod is gone
+            await asyncio.to_thread(
+                bridge.wait_event,
+                lambda e: e == {"event": "released", "workload": f"k8s:{GPU}:cuda2"},
+            )
+            assert bridge.workloads() == []
+            await gpu.allocate(["cuda2"])  # granted again
+        finally:
+            await kubelet.close()
+            bridge.stop()
+
+    asyncio.run(scenario())
+
+
+def test_without_pod_resources_bookings_stay_until_released(k8s_root: Path) -> None:
+    async def scenario() -> None:
+        kubelet, bridge = await started(k8s_root, grace="0.2")
+        kubelet.pod_resources_up = False
+        try:
+            gpu = await kubelet.wait_registered(GPU)
+            await gpu.allocate(["cuda0"])
+            warning = await asyncio.to_thread(
+                bridge.wait_event,
+                lambda e: e["event"] == "warning" and "PodResources" in e["message"],
+            )
+            assert "kept until 'accelkit release'" in warning["message"]
+            await asyncio.sleep(1.0)
+            assert [w["workload"] for w in bridge.workloads()] == [f"k8s:{GPU}:cuda0"]
+            refused = bridge.accelkit("release", f"k8s:{GPU}:cuda0")
+            assert refused.returncode == 2
+            assert "--force" in refused.stderr
+            freed = bridge.accelkit("release", "--force", f"k8s:{GPU}:cuda0")
+            assert freed.returncode == 0, freed.stderr
+            assert bridge.workloads() == []
+        finally:
+            await kubelet.close()
+            bridge.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_restarted_kubelet_gets_every_plugin_registered_again(k8s_root: Path) -> None:
+    async def scenario() -> None:
+        kubelet, bridge = await started(k8s_root)
+        try:
+            await kubelet.wait_registered(GPU)
+            await kubelet.wait_registered(MIG)
+            await kubelet.restart()
+            gpu = await kubelet.wait_registered(GPU, count=2)
+            await kubelet.wait_registered(MIG, count=2)
+            assert [d[0] for d in await gpu.next_list(0)] == ["cuda0", "cuda1", "cuda2", "cuda3"]
+            await gpu.allocate(["cuda3"])
+        finally:
+            await kubelet.close()
+            bridge.stop()
+
+    asyncio.run(scenario())
+
+
+def test_the_bridge_waits_for_a_missing_kubelet(k8s_root: Path) -> None:
+    async def scenario() -> None:
+        bridge = BridgeProcess(write_node(k8s_root))
+        kubelet = standin(k8s_root)
+        try:
+            warning = await asyncio.to_thread(bridge.wait_event, lambda e: e["event"] == "warning")
+            assert "device-plugins directory" in warning["message"]
+            assert "trying again" in warning["message"]
+            (k8s_root / "device-plugins").mkdir()
+            await asyncio.to_thread(
+                bridge.wait_event,
+                lambda e: e["event"] == "warning" and "no kubelet socket" in e["message"],
+            )
+            await kubelet.start()
+            await kubelet.wait_registered(GPU)
+        finally:
+            await kubelet.close()
+            bridge.stop()
+
+    asyncio.run(scenario())
+
+
+def test_an_unhealthy_device_is_listed_unhealthy_and_not_allocated(k8s_root: Path) -> None:
+    async def scenario() -> None:
+        kubelet, bridge = await started(k8s_root)
+        try:
+            gpu = await kubelet.wait_registered(GPU)
+            await gpu.next_list(0)
+            devices = k8s_root / "devices.toml"
+            text = devices.read_text().replace(
+                'id = "cuda1"\nnuma-node = 0', 'id = "cuda1"\nnuma-node = 0\nhealth = "unhealthy"'
+            )
+            devices.write_text(text)
+            flipped = await gpu.next_list(1)
+            assert ("cuda1", "Unhealthy", [0]) in flipped
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await gpu.allocate(["cuda1"])
+            assert refused.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+            assert "unhealthy" in (refused.value.details() or "")
+            cordon = bridge.accelkit("cordon", "cuda", "cuda2", "--reason", "fan")
+            assert cordon.returncode == 0, cordon.stderr
+            deadline = time.monotonic() + 15
+            while ("cuda2", "Unhealthy", [1]) not in gpu.lists[-1]:
+                assert time.monotonic() < deadline, gpu.lists
+                await asyncio.sleep(0.05)
+        finally:
+            await kubelet.close()
+            bridge.stop()
+
+    asyncio.run(scenario())
+
+
+def test_an_unknown_agent_or_a_node_without_devices_is_a_clear_error(k8s_root: Path) -> None:
+    config = write_node(k8s_root)
+    bridge = BridgeProcess.__new__(BridgeProcess)
+    bridge.config = config
+    bridge.env = {}
+    result = bridge.accelkit("k8s-device-plugin", "--agent", "nope")
+    assert result.returncode == 2
+    assert "error: unknown agent 'nope' (agents: agent-1)" in result.stderr
+    write_node(k8s_root, devices='[[kinds]]\nkey = "cpu"\n[[kinds.devices]]\nid = "0"\n')
+    result = bridge.accelkit("k8s-device-plugin")
+    assert result.returncode == 2
+    assert "has no device the kubelet can schedule" in result.stderr
+    result = bridge.accelkit("k8s-device-plugin", "--domain", " ")
+    assert result.returncode == 2
+    assert "--domain" in result.stderr

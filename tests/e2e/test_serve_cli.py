@@ -30,7 +30,6 @@ WITHIN = 60.0  # a guard against hanging, not an assertion on time
 INTERVAL = "0.2"
 PRINT_GPUS = ("sh", "-c", "echo $MOCK_CUDA_DEVICES")
 SERVE_ARGS = ("--listen", "127.0.0.1:0", "--rediscover-interval", INTERVAL)
-WORKLOAD = ("--agent", "agent-1", "--slots", "cuda.device=1", "--", "sleep", "300")
 
 
 def write_gpus(devices: Path, ids: list[str]) -> None:
@@ -75,8 +74,13 @@ class Node:
 
     def start_workload(self) -> subprocess.Popen[str]:
         """``accelkit run -- sleep 300`` on one GPU, returned once status shows it created."""
+        return self.start_workload_of("agent-1", 1)
+
+    def start_workload_of(self, agent: str, gpus: int) -> subprocess.Popen[str]:
+        """``accelkit run -- sleep 300`` of ``agent`` on ``gpus`` GPUs, once status shows it."""
+        slots = ("--slots", f"cuda.device={gpus}", "--", "sleep", "300")
         run = subprocess.Popen(
-            [*ACCELKIT, "run", "--config", str(self.config), *WORKLOAD],
+            [*ACCELKIT, "run", "--config", str(self.config), "--agent", agent, *slots],
             env=self.env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -30,6 +30,7 @@ COMMANDS = {
     "metrics": "accelkit.cli.metrics_cmd:metrics",
     "serve-metrics": "accelkit.cli.serve_metrics_cmd:serve_metrics",
     "serve": "accelkit.cli.serve_cmd:serve",
+    "repartition": "accelkit.cli.repartition_cmd:repartition",
     "run": "accelkit.cli.run_cmd:run",
     "status": "accelkit.cli.status_cmd:status",
     "release": "accelkit.cli.release_cmd:release",

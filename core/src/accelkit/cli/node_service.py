@@ -78,6 +78,9 @@ class _Rediscovery:
             self.say(line)
         self._said = held
         for key, found in report.plugins.items():
+            if found.reassigned:
+                agents = ", ".join(found.reassigned)
+                self.say(f"plugin {key!r}: agents {agents} follow the recorded assignment")
             for device in found.unassigned:
                 self.say(
                     f"device {key}/{device} is unassigned: 'accelkit repartition' gives it to "

@@ -14,6 +14,7 @@ from accelkit.config.model import AllocationMode, HostConfig
 from accelkit.discovery import PluginLoader
 from accelkit.errors import PluginContractError
 from accelkit.host.agent import AgentView
+from accelkit.host.pinning import apply_pinned, read_pinned
 from accelkit.host.plan import build_plan
 from accelkit.partition.model import GlobalDeviceInfo
 from accelkit.partition.partitioner import PartitionResult, ResourcePartitioner
@@ -109,7 +110,7 @@ class PartitionHost:
         partitioner = ResourcePartitioner(
             self.device_map, self.config.resource, source=self.config.source_name
         )
-        self._result = result = partitioner.partition(self.config.agents)
+        self._result = result = self._pinned(partitioner.partition(self.config.agents))
         policy = AffinityPolicy(self.config.resource.affinity_policy.value)
         shared: dict[DeviceName, AbstractAllocMap] = {}
         for agent_id, parts in result.assignments.items():
@@ -127,6 +128,17 @@ class PartitionHost:
             self.agents[agent_id] = AgentView(
                 agent_id, contexts, scaling=result.scaling[agent_id], affinity_policy=policy
             )
+
+    def _pinned(self, result: PartitionResult) -> PartitionResult:
+        """AUTO_SPLIT: the assignment recorded in the state dir, if any (see :mod:`.pinning`)."""
+        if result.mode is not AllocationMode.AUTO_SPLIT:
+            return result
+        pinned = read_pinned(self.config.resource.state_dir, source=self.config.source_name)
+        if pinned is None:
+            return result
+        result, warnings = apply_pinned(result, pinned, self.device_map)
+        self._warnings.extend(warnings)
+        return result
 
     async def close(self) -> None:
         """Close every context, then clean the plugins up; errors are logged, not raised."""

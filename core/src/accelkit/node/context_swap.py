@@ -14,6 +14,7 @@ from decimal import Decimal
 
 from accelkit.allocmap import AbstractAllocMap
 from accelkit.calls import call_sync
+from accelkit.errors import InvalidResourceArgument
 from accelkit.host import PartitionHost
 from accelkit.host.host import device_info
 from accelkit.node.health_maps import install_fences
@@ -21,7 +22,7 @@ from accelkit.partition.model import DevicePartition
 from accelkit.plugin import AbstractAgentContext, MaskedAgentContext
 from accelkit.types import AgentId, DeviceAllocation, DeviceId, DeviceName, SlotName
 
-__all__ = ["held_allocations", "widen_masks"]
+__all__ = ["held_allocations", "reassign", "shares_of", "widen_masks"]
 
 log = logging.getLogger(__name__)
 
@@ -86,3 +87,51 @@ def shares_of(host: PartitionHost, key: DeviceName) -> Mapping[AgentId, frozense
         for agent_id, view in host.agents.items()
         if key in view.contexts
     }
+
+
+async def reassign(
+    host: PartitionHost,
+    key: DeviceName,
+    masks: Mapping[AgentId, tuple[DeviceId, ...]],
+    *,
+    call_timeout: float,
+) -> tuple[AgentId, ...]:
+    """New contexts of plugin ``key`` for the agents whose mask differs from ``masks``.
+
+    Each new map takes the allocations of the agent's old map. A device that moves must be
+    free: when an old map holds an allocation outside the new mask, nothing is swapped and
+    ``InvalidResourceArgument`` names the device.
+    """
+    plugin = host.plugins[key]
+    changed = {
+        agent_id: DevicePartition(ids)
+        for agent_id, ids in masks.items()
+        if agent_id in host.agents
+        and key in host.agents[agent_id].contexts
+        and host.agents[agent_id].contexts[key].device_mask != frozenset(ids)
+    }
+    fresh: dict[AgentId, AbstractAgentContext] = {}
+    for agent_id, partition in changed.items():
+        create = functools.partial(plugin.create_agent_context, agent_id, partition)
+        fresh[agent_id] = await call_sync(key, "create_agent_context", call_timeout, create)
+    if not fresh:
+        return ()
+    # from here to the swap nothing awaits: no booking can come between the copy and the swap
+    for agent_id, ctx in fresh.items():
+        held = held_allocations(host.agents[agent_id].contexts[key].alloc_map)
+        outside = sorted({d for per in held.values() for d in per} - ctx.device_mask)
+        if outside:
+            msg = (
+                f"agent {agent_id!r} holds {key} device(s) {', '.join(outside)}: a device a "
+                "workload holds never moves"
+            )
+            raise InvalidResourceArgument(msg)
+        ctx.alloc_map.apply_allocation(held)
+    replaced = host.replace_contexts(key, fresh, device_info(plugin))
+    install_fences(host)
+    for ctx in replaced:
+        try:
+            await ctx.close()
+        except Exception:
+            log.warning("closing %r failed", ctx, exc_info=True)
+    return tuple(fresh)

@@ -328,5 +328,7 @@ class Node:
                 self.health_keeper,
                 ledger=lambda: self.bookkeeper.ledger,
                 call_timeout=self.config.plugins.call_timeout,
+                state_dir=self.config.resource.state_dir,
+                source=self.config.source_name,
             )
         return await self._rediscoverer.rediscover()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
+from pathlib import Path
 
 import attrs
 
@@ -29,7 +30,9 @@ from accelkit.config.model import AllocationMode
 from accelkit.health import DeviceHealth, HealthState
 from accelkit.host import PartitionHost
 from accelkit.host.host import device_info
-from accelkit.node.context_swap import widen_masks
+from accelkit.host.pinning import PinnedAssignment, read_pinned
+from accelkit.node.assignments import update_pinned
+from accelkit.node.context_swap import reassign, widen_masks
 from accelkit.node.health_board import DeviceChange
 from accelkit.node.health_keeper import HealthKeeper
 from accelkit.partition import natural_sort_key
@@ -60,6 +63,8 @@ class PluginRediscovery:
     unassigned: tuple[DeviceId, ...] = attrs.field(default=(), converter=_ids)
     #: why the plugin could not be asked ("" when it answered); its devices stay as they were
     error: str = ""
+    #: agents given new contexts to follow a recorded repartition
+    reassigned: tuple[AgentId, ...] = ()
 
 
 @attrs.frozen
@@ -96,6 +101,9 @@ class RediscoveryReport:
                 for d in found.unassigned
             ]
             lines += [f"device {key}/{d} removed ({VANISHED}), cordoned" for d in found.removed]
+            if found.reassigned:
+                agents = ", ".join(found.reassigned)
+                lines.append(f"plugin {key!r}: agents {agents} follow the recorded assignment")
         lines += [
             f"device {h.plugin}/{h.device_id} is gone but workload {h.workload_id!r} of agent "
             f"{h.agent_id!r} still holds it"
@@ -114,8 +122,12 @@ class Rediscoverer:
         *,
         ledger: Callable[[], Ledger],
         call_timeout: Decimal | float,
+        state_dir: Path | str,
+        source: str | None = None,
     ) -> None:
         self.host = host
+        self.state_dir = Path(state_dir)
+        self.source = source
         self.keeper = keeper
         self._ledger = ledger
         self._timeout = float(call_timeout)
@@ -142,7 +154,48 @@ class Rediscoverer:
                 found[key] = PluginRediscovery(error=error)
                 continue
             found[key] = await self._apply(key, plugin, listed)
+        if self.host.result.mode is AllocationMode.AUTO_SPLIT:
+            await self._follow_pin(found)
         return RediscoveryReport(found, self._held(found))
+
+    async def _follow_pin(self, found: dict[DeviceName, PluginRediscovery]) -> None:
+        """Rebuild the contexts of agents whose devices a recorded repartition changed."""
+        pinned = read_pinned(self.state_dir, source=self.source)
+        if pinned is None or pinned.agents != tuple(self.host.agents):
+            return
+        for key, masks in pinned.devices.items():
+            plugin = self.host.plugins.get(key)
+            if plugin is None or key not in found or found[key].error:
+                continue
+            known = {d.device_id for d in plugin.devices}
+            target = {a: tuple(d for d in ids if d in known) for a, ids in masks.items()}
+            try:
+                agents = await reassign(self.host, key, target, call_timeout=self._timeout)
+            except Exception as exc:  # a held device would move: keep the contexts as they are
+                error = f"{type(exc).__name__}: {exc}"
+                self.host.add_warning(f"plugin {key!r}: the recorded assignment: {error}")
+                found[key] = attrs.evolve(found[key], error=error)
+                continue
+            given = {d for ids in target.values() for d in ids}
+            found[key] = attrs.evolve(
+                found[key],
+                reassigned=agents,
+                unassigned=tuple(d for d in found[key].unassigned if d not in given),
+            )
+
+    def _pin_current(self, key: DeviceName) -> None:
+        """Record the agents' masks of ``key`` unless recorded: every process then agrees that
+        a new device is unassigned (a fresh split would hand it, or others, around)."""
+        agents = tuple(self.host.agents)
+        masks = {a: tuple(v.contexts[key].device_mask) for a, v in self.host.agents.items()}
+
+        def change(current: PinnedAssignment | None) -> PinnedAssignment | None:
+            if current is not None and current.agents == agents and key in current.devices:
+                return None
+            base = current if current is not None and current.agents == agents else None
+            return (base or PinnedAssignment(agents, {})).evolve(key, masks)
+
+        update_pinned(self.state_dir, change, source=self.source)
 
     async def _list(
         self, key: DeviceName, plugin: AbstractComputePlugin
@@ -170,6 +223,8 @@ class Rediscoverer:
             unassigned = () if joined else tuple(new)
         elif new:
             self.host.device_map[key] = device_info(plugin)
+            if self.host.result.mode is AllocationMode.AUTO_SPLIT:
+                self._pin_current(key)
         for device in [*new, *back]:
             gone.discard(device)
             self._lift_vanished_cordon(key, device)

@@ -293,3 +293,47 @@ def test_an_unknown_agent_or_a_node_without_devices_is_a_clear_error(k8s_root: P
     result = bridge.accelkit("k8s-device-plugin", "--domain", " ")
     assert result.returncode == 2
     assert "--domain" in result.stderr
+
+
+def test_a_killed_bridge_leaves_bookings_that_any_accelkit_process_frees(k8s_root: Path) -> None:
+    async def scenario() -> None:
+        kubelet, bridge = await started(k8s_root, grace="0.2")
+        try:
+            gpu = await kubelet.wait_registered(GPU)
+            await gpu.allocate(["cuda0"])
+            kubelet.pods = [("trainer", GPU, ["cuda0"])]
+            bridge.process.kill()  # SIGKILL: no cleanup of any kind
+            bridge.process.wait()
+            await asyncio.sleep(0.5)
+            # another accelkit process: the pod still holds it, so it stays booked
+            [row] = await asyncio.to_thread(bridge.workloads)
+            assert (row["workload"], row["liveness"]) == (f"k8s:{GPU}:cuda0", "running")
+            run = await asyncio.to_thread(
+                bridge.accelkit,
+                "run",
+                "--agent",
+                "agent-1",
+                "--slots",
+                "cuda.device=4",
+                "--",
+                "true",
+            )
+            assert run.returncode == 2
+            kubelet.pods = []
+            assert await asyncio.to_thread(bridge.workloads) == []  # finished and freed
+            run = await asyncio.to_thread(
+                bridge.accelkit,
+                "run",
+                "--agent",
+                "agent-1",
+                "--slots",
+                "cuda.device=4",
+                "--",
+                "true",
+            )
+            assert run.returncode == 0, run.stderr
+        finally:
+            await kubelet.close()
+            bridge.stop()
+
+    asyncio.run(scenario())

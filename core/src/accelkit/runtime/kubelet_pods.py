@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_FLOOR, Decimal, InvalidOperation
 from typing import Any, ClassVar
 
 from accelkit.runtime.base import LaunchSpec, Runtime, RuntimeUnavailable, WorkloadHandle
@@ -46,7 +46,7 @@ def kubelet_handle(
             "resource": resource,
             "devices": ids,
             "pod-resources": pod_resources,
-            "booked-at": str(Decimal(time.time()).quantize(Decimal("0.001"))),
+            "booked-at": str(Decimal(time.time()).quantize(Decimal("0.001"), ROUND_FLOOR)),
             "grace": str(grace),
         },
     )

@@ -39,7 +39,8 @@ def preferred_devices(
             len(by_node[node]) < wanted,  # then a node that holds the whole rest
             # the smallest such node (the larger stay whole), else the largest
             len(by_node[node]) if len(by_node[node]) >= wanted else -len(by_node[node]),
-            -1 if node is None else node,
+            node is None,  # devices of no known node last
+            0 if node is None else node,
         ),
     )
     for node in order:

@@ -21,8 +21,8 @@ from accelkit.bridge.k8s.resources import NOT_DEVICES, WHOLE
 from accelkit.calls import call_async
 from accelkit.host import AgentView
 from accelkit.partition import natural_sort_key
-from accelkit.plugin import AbstractComputePlugin
-from accelkit.types import DeviceId, DeviceName, MountType, SlotName, Workload
+from accelkit.plugin import AbstractAgentContext
+from accelkit.types import DeviceId, DeviceName, DeviceSlotInfo, MountType, SlotName, Workload
 
 __all__ = ["GresDevice", "gres_conf", "gres_devices", "indexed_devices", "node_gres", "slurm_type"]
 
@@ -85,32 +85,34 @@ def _cores_by_numa(agent: AgentView) -> dict[int, tuple[int, ...]]:
     return {numa: tuple(sorted(cores)) for numa, cores in found.items()}
 
 
-async def _device_node(
-    key: DeviceName, plugin: AbstractComputePlugin, device_id: DeviceId, slot: SlotName
+async def _device_nodes(
+    ctx: AbstractAgentContext, device_id: DeviceId, info: DeviceSlotInfo, timeout: Decimal
 ) -> list[str]:
-    devices = {d.device_id: d for d in plugin.devices}
-    amount = plugin.device_slots(plugin.devices)[device_id].amount
-    hook = plugin.create_lifecycle_hook(_PROBE, {slot: {device_id: amount}}, devices)
-    config = await call_async(key, "pre_create", Decimal(10), hook.pre_create)
+    hook = ctx.create_lifecycle_hook(_PROBE, {info.slot_name: {device_id: info.amount}})
+    config = await call_async(ctx.plugin.key, "pre_create", timeout, hook.pre_create)
     return [m.source for m in config.mounts if m.type is MountType.DEVICE]
 
 
-async def gres_devices(agent: AgentView, names: Mapping[str, str]) -> list[GresDevice]:
-    """The agent's GRES devices, by plugin in the agent's order, each in natural order."""
+async def gres_devices(
+    agent: AgentView, names: Mapping[str, str], timeout: Decimal = Decimal(10)
+) -> list[GresDevice]:
+    """The agent's GRES devices, by plugin in the agent's order, each in natural order.
+
+    ``timeout`` bounds each hook's ``pre_create`` (asked only for device nodes).
+    """
     cores = _cores_by_numa(agent)
     found: list[GresDevice] = []
     for key, ctx in agent.contexts.items():
         if key in NOT_DEVICES:
             continue
-        plugin = ctx.plugin
-        models = {d.device_id: d.model_name for d in plugin.devices}
+        models = {d.device_id: d.model_name for d in ctx.plugin.devices}
         whole = [
             (device_id, info)
             for device_id, info in ctx.alloc_map.device_slots.items()
             if info.slot_type in WHOLE
         ]
         whole.sort(key=lambda item: natural_sort_key(item[0]))
-        nodes = {d: await _device_node(key, plugin, d, i.slot_name) for d, i in whole}
+        nodes = {d: await _device_nodes(ctx, d, i, timeout) for d, i in whole}
         shared = Counter(path for paths in nodes.values() for path in set(paths))
         for device_id, info in whole:
             own = [p for p in nodes[device_id] if len(whole) == 1 or shared[p] < len(whole)]

@@ -1,0 +1,158 @@
+"""What ``Prolog=``, ``TaskProlog=`` and ``Epilog=`` do for a Slurm job on an accelkit node.
+
+The prolog maps the job's GRES indices to accelkit devices (:mod:`.gres` gives Slurm the same
+order), books them in the ledger as workload ``slurm:<jobid>`` (a process tree whose liveness the
+``slurm-jobs`` runtime asks Slurm), runs the plugins' ``pre_create`` and keeps the merged
+environment in ``<state-dir>/slurm/<jobid>.json`` for the task prolog, which prints it as
+``export`` lines. The epilog runs the teardown and frees the devices; run twice, the second
+finds nothing to do. A job with no accelkit GRES passes through untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Mapping
+from decimal import Decimal
+from pathlib import Path
+
+from accelkit.bridge.slurm.files import write_atomically
+from accelkit.bridge.slurm.gres import GresDevice, gres_devices, indexed_devices
+from accelkit.bridge.slurm.job_gres import gpu_indices, scontrol_indices
+from accelkit.config.model import SlurmBridgeConfig
+from accelkit.errors import InvalidResourceArgument
+from accelkit.node import Node
+from accelkit.runtime.slurm_jobs import run_slurm, slurm_handle
+from accelkit.types import AgentId, DeviceAllocation, DeviceName, Workload
+
+__all__ = ["JobDevices", "env_file", "epilog", "export_lines", "job_devices", "prolog"]
+
+#: a job's devices: per GRES name, the accelkit devices of the allocated indices
+JobDevices = Mapping[str, list[GresDevice]]
+
+
+def workload_id(job_id: str) -> str:
+    """The ledger's workload id of a Slurm job."""
+    return f"slurm:{job_id}"
+
+
+def job_id_of(env: Mapping[str, str]) -> str:
+    """``SLURM_JOB_ID``; ``InvalidResourceArgument`` when it is missing or not a job id."""
+    job_id = env.get("SLURM_JOB_ID", "")
+    if not job_id.isdigit():
+        msg = f"SLURM_JOB_ID is {job_id!r}, not a job id: run this from Slurm's Prolog/Epilog"
+        raise InvalidResourceArgument(msg)
+    return job_id
+
+
+def env_file(node: Node, job_id: str) -> Path:
+    """Where the prolog keeps the job's merged environment for the task prolog."""
+    return Path(node.config.resource.state_dir) / "slurm" / f"{job_id}.json"
+
+
+async def job_devices(
+    devices: list[GresDevice], env: Mapping[str, str], settings: SlurmBridgeConfig
+) -> JobDevices:
+    """The accelkit devices of the GRES indices Slurm allocated to the job on this node."""
+    by_name = indexed_devices(devices)
+    indices: dict[str, list[int]] = {}
+    if "gpu" in by_name:
+        indices["gpu"] = gpu_indices(env)
+    if set(by_name) - {"gpu"}:
+        job_id = job_id_of(env)
+        code, text = await run_slurm(
+            [settings.scontrol, "show", "job", "-d", job_id], env.get("SLURM_CONF")
+        )
+        if code != 0:
+            msg = f"{settings.scontrol} show job -d {job_id} failed ({code}): {text.strip()}"
+            raise InvalidResourceArgument(msg)
+        found = scontrol_indices(text, env.get("SLURMD_NODENAME"))
+        indices.update({name: found[name] for name in found if name != "gpu"})
+    chosen: dict[str, list[GresDevice]] = {}
+    for name, wanted in indices.items():
+        known = by_name.get(name, [])
+        outside = [i for i in wanted if i >= len(known)]
+        if outside:
+            msg = (
+                f"Slurm allocated {name} indices {outside} but this node's gres.conf from "
+                f"accelkit has {len(known)}; regenerate it with 'accelkit slurm gres-conf'"
+            )
+            raise InvalidResourceArgument(msg)
+        if wanted:
+            chosen[name] = [known[i] for i in wanted]
+    return chosen
+
+
+def _allocation(chosen: JobDevices) -> dict[DeviceName, DeviceAllocation]:
+    alloc: dict[DeviceName, dict[str, dict[str, Decimal]]] = {}
+    for devices in chosen.values():
+        for d in devices:
+            alloc.setdefault(d.plugin, {}).setdefault(d.slot, {})[d.device_id] = d.amount
+    return alloc  # type: ignore[return-value]
+
+
+async def prolog(
+    node: Node, agent_id: AgentId, settings: SlurmBridgeConfig, env: Mapping[str, str]
+) -> JobDevices:
+    """Book the job's devices, run ``pre_create`` and keep the environment; what was booked
+    (nothing for a job without accelkit GRES). A failure books nothing."""
+    agent = node.agents[agent_id]
+    devices = await gres_devices(agent, settings.gres_names, node.config.plugins.hook_timeout)
+    chosen = await job_devices(devices, env, settings)
+    if not chosen:
+        return chosen
+    job_id = job_id_of(env)
+    handle = slurm_handle(job_id, settings.scontrol, env.get("SLURM_CONF"))
+    record = await node.bookkeeper.book_devices(
+        agent_id, Workload.process_tree(workload_id(job_id)), _allocation(chosen), handle=handle
+    )
+    config = await node.lifecycle(record).prepare()  # a failure tears down and frees
+    node.bookkeeper.hand_over(record.key)
+    path = env_file(node, job_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = {"job": job_id, "agent": agent_id, "env": dict(config.env_vars)}
+    write_atomically(path, json.dumps(body, sort_keys=True) + "\n", mode=0o600)
+    return chosen
+
+
+def export_lines(node: Node, env: Mapping[str, str]) -> list[str]:
+    """The task prolog's ``export KEY=VALUE`` lines (none for a job the prolog did not book).
+
+    Slurm takes everything after ``=`` as the value, so values are printed as they are; a
+    value with a line break cannot be passed this way and is refused.
+    """
+    job_id = job_id_of(env)
+    try:
+        data = json.loads(env_file(node, job_id).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as exc:
+        msg = f"cannot read the environment of job {job_id}: {exc}"
+        raise InvalidResourceArgument(msg) from None
+    lines: list[str] = []
+    for key, value in sorted(dict(data.get("env", {})).items()):
+        if not str(key).isidentifier() or "\n" in str(value) or "\r" in str(value):
+            msg = f"job {job_id}: variable {key!r} cannot be exported by a task prolog"
+            raise InvalidResourceArgument(msg)
+        lines.append(f"export {key}={value}")
+    return lines
+
+
+async def epilog(node: Node, env: Mapping[str, str]) -> bool:
+    """Tear down the job's booking and free it; ``False`` when there was none (any more).
+
+    The node must have been opened with a ``slurm-jobs`` runtime that counts the job as ended.
+    """
+    job_id = job_id_of(env)
+    wanted = workload_id(job_id)
+    # opening the node reconciled the ledger: the ended job may be torn down already
+    released = any(t.workload_id == wanted for t in node.last_report.torn_down)
+    try:
+        await node.release(wanted)
+        released = True
+    except InvalidResourceArgument:
+        pass  # no booking (left): not an accelkit job, or released already
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(env_file(node, job_id))
+    return released

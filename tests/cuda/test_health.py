@@ -300,3 +300,34 @@ def test_a_gpu_found_by_listing_again_is_watched_too(start):
     assert (event.device_id, event.reason) == ("cuda1", "XID 95: uncontained ECC error")
     assert [s.freed for s in nvml.event_sets] == [True, True]
     assert event_threads() == []
+
+
+def test_a_gpu_whose_registration_fails_is_still_read_and_the_others_watched(start, caplog):
+    broken = fk.FakeGpu(0, errors={"nvmlDeviceRegisterEvents": fk.NVML_ERROR_GPU_IS_LOST})
+    other = fk.FakeGpu(1)
+    nvml = fk.FakeNVML([broken, other])
+    plugin = start(nvml, {"health-interval": "30"})
+    (event,) = run(_watch(plugin, lambda: nvml.inject_xid(other, 64), 1))
+    assert event.device_id == "cuda1"
+    assert "no NVML events from cuda0: GPU is lost" in caplog.text
+
+
+def test_a_failing_free_is_logged(start, caplog):
+    gpu = fk.FakeGpu(0)
+    nvml = fk.FakeNVML([gpu])
+    plugin = start(nvml, FAST)
+
+    def failing_free(event_set: fk.FakeEventSet) -> None:
+        raise fk.NVMLError(fk.NVML_ERROR_UNKNOWN)
+
+    nvml.nvmlEventSetFree = failing_free
+    run(_watch(plugin, lambda: nvml.inject_xid(gpu, 74), 1))
+    assert event_threads() == []
+    assert "nvmlEventSetFree failed: Unknown Error" in caplog.text
+
+
+def test_an_action_this_plugin_does_not_know_is_shown_as_degraded(start):
+    gpu = fk.FakeGpu(0)
+    plugin = start([gpu])
+    gpu.recovery_action = 42
+    assert states(plugin) == {"cuda0": ("degraded", "recovery action 42")}

@@ -1,12 +1,13 @@
 """GPU health as NVML tells it: lost GPUs, the driver's recovery action, and XID events.
 
 A device is UNHEALTHY when NVML answers ``GPU_IS_LOST`` or ``UNKNOWN`` for it, when the driver's
-recovery action (``NVML_FI_DEV_GET_GPU_RECOVERY_ACTION``, drivers that have the field) is
-anything but NONE, or after a critical XID or double-bit ECC event (:data:`XID_UNHEALTHY`).
-An XID mark lasts until the GPU is reset: the recovery action, having asked for something,
-reads NONE again. Where the driver has no such field, the mark lasts until the plugin starts
-again (after the reset, the node service is restarted). MIG devices follow their parent GPU;
-an XID attributed to one GPU instance marks that instance only.
+recovery action (``NVML_FI_DEV_GET_GPU_RECOVERY_ACTION``, drivers that have the field) is one
+of :data:`RECOVERY_ACTIONS` (a newer one makes it DEGRADED), or after a critical XID or
+double-bit ECC event (:data:`XID_UNHEALTHY`). An XID mark lasts until the GPU is reset: the
+recovery action, having asked for something, reads NONE again. Where the driver has no such
+field, the mark lasts until the plugin starts again (after the reset, the node service is
+restarted). MIG devices follow their parent GPU; an XID attributed to one GPU instance marks
+that instance only.
 """
 
 from __future__ import annotations
@@ -140,7 +141,10 @@ class HealthKeeper:
                     self._marks[device] = attrs.evolve(mark, reset_asked=True)
             reason = f"recovery action {RECOVERY_ACTIONS[action]}"
             return {d: DeviceHealth(HealthState.UNHEALTHY, reason) for d in gpu.devices}
-        if action is not None:  # NONE (or an action this table does not know: not ours to judge)
+        if action:  # an action newer than this table: shown, but not ours to act on
+            newer = DeviceHealth(HealthState.DEGRADED, f"recovery action {action}")
+            return {d: self._marks[d].health if d in self._marks else newer for d in gpu.devices}
+        if action is not None:  # NONE
             for device in gpu.devices:
                 if (mark := self._marks.get(device)) is not None and mark.reset_asked:
                     del self._marks[device]

@@ -159,7 +159,8 @@ def _general_allocate(
         context_tag: str | None = None,
     ) -> DeviceAllocation:
         if len(slots) == 1:
-            ((slot, raw),) = slots.items()
+            (slot,) = slots  # cheaper than unpacking items()
+            raw = slots[slot]
             pool = pools.get(slot)
             # quick: several devices, not UNIQUE (one-device pools of maps of several slots,
             # and UNIQUE requests, take the general path)
@@ -273,13 +274,15 @@ def _general_free(
 
     def free_(alloc: DeviceAllocation) -> None:
         if len(alloc) == 1:
-            ((slot, per_device),) = alloc.items()
+            (slot,) = alloc
+            per_device = alloc[slot]
             pool = pools.get(slot)
             if pool is not None and pool.quick:
                 try:
                     if len(per_device) == 1:
                         # W3 and W1/W2 grants of one device: one bucket move, inline.
-                        ((dev, raw),) = per_device.items()
+                        (dev,) = per_device
+                        raw = per_device[dev]
                         units = pool.units_of.get(raw) if raw.__class__ is Decimal else None
                         i = pool.index.get(dev)
                         if units and i is not None:
@@ -335,7 +338,22 @@ def _free_several(
         for i, units in grants:
             if units > gate[i] - free[i]:  # always, for an unavailable device
                 return False
-        pool.shift(grants, -1)
+        # SlotPool.shift(grants, -1), inline
+        buckets, bits = pool.buckets, pool.bits
+        total = 0
+        for i, units in grants:
+            old = free[i]
+            free[i] = new = old + units
+            total += units
+            bit = bits[i]
+            if old:
+                rest = buckets[old] ^ bit
+                if rest:
+                    buckets[old] = rest
+                else:
+                    del buckets[old]
+            buckets[new] = buckets.get(new, 0) | bit
+        pool.total_free += total
         return True
     finally:
         release()

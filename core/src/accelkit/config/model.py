@@ -86,9 +86,24 @@ class K8sBridgeConfig:
     admission_grace: Annotated[Decimal, SECONDS] = Decimal(30)
 
 
+def _default_gres_names() -> Mapping[str, str]:
+    return frozendict({"cuda": "gpu"})
+
+
+def _frozen_names(value: Mapping[str, str]) -> Mapping[str, str]:
+    return frozendict(value)
+
+
 @attrs.frozen
 class SlurmBridgeConfig:
-    """``[bridge.slurm]`` (DESIGN §16); it has no keys yet, so any key is refused."""
+    """``[bridge.slurm]`` (DESIGN §16): GRES names and the Slurm commands the bridge runs."""
+
+    #: the GRES name of a plugin's devices, by plugin key (others: the plugin key itself)
+    gres_names: Mapping[str, str] = attrs.field(
+        factory=_default_gres_names, converter=_frozen_names
+    )
+    #: the ``scontrol`` that tells a job's GRES indices and whether it still runs
+    scontrol: Annotated[str, NON_EMPTY_STRING] = "scontrol"
 
 
 @attrs.frozen

@@ -6,6 +6,7 @@ from accelkit.runtime.base import Runtime
 from accelkit.runtime.docker import DockerRuntime
 from accelkit.runtime.kubelet_pods import KubeletPodsRuntime
 from accelkit.runtime.process import ProcessRuntime
+from accelkit.runtime.slurm_jobs import SlurmJobsRuntime
 
 
 def default_runtimes() -> dict[str, Runtime]:
@@ -14,4 +15,5 @@ def default_runtimes() -> dict[str, Runtime]:
     runtimes[ProcessRuntime.name] = ProcessRuntime()  # cgroups are made per workload
     runtimes[DockerRuntime.name] = DockerRuntime()  # connects on first use
     runtimes[KubeletPodsRuntime.name] = KubeletPodsRuntime()  # asks the kubelet per call
+    runtimes[SlurmJobsRuntime.name] = SlurmJobsRuntime()  # asks Slurm per call
     return runtimes

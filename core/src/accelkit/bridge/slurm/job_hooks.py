@@ -46,9 +46,9 @@ def job_id_of(env: Mapping[str, str]) -> str:
     return job_id
 
 
-def env_file(node: Node, job_id: str) -> Path:
+def env_file(state_dir: Path | str, job_id: str) -> Path:
     """Where the prolog keeps the job's merged environment for the task prolog."""
-    return Path(node.config.resource.state_dir) / "slurm" / f"{job_id}.json"
+    return Path(state_dir) / "slurm" / f"{job_id}.json"
 
 
 async def job_devices(
@@ -109,14 +109,14 @@ async def prolog(
     )
     config = await node.lifecycle(record).prepare()  # a failure tears down and frees
     node.bookkeeper.hand_over(record.key)
-    path = env_file(node, job_id)
+    path = env_file(node.config.resource.state_dir, job_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     body = {"job": job_id, "agent": agent_id, "env": dict(config.env_vars)}
     write_atomically(path, json.dumps(body, sort_keys=True) + "\n", mode=0o600)
     return chosen
 
 
-def export_lines(node: Node, env: Mapping[str, str]) -> list[str]:
+def export_lines(state_dir: Path | str, env: Mapping[str, str]) -> list[str]:
     """The task prolog's ``export KEY=VALUE`` lines (none for a job the prolog did not book).
 
     Slurm takes everything after ``=`` as the value, so values are printed as they are; a
@@ -124,7 +124,7 @@ def export_lines(node: Node, env: Mapping[str, str]) -> list[str]:
     """
     job_id = job_id_of(env)
     try:
-        data = json.loads(env_file(node, job_id).read_text(encoding="utf-8"))
+        data = json.loads(env_file(state_dir, job_id).read_text(encoding="utf-8"))
     except FileNotFoundError:
         return []
     except (OSError, ValueError) as exc:
@@ -154,5 +154,5 @@ async def epilog(node: Node, env: Mapping[str, str]) -> bool:
     except InvalidResourceArgument:
         pass  # no booking (left): not an accelkit job, or released already
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(env_file(node, job_id))
+        os.unlink(env_file(node.config.resource.state_dir, job_id))
     return released

@@ -1,0 +1,184 @@
+"""``accelkit slurm``: accelkit devices as Slurm GRES, and the job's Prolog/TaskProlog/Epilog.
+
+``gres-conf`` and ``node-line`` print what ``gres.conf`` and ``slurm.conf`` need; ``prolog``,
+``task-prolog`` and ``epilog`` are meant for ``Prolog=``, ``TaskProlog=`` and ``Epilog=`` (they
+read the job from the environment Slurm gives them). A failure is one ``error: ...`` line on
+stderr, which slurmd logs, and exit status 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from pathlib import Path
+
+import click
+
+from accelkit.cli.options import config_option, read_config
+from accelkit.config.model import HostConfig, SlurmBridgeConfig
+from accelkit.types import AgentId
+
+AGENT_HELP = "The agent this slurmd serves (default: the only one)."
+
+
+def _settings(config: HostConfig) -> SlurmBridgeConfig:
+    return config.bridge.slurm or SlurmBridgeConfig()
+
+
+def _agents(known: list[str], agent: str | None, *, one: bool) -> list[AgentId]:
+    if agent is not None:
+        if agent not in known:
+            msg = f"unknown agent {agent!r} (agents: {', '.join(sorted(known)) or 'none'})"
+            raise click.BadParameter(msg, param_hint="--agent")
+        return [AgentId(agent)]
+    if one and len(known) != 1:
+        msg = f"the node has several agents ({', '.join(sorted(known))}); pick one with --agent"
+        raise click.UsageError(msg)
+    return [AgentId(a) for a in known]
+
+
+def _node_name(base: str, agent: AgentId, several: bool) -> str:
+    return f"{base}-{agent}" if several else base
+
+
+async def _gres(
+    config_path: Path | None, agent: str | None, node_name: str | None
+) -> tuple[list[str], list[str]]:
+    """The ``gres.conf`` lines and the ``NodeName ... Gres=`` lines."""
+    from accelkit.bridge.slurm.gres import gres_conf, gres_devices, node_gres
+    from accelkit.host import PartitionHost
+
+    config = read_config(config_path)
+    settings = _settings(config)
+    async with PartitionHost(config) as host:
+        agents = _agents(list(host.agents), agent, one=False)
+        several = agent is None and len(agents) > 1
+        base = node_name or socket.gethostname().split(".")[0]
+        conf: list[str] = []
+        nodes: list[str] = []
+        for agent_id in agents:
+            devices = await gres_devices(
+                host.agents[agent_id], settings.gres_names, config.plugins.hook_timeout
+            )
+            name = _node_name(base, agent_id, several)
+            conf += gres_conf(devices, name if several else None)
+            gres = node_gres(devices)
+            nodes.append(f"NodeName={name} Gres={gres}" if gres else f"NodeName={name}")
+        return conf, nodes
+
+
+node_name_option = click.option(
+    "--node-name",
+    default=None,
+    help="Slurm's NodeName (default: the short host name; with several agents, NAME-AGENT).",
+)
+
+
+@click.group("slurm")
+def slurm() -> None:
+    """Serve accelkit devices to Slurm as GRES, with the plugins' hooks around each job."""
+
+
+@slurm.command("gres-conf")
+@config_option
+@click.option("--agent", default=None, help="Only this agent's devices (default: every agent).")
+@node_name_option
+@click.option(
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write the lines to this file (atomically) instead of printing them.",
+)
+def gres_conf_cmd(
+    config_path: Path | None, agent: str | None, node_name: str | None, output: Path | None
+) -> None:
+    """Print the gres.conf lines of the node: one line per device, in accelkit's order.
+
+    Name is the plugin key (or its [bridge.slurm] gres-names entry: cuda is gpu), Type the
+    device model, File the device node the plugin gives a container of it (Count=1 where it
+    has none), Cores the cpu plugin's cores on the device's NUMA node. With several agents
+    and no --agent, each line starts with the agent's NodeName (see node-line).
+    """
+    from accelkit.bridge.slurm.files import write_atomically
+
+    conf, _nodes = asyncio.run(_gres(config_path, agent, node_name))
+    text = "".join(f"{line}\n" for line in conf)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        write_atomically(output, "# written by 'accelkit slurm gres-conf'\n" + text)
+    except OSError as exc:
+        msg = f"cannot write {output}: {exc.strerror or exc}"
+        raise click.ClickException(msg) from None
+
+
+@slurm.command("node-line")
+@config_option
+@click.option("--agent", default=None, help="Only this agent's NodeName (default: every agent).")
+@node_name_option
+def node_line_cmd(config_path: Path | None, agent: str | None, node_name: str | None) -> None:
+    """Print the NodeName line(s) with the Gres= value for slurm.conf (one per agent)."""
+    _conf, nodes = asyncio.run(_gres(config_path, agent, node_name))
+    for line in nodes:
+        click.echo(line)
+
+
+async def _prolog(config_path: Path | None, agent: str | None) -> None:
+    from accelkit.bridge.slurm.job_hooks import prolog
+    from accelkit.node import Node
+
+    config = read_config(config_path)
+    async with Node.open(config) as node:
+        agent_id = _agents(list(node.agents), agent, one=True)[0]
+        await prolog(node, agent_id, _settings(config), dict(os.environ))
+
+
+async def _epilog(config_path: Path | None) -> None:
+    from accelkit.bridge.slurm.job_hooks import epilog, job_id_of
+    from accelkit.node import Node
+    from accelkit.runtime.registry import default_runtimes
+    from accelkit.runtime.slurm_jobs import SlurmJobsRuntime
+
+    config = read_config(config_path)
+    job_id = job_id_of(os.environ)
+    runtimes = default_runtimes()
+    runtimes[SlurmJobsRuntime.name] = SlurmJobsRuntime(ended=frozenset({job_id}))
+    try:
+        async with Node.open(config, runtimes=runtimes) as node:
+            await epilog(node, os.environ)
+    finally:
+        for runtime in runtimes.values():
+            await runtime.close()
+
+
+@slurm.command("prolog")
+@config_option
+@click.option("--agent", default=None, help=AGENT_HELP)
+def prolog_cmd(config_path: Path | None, agent: str | None) -> None:
+    """For Prolog=: book the job's accelkit GRES as workload slurm:JOBID and run pre_create.
+
+    The indices come from SLURM_JOB_GPUS (gpu) or 'scontrol show job -d' (other names); a job
+    with no accelkit GRES passes through. On failure nothing stays booked and the exit status
+    is non-zero, so Slurm drains the node and requeues the job.
+    """
+    asyncio.run(_prolog(config_path, agent))
+
+
+@slurm.command("task-prolog")
+@config_option
+def task_prolog_cmd(config_path: Path | None) -> None:
+    """For TaskProlog=: print the job's merged environment as 'export KEY=VALUE' lines."""
+    from accelkit.bridge.slurm.job_hooks import export_lines
+
+    config = read_config(config_path)
+    for line in export_lines(config.resource.state_dir, os.environ):
+        click.echo(line)
+
+
+@slurm.command("epilog")
+@config_option
+def epilog_cmd(config_path: Path | None) -> None:
+    """For Epilog=: run the job's teardown and free its devices (again: nothing to do)."""
+    asyncio.run(_epilog(config_path))

@@ -324,20 +324,18 @@ def _free_several(
 
     W1-W3 grants split over devices. Anything unusual is left to the general path.
     """
-    index, units_of = pool.index, pool.units_of
+    index, units_of, gate, free = pool.index, pool.units_of, pool.gate, pool.free
     grants: Grants = []
-    for dev, raw in per_device.items():
-        units = units_of.get(raw) if raw.__class__ is Decimal else None
-        i = index.get(dev)
-        if not units or i is None:
-            return False
-        grants.append((i, units))
     acquire()
     try:
-        gate, free = pool.gate, pool.free
-        for i, units in grants:
-            if units > gate[i] - free[i]:  # always, for an unavailable device
+        # validate every entry first (a refused free changes nothing), in one pass
+        for dev, raw in per_device.items():
+            units = units_of.get(raw) if raw.__class__ is Decimal else None
+            i = index.get(dev)
+            # the room test fails always for an unavailable device (its gate is -1)
+            if not units or i is None or units > gate[i] - free[i]:
                 return False
+            grants.append((i, units))
         # SlotPool.shift(grants, -1), inline
         buckets, bits = pool.buckets, pool.bits
         total = 0

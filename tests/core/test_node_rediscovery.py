@@ -12,6 +12,7 @@ import pytest
 
 from accelkit.config import load_host_config
 from accelkit.errors import InsufficientResource
+from accelkit.metrics import MetricContext
 from accelkit.node import Node
 from accelkit.node.health_cordons import CordonFile
 from accelkit.node.rediscovery import VANISHED, HeldDevice
@@ -199,5 +200,21 @@ def test_split_modes_keep_new_devices_unassigned(config_path: Path) -> None:
             masks = {a: v.contexts[CUDA].device_mask for a, v in node.agents.items()}
             assert masks == {"a": {"cuda0"}, "b": {"cuda1"}}
             assert node.health.of(CUDA, "cuda2").allocatable  # on the board, in no map
+
+    asyncio.run(main())
+
+
+def test_the_mock_metrics_follow_the_rediscovered_devices(config_path: Path) -> None:
+    config = load_host_config(config_path)
+
+    async def main() -> None:
+        async with Node.open(config) as node:
+            plugin = node.host.plugins[CUDA]
+            [before, *_] = await plugin.gather_node_metrics(MetricContext())
+            assert set(before.per_device) == {"cuda0", "cuda1"}
+            write_gpus(devices_of(config_path), ["cuda1", "cuda2"])
+            await node.rediscover()
+            [after, *_] = await plugin.gather_node_metrics(MetricContext())
+            assert set(after.per_device) == {"cuda1", "cuda2"}
 
     asyncio.run(main())

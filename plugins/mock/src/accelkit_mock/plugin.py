@@ -168,6 +168,11 @@ class MockPlugin(AbstractComputePlugin):
         self._listed = tuple(d.id for d in fresh)
         return fresh
 
+    def listed_devices(self) -> tuple[MockDevice, ...]:
+        """The devices of the last listing (at start: the declared ones)."""
+        listed = getattr(self, "_listed", None)
+        return self.kind.devices if listed is None else tuple(self.declared[i] for i in listed)
+
     async def list_devices(self) -> Sequence[ComputeDevice]:
         return [
             ComputeDevice(
@@ -230,24 +235,24 @@ class MockPlugin(AbstractComputePlugin):
 
     async def gather_node_metrics(self, ctx: MetricContext) -> Sequence[NodeMetric]:
         now = time.time()
+        devices = self.listed_devices()
         per_device = {
-            DeviceId(d.id): Measurement(deterministic_percent(d.id, now), 100)
-            for d in self.kind.devices
+            DeviceId(d.id): Measurement(deterministic_percent(d.id, now), 100) for d in devices
         }
         total = sum((m.value for m in per_device.values()), Decimal(0))
         count = len(per_device)
         node = Measurement(total / count if count else 0, 100)
         metrics = [NodeMetric("utilization", MetricType.UTILIZATION, "percent", node, per_device)]
-        if any(d.memory for d in self.kind.devices):  # only kinds that declare memory
+        if any(d.memory for d in devices):  # only kinds that declare memory
             memory = {
                 DeviceId(d.id): Measurement(
                     d.memory * deterministic_percent(d.id, now) // 100, d.memory
                 )
-                for d in self.kind.devices
+                for d in devices
             }
             memory_node = Measurement(
                 sum((m.value for m in memory.values()), Decimal(0)),
-                sum(d.memory for d in self.kind.devices),
+                sum(d.memory for d in devices),
             )
             metrics.append(
                 NodeMetric("memory_used", MetricType.GAUGE, "bytes", memory_node, memory)

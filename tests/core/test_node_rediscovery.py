@@ -218,3 +218,38 @@ def test_the_mock_metrics_follow_the_rediscovered_devices(config_path: Path) -> 
             assert set(after.per_device) == {"cuda1", "cuda2"}
 
     asyncio.run(main())
+
+
+def test_a_new_device_declared_unhealthy_is_never_granted(config_path: Path) -> None:
+    config = load_host_config(config_path)
+
+    async def main() -> None:
+        async with Node.open(config) as node:
+            write_gpus(devices_of(config_path), ["cuda0", "cuda1", "cuda2"])
+            text = devices_of(config_path).read_text()
+            devices_of(config_path).write_text(
+                text.replace('id = "cuda2"\n', 'id = "cuda2"\nhealth = "unhealthy"\n')
+            )
+            report = await node.rediscover()
+            assert report.plugins[CUDA].added == ("cuda2",)
+            assert not node.health.of(CUDA, "cuda2").allocatable  # known before it joined
+            assert await book(node, "a", 2) == ["cuda0", "cuda1"]
+            with pytest.raises(InsufficientResource, match="cuda2"):
+                await book(node, "b")
+
+    asyncio.run(main())
+
+
+def test_the_new_maps_keep_excluding_cordoned_devices(config_path: Path) -> None:
+    config = load_host_config(config_path)
+
+    async def main() -> None:
+        async with Node.open(config) as node:
+            await node.cordon(CUDA, "cuda0", "fan")
+            write_gpus(devices_of(config_path), ["cuda0", "cuda1", "cuda2"])
+            await node.rediscover()
+            assert await book(node, "a", 2) == ["cuda1", "cuda2"]
+            with pytest.raises(InsufficientResource, match="cuda0"):
+                await book(node, "b")
+
+    asyncio.run(main())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 
 from accelkit.allocmap import AbstractAllocMap
@@ -43,11 +43,13 @@ async def widen_masks(
     added: Iterable[DeviceId],
     *,
     call_timeout: float,
+    fence: Callable[[], None],
 ) -> tuple[AgentId, ...]:
     """Give ``added`` devices of plugin ``key`` to every agent whose partition is by device.
 
     The agents that got them; an agent whose share of the plugin is by amount (memory) keeps
-    its context. The plugin must already list the devices (``remember_devices``).
+    its context. The plugin must already list the devices (``remember_devices``). ``fence()``
+    tells the new maps which devices take no grant, right after the swap.
     """
     plugin = host.plugins[key]
     extra = tuple(added)
@@ -72,6 +74,7 @@ async def widen_masks(
         moved[id(old_map)] = ctx.alloc_map
     replaced = host.replace_contexts(key, fresh, device_info(plugin))
     install_fences(host)
+    fence()  # the new maps exclude unhealthy and cordoned devices before any await
     for ctx in replaced:
         try:
             await ctx.close()
@@ -95,6 +98,7 @@ async def reassign(
     masks: Mapping[AgentId, tuple[DeviceId, ...]],
     *,
     call_timeout: float,
+    fence: Callable[[], None],
 ) -> tuple[AgentId, ...]:
     """New contexts of plugin ``key`` for the agents whose mask differs from ``masks``.
 
@@ -129,6 +133,7 @@ async def reassign(
         ctx.alloc_map.apply_allocation(held)
     replaced = host.replace_contexts(key, fresh, device_info(plugin))
     install_fences(host)
+    fence()  # the new maps exclude unhealthy and cordoned devices before any await
     for ctx in replaced:
         try:
             await ctx.close()

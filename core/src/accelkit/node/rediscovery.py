@@ -35,6 +35,7 @@ from accelkit.node.assignments import update_pinned
 from accelkit.node.context_swap import reassign, widen_masks
 from accelkit.node.health_board import DeviceChange
 from accelkit.node.health_keeper import HealthKeeper
+from accelkit.node.health_maps import fence_maps
 from accelkit.partition import natural_sort_key
 from accelkit.plugin import AbstractComputePlugin
 from accelkit.types import AgentId, ComputeDevice, DeviceId, DeviceName
@@ -170,7 +171,9 @@ class Rediscoverer:
             known = {d.device_id for d in plugin.devices}
             target = {a: tuple(d for d in ids if d in known) for a, ids in masks.items()}
             try:
-                agents = await reassign(self.host, key, target, call_timeout=self._timeout)
+                agents = await reassign(
+                    self.host, key, target, call_timeout=self._timeout, fence=self._fence
+                )
             except Exception as exc:  # a held device would move: keep the contexts as they are
                 error = f"{type(exc).__name__}: {exc}"
                 self.host.add_warning(f"plugin {key!r}: the recorded assignment: {error}")
@@ -217,33 +220,52 @@ class Rediscoverer:
         vanished = [d for d in known if d not in listed and d not in gone]
         kept = [known[d] for d in known if d not in listed]
         plugin.remember_devices([*listed.values(), *kept])
-        unassigned: tuple[DeviceId, ...] = tuple(new)
-        if new and self.joins:
-            joined = await widen_masks(self.host, key, new, call_timeout=self._timeout)
-            unassigned = () if joined else tuple(new)
-        elif new:
-            self.host.device_map[key] = device_info(plugin)
-            if self.host.result.mode is AllocationMode.AUTO_SPLIT:
-                self._pin_current(key)
-        for device in [*new, *back]:
-            gone.discard(device)
-            self._lift_vanished_cordon(key, device)
-            old = None if device in new else self._effective(key, device)
-            self.keeper.board.publish(
-                DeviceChange(key, device, old, DeviceHealth.healthy(), "added")
-            )
-        for device in listed:
-            if device not in new and device not in back:
-                self._lift_vanished_cordon(key, device)  # left by an earlier process
         for device in vanished:
             gone.add(device)
             old = self._effective(key, device)
             self.keeper.cordon_file.cordon(key, device, VANISHED)
             health = DeviceHealth(HealthState.UNHEALTHY, VANISHED)
             self.keeper.board.publish(DeviceChange(key, device, old, health, "removed"))
+        # the board knows a device's health before any map can grant it
+        reports = await self._health_of(key, plugin) if new or back else {}
+        for device in [*new, *back]:
+            gone.discard(device)
+            self._lift_vanished_cordon(key, device)
+            old = None if device in new else self._effective(key, device)
+            health = reports.get(device, DeviceHealth.healthy())
+            self.keeper.board.publish(DeviceChange(key, device, old, health, "added"))
+        for device in listed:
+            if device not in new and device not in back:
+                self._lift_vanished_cordon(key, device)  # left by an earlier process
         self.keeper.sync_cordons()
+        unassigned: tuple[DeviceId, ...] = tuple(new)
+        if new and self.joins:
+            joined = await widen_masks(
+                self.host, key, new, call_timeout=self._timeout, fence=self._fence
+            )
+            unassigned = () if joined else tuple(new)
+        elif new:
+            self.host.device_map[key] = device_info(plugin)
+            if self.host.result.mode is AllocationMode.AUTO_SPLIT:
+                self._pin_current(key)
         unchanged = [d for d in listed if d not in new and d not in back]
         return PluginRediscovery([*new, *back], vanished, unchanged, unassigned)
+
+    async def _health_of(
+        self, key: DeviceName, plugin: AbstractComputePlugin
+    ) -> Mapping[DeviceId, DeviceHealth]:
+        """The plugin's health reports (none when it fails: new devices count as healthy)."""
+        try:
+            reports = await call_async(key, "device_health", self._timeout, plugin.device_health)
+        except Exception:
+            log.warning("plugin %r device_health failed during rediscovery", key, exc_info=True)
+            return {}
+        if not isinstance(reports, Mapping):
+            return {}
+        return {d: h for d, h in reports.items() if isinstance(h, DeviceHealth)}
+
+    def _fence(self) -> None:
+        fence_maps(self.host, self.keeper.board)
 
     def _effective(self, key: DeviceName, device: DeviceId) -> DeviceHealth | None:
         return self.keeper.board.snapshot().get(key, {}).get(device)

@@ -20,6 +20,7 @@ from accelkit.host import AgentView
 from accelkit.host.pinning import PinnedAssignment
 from accelkit.node.assignments import update_pinned
 from accelkit.node.context_swap import reassign
+from accelkit.node.health_maps import fence_maps
 from accelkit.node.node import Node
 from accelkit.partition import distribute_devices, natural_sort_key
 from accelkit.types import AgentId, DeviceId, DeviceName
@@ -141,8 +142,13 @@ async def repartition(node: Node) -> Repartition:
 
     update_pinned(node.config.resource.state_dir, pin, source=node.config.source_name)
     timeout = float(node.config.plugins.call_timeout)
+
+    def fence() -> None:
+        fence_maps(host, node.health)
+
     for key, masks in after.items():
-        await reassign(host, key, {a: tuple(i) for a, i in masks.items()}, call_timeout=timeout)
+        target = {a: tuple(i) for a, i in masks.items()}
+        await reassign(host, key, target, call_timeout=timeout, fence=fence)
     return Repartition(
         {a: {k: tuple(after[k][a]) for k in after} for a in agents},
         given,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from accelkit.errors import ConfigError
@@ -55,6 +55,14 @@ class HealthFile:
         except OSError:
             return None
         return (info.st_ino, info.st_mtime_ns, info.st_size)
+
+    def know(self, devices: Iterable[str]) -> None:
+        """Follow these devices too (a rediscovery listed them); healthy until the file says."""
+        for device in map(DeviceId, devices):
+            if device not in self._known:
+                self._known |= {device}
+                self._reports.setdefault(device, DeviceHealth.healthy())
+                self._signature = None  # read the file again for the new device's health
 
     def changed(self) -> bool:
         """Whether the device file changed since it was last read."""

@@ -166,6 +166,7 @@ class MockPlugin(AbstractComputePlugin):
         fresh = next((k.devices for k in kinds if k.key == self.key), ())
         self.declared.update({d.id: d for d in fresh})
         self._listed = tuple(d.id for d in fresh)
+        self.health_file.know(self._listed)
         return fresh
 
     def listed_devices(self) -> tuple[MockDevice, ...]:

@@ -146,7 +146,9 @@ def _install_general(m: MapOperations, quick_place: QuickPlace) -> None:
 def _general_allocate(
     m: MapOperations, quick_place: QuickPlace, general: Callable[..., DeviceAllocation]
 ) -> Callable[..., DeviceAllocation]:
-    pools = m._pools
+    # quick pools: several devices, not UNIQUE (one-device pools of maps of several slots,
+    # and UNIQUE requests, take the general path); a map's pools never change
+    quick = {name: pool for name, pool in m._pools.items() if pool.quick}
     acquire, release = m._acquire, m._release
     amount = m._amount
     place = m._place
@@ -161,10 +163,8 @@ def _general_allocate(
         if len(slots) == 1:
             (slot,) = slots  # cheaper than unpacking items()
             raw = slots[slot]
-            pool = pools.get(slot)
-            # quick: several devices, not UNIQUE (one-device pools of maps of several slots,
-            # and UNIQUE requests, take the general path)
-            if pool is not None and pool.quick and raw.__class__ is Decimal:
+            pool = quick.get(slot)
+            if pool is not None and raw.__class__ is Decimal:
                 try:
                     units = pool.units_of.get(raw)
                 except TypeError:  # a signalling NaN cannot be hashed
@@ -269,15 +269,15 @@ def _take_most_free(
 def _general_free(
     m: MapOperations, general: Callable[[DeviceAllocation], None]
 ) -> Callable[[DeviceAllocation], None]:
-    pools = m._pools
+    quick = {name: pool for name, pool in m._pools.items() if pool.quick}
     acquire, release = m._acquire, m._release
 
     def free_(alloc: DeviceAllocation) -> None:
         if len(alloc) == 1:
             (slot,) = alloc
             per_device = alloc[slot]
-            pool = pools.get(slot)
-            if pool is not None and pool.quick:
+            pool = quick.get(slot)
+            if pool is not None:
                 try:
                     if len(per_device) == 1:
                         # W3 and W1/W2 grants of one device: one bucket move, inline.

@@ -23,6 +23,7 @@ from accelkit.types import DeviceAllocation, DeviceId, DeviceSlotInfo, SlotName,
 D = Decimal
 S = SlotName("cuda.shares")
 FILL = AllocationStrategy.FILL
+ROOT = {DeviceId("root"): DeviceSlotInfo(SlotType.BYTES, SlotName("mem"), D(1024))}
 
 
 def gpus(caps: list[int]) -> dict[DeviceId, DeviceSlotInfo]:
@@ -51,8 +52,10 @@ def expected(m: AbstractAllocMap, pool: SlotPool, units: int) -> dict[DeviceId, 
     [
         lambda caps: DiscretePropertyAllocMap(gpus(caps), strategy=FILL),
         lambda caps: FractionAllocMap(gpus(caps), strategy=FILL, quantum_size=D(1)),
+        # a map of two slots takes the general closures, not the one-pool ones
+        lambda caps: FractionAllocMap(gpus(caps) | ROOT, strategy=FILL, quantum_size=D(1)),
     ],
-    ids=["discrete", "fraction"],
+    ids=["discrete", "fraction", "two-slots"],
 )
 @settings(max_examples=120, deadline=None)
 @given(

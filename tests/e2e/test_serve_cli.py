@@ -304,3 +304,39 @@ def test_a_plugin_hanging_in_list_devices_during_rediscovery(
     finally:
         serve.kill()
     assert "Traceback" not in serve.text()
+
+
+def test_a_damaged_cordon_file_while_serving_is_said_and_retried(
+    node: Node, serving: Callable[..., Serve]
+) -> None:
+    serve = serving()
+    cordons = node.config.parent / "state" / "cordons.json"
+    cordons.write_text("{damaged")
+    said = serve.wait_for("cordons.json': cannot parse it")
+    assert "(retried in the next round)" in said
+    time.sleep(1)  # several rounds
+    assert serve.text().count("cannot parse it") == 1  # said once, not every round
+    assert serve.process.poll() is None  # the service goes on
+    cordons.unlink()
+    serve.wait_for("the state directory reads again")
+    write_gpus(node.devices, ["cuda0", "cuda1", "cuda2"])
+    serve.wait_for("device cuda/cuda2 added: healthy")
+    assert serve.stop() == 0
+    assert "Traceback" not in serve.text()
+
+
+def test_a_killed_serve_leaves_workloads_to_the_next(
+    node: Node, serving: Callable[..., Serve]
+) -> None:
+    serve = serving()
+    run = node.start_workload()
+    try:
+        [held] = node.status()
+        assert serve.stop(signal.SIGKILL) == -signal.SIGKILL
+        assert run.poll() is None
+        again = serving()
+        again.wait_for(f"adopted live workload {held['workload']!r} of agent 'agent-1'")
+        assert again.stop() == 0
+    finally:
+        run.kill()
+        run.wait()

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from decimal import Decimal
 
 from accelkit.config import HostConfig
+from accelkit.errors import AccelkitError
 from accelkit.health import DeviceHealth
 from accelkit.metrics_export.exposition import Exposition
 from accelkit.metrics_export.gather import MetricsGatherer
@@ -61,6 +62,8 @@ class _Rediscovery:
         self.node = node
         self.say = say
         self._said: set[str] = set()
+        #: the error of the last round ("" when it went through)
+        self.failure = ""
 
     async def __call__(self) -> None:
         report = await self.node.rediscover()
@@ -86,6 +89,23 @@ class _Rediscovery:
                     f"device {key}/{device} is unassigned: 'accelkit repartition' gives it to "
                     "an agent"
                 )
+
+
+async def _round(node: Node, rediscover: _Rediscovery, say: Say) -> None:
+    """One rediscovery and health refresh; a problem of the state dir (a damaged cordon or
+    assignment file) is said and retried at the next round instead of ending the service."""
+    try:
+        await rediscover()
+        await node.refresh_health()
+    except AccelkitError as exc:
+        line = f"error: {exc} (retried in the next round)"
+        if line != rediscover.failure:  # said once, not every round
+            say(line)
+        rediscover.failure = line
+        return
+    if rediscover.failure:
+        say("the state directory reads again: rounds go on as before")
+        rediscover.failure = ""
 
 
 async def serve_node(
@@ -126,8 +146,7 @@ async def serve_node(
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(stop.wait(), float(interval))
                         break
-                    await rediscover()
-                    await node.refresh_health()
+                    await _round(node, rediscover, say)
             finally:
                 teller.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

@@ -163,6 +163,8 @@ def test_a_plugin_hanging_in_list_devices_keeps_its_devices(
             assert report.plugins[DeviceName("cpu")].unchanged == ("0",)
             assert "plugin 'cuda' rediscovery failed" in report.messages()[0]
             assert any("rediscovery failed" in w for w in node.warnings)
+            await node.rediscover()  # it fails again: the node's warnings do not grow
+            assert sum("rediscovery failed" in w for w in node.warnings) == 1
             assert await book(node, "a", 2) == ["cuda0", "cuda1"]  # nothing changed
 
     asyncio.run(main())

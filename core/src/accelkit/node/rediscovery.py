@@ -151,7 +151,7 @@ class Rediscoverer:
                 error = f"{type(exc).__name__}: {exc}"
                 line = f"plugin {key!r} rediscovery failed: {error}"
                 log.warning("%s", line)
-                self.host.add_warning(line)
+                self._warn(line)
                 found[key] = PluginRediscovery(error=error)
                 continue
             found[key] = await self._apply(key, plugin, listed)
@@ -176,7 +176,7 @@ class Rediscoverer:
                 )
             except Exception as exc:  # a held device would move: keep the contexts as they are
                 error = f"{type(exc).__name__}: {exc}"
-                self.host.add_warning(f"plugin {key!r}: the recorded assignment: {error}")
+                self._warn(f"plugin {key!r}: the recorded assignment: {error}")
                 found[key] = attrs.evolve(found[key], error=error)
                 continue
             given = {d for ids in target.values() for d in ids}
@@ -185,6 +185,11 @@ class Rediscoverer:
                 reassigned=agents,
                 unassigned=tuple(d for d in found[key].unassigned if d not in given),
             )
+
+    def _warn(self, line: str) -> None:
+        """A warning of the node, once (a service that retries every round must not grow)."""
+        if line not in self.host.warnings:
+            self.host.add_warning(line)
 
     def _pin_current(self, key: DeviceName) -> None:
         """Record the agents' masks of ``key`` unless recorded: every process then agrees that

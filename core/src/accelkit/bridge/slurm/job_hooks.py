@@ -61,9 +61,14 @@ async def job_devices(
         indices["gpu"] = gpu_indices(env)
     if set(by_name) - {"gpu"}:
         job_id = job_id_of(env)
-        code, text = await run_slurm(
-            [settings.scontrol, "show", "job", "-d", job_id], env.get("SLURM_CONF")
-        )
+        try:
+            code, text = await run_slurm(
+                [settings.scontrol, "show", "job", "-d", job_id], env.get("SLURM_CONF")
+            )
+        except (OSError, TimeoutError) as exc:
+            why = "it took too long" if isinstance(exc, TimeoutError) else str(exc)
+            msg = f"cannot ask {settings.scontrol} about job {job_id}: {why}"
+            raise InvalidResourceArgument(msg) from None
         if code != 0:
             msg = f"{settings.scontrol} show job -d {job_id} failed ({code}): {text.strip()}"
             raise InvalidResourceArgument(msg)

@@ -1,0 +1,172 @@
+"""``accelkit slurm`` without a cluster: gres.conf, NodeName lines and the hooks' failures."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from cluster import ACCELKIT, host_toml
+
+DEMO = Path(__file__).parents[3] / "docs" / "examples" / "demo.toml"
+
+
+def accelkit(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [ACCELKIT, *args], capture_output=True, text=True, check=False,
+        env={**os.environ, **(env or {})},
+    )  # fmt: skip
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "host.toml"
+    path.write_text(host_toml(tmp_path))
+    return path
+
+
+def test_gres_conf_one_line_per_device_in_accelkits_order(config: Path, tmp_path: Path) -> None:
+    done = accelkit("slurm", "gres-conf", "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    cores = f"0-{os.cpu_count() - 1}" if (os.cpu_count() or 1) > 1 else "0"
+    assert done.stdout.splitlines() == [
+        *(f"Name=gpu Type=mock_gpu_40g File={tmp_path}/dev/gpu{i} Cores={cores}" for i in range(4)),
+        *(f"Name=tpu Type=acme File={tmp_path}/dev/tpu{i}" for i in range(2)),
+    ]
+
+
+def test_output_is_written_whole_and_replaces_the_file(config: Path, tmp_path: Path) -> None:
+    out = tmp_path / "gres.conf"
+    out.write_text("old\n")
+    done = accelkit("slurm", "gres-conf", "--config", str(config), "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    text = out.read_text()
+    assert text.startswith("# written by 'accelkit slurm gres-conf'\n")
+    assert len(text.splitlines()) == 7
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".gres.conf")] == []
+
+
+def test_output_into_a_missing_directory_is_an_error(config: Path, tmp_path: Path) -> None:
+    out = tmp_path / "absent" / "gres.conf"
+    done = accelkit("slurm", "gres-conf", "--config", str(config), "--output", str(out))
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"error: cannot write {out}")
+
+
+def test_devices_without_nodes_are_counted_and_agents_get_their_own_node_names() -> None:
+    done = accelkit("slurm", "gres-conf", "--config", str(DEMO), "--node-name", "demo")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "NodeName=demo-agent-1 Name=gpu Type=mock_gpu_40g Count=1 Cores=1-3",
+        "NodeName=demo-agent-1 Name=gpu Type=mock_gpu_40g Count=1 Cores=1-3",
+        "NodeName=demo-agent-2 Name=gpu Type=mock_gpu_40g Count=1 Cores=5-7",
+        "NodeName=demo-agent-2 Name=gpu Type=mock_gpu_40g Count=1 Cores=5-7",
+    ]
+    lines = accelkit("slurm", "node-line", "--config", str(DEMO), "--node-name", "demo")
+    assert lines.stdout.splitlines() == [
+        "NodeName=demo-agent-1 Gres=gpu:mock_gpu_40g:2",
+        "NodeName=demo-agent-2 Gres=gpu:mock_gpu_40g:2",
+    ]
+    one = accelkit("slurm", "node-line", "--config", str(DEMO), "--agent", "agent-2")
+    assert one.stdout.split()[1:] == ["Gres=gpu:mock_gpu_40g:2"]
+
+
+def test_an_unknown_agent_is_refused() -> None:
+    done = accelkit("slurm", "gres-conf", "--config", str(DEMO), "--agent", "nope")
+    assert done.returncode == 2
+    assert "unknown agent 'nope' (agents: agent-1, agent-2)" in done.stderr
+
+
+def test_prolog_of_a_multi_agent_node_needs_an_agent() -> None:
+    done = accelkit("slurm", "prolog", "--config", str(DEMO), env={"SLURM_JOB_ID": "5"})
+    assert done.returncode == 2
+    assert "several agents (agent-1, agent-2); pick one with --agent" in done.stderr
+
+
+def test_a_gpu_index_beyond_gres_conf_books_nothing(config: Path, tmp_path: Path) -> None:
+    env = {"SLURM_JOB_ID": "12", "SLURM_JOB_GPUS": "1,7", "SLURM_CONF": "/nonexistent"}
+    cfg = tmp_path / "gpu-only.toml"
+    cfg.write_text(config.read_text().replace('key = "tpu"', 'key = "tpu-unused"'))
+    cfg.write_text(
+        cfg.read_text().replace(
+            'gres-names = { cuda = "gpu" }', 'gres-names = { cuda = "gpu", tpu-unused = "gpu" }'
+        )
+    )
+    done = accelkit("slurm", "prolog", "--config", str(cfg), env=env)
+    assert done.returncode == 2, done.stderr
+    assert (
+        "Slurm allocated gpu indices [7] but this node's gres.conf from accelkit has" in done.stderr
+    )
+    assert "Traceback" not in done.stderr
+    status = accelkit("status", "--json", "--config", str(cfg))
+    assert json.loads(status.stdout) == []
+
+
+def with_scontrol(config: Path, scontrol: str) -> Path:
+    text = config.read_text().replace(
+        'gres-names = { cuda = "gpu" }', f'gres-names = {{ cuda = "gpu" }}\nscontrol = "{scontrol}"'
+    )
+    path = config.with_name("with-scontrol.toml")
+    path.write_text(text)
+    return path
+
+
+def test_scontrol_that_fails_fails_the_prolog_with_its_message(
+    config: Path, tmp_path: Path
+) -> None:
+    fake = tmp_path / "scontrol"
+    fake.write_text(
+        "#!/bin/sh\necho 'slurm_load_jobs error: Unable to contact slurm controller'\nexit 1\n"
+    )
+    fake.chmod(0o755)
+    done = accelkit("slurm", "prolog", "--config", str(with_scontrol(config, str(fake))),
+                    env={"SLURM_JOB_ID": "12"})  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"error: {fake} show job -d 12 failed (1): slurm_load_jobs error: Unable to contact "
+        "slurm controller\n"
+    )
+
+
+def test_scontrol_missing_fails_the_prolog(config: Path) -> None:
+    cfg = with_scontrol(config, "/nonexistent/scontrol")
+    done = accelkit("slurm", "prolog", "--config", str(cfg), env={"SLURM_JOB_ID": "12"})
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: cannot ask /nonexistent/scontrol about job 12: ")
+    assert "Traceback" not in done.stderr
+
+
+def test_task_prolog_of_an_unbooked_job_prints_nothing(config: Path) -> None:
+    done = accelkit("slurm", "task-prolog", "--config", str(config), env={"SLURM_JOB_ID": "3"})
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("{not json", "cannot read the environment of job 4"),
+        ('{"env": {"A": "x\\ny"}}', "job 4: variable 'A' cannot be exported by a task prolog"),
+        ('{"env": {"A B": "x"}}', "job 4: variable 'A B' cannot be exported by a task prolog"),
+    ],
+)
+def test_task_prolog_refuses_what_it_cannot_export(
+    config: Path, tmp_path: Path, body: str, message: str
+) -> None:
+    (tmp_path / "state" / "slurm").mkdir(parents=True)
+    (tmp_path / "state" / "slurm" / "4.json").write_text(body)
+    done = accelkit("slurm", "task-prolog", "--config", str(config), env={"SLURM_JOB_ID": "4"})
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"error: {message}")
+    assert done.stderr.count("\n") == 1
+    assert done.stdout == ""
+
+
+def test_task_prolog_prints_values_as_slurm_reads_them(config: Path, tmp_path: Path) -> None:
+    (tmp_path / "state" / "slurm").mkdir(parents=True)
+    body = {"env": {"B": "two words; $(x)", "A": "a=b"}}
+    (tmp_path / "state" / "slurm" / "4.json").write_text(json.dumps(body))
+    done = accelkit("slurm", "task-prolog", "--config", str(config), env={"SLURM_JOB_ID": "4"})
+    assert done.stdout.splitlines() == ["export A=a=b", "export B=two words; $(x)"]

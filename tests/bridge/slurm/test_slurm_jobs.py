@@ -122,3 +122,35 @@ def test_epilog_twice_and_prolog_without_a_job(slurm: Cluster) -> None:
     assert done.returncode == 2
     assert re.match(r"error: SLURM_JOB_ID is '', not a job id", done.stderr)
     assert "Traceback" not in done.stderr
+
+
+def test_the_runtime_asks_slurm_whether_a_job_runs(slurm: Cluster) -> None:
+    import asyncio
+
+    from accelkit.runtime.slurm_jobs import SlurmJobsRuntime, slurm_handle
+
+    conf = slurm.env["SLURM_CONF"]
+    job = subprocess.Popen(
+        ["srun", "sh", "-c", "echo JOB=$SLURM_JOB_ID; sleep 30"],
+        env=slurm.env, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert job.stdout is not None
+        job_id = job.stdout.readline().strip().removeprefix("JOB=")
+        runtime = SlurmJobsRuntime()
+        handle = slurm_handle(job_id, "scontrol", conf)
+        assert asyncio.run(runtime.is_alive(handle)) is True
+        assert asyncio.run(SlurmJobsRuntime(frozenset({job_id})).is_alive(handle)) is False
+        assert asyncio.run(runtime.is_alive(slurm_handle("987654", "scontrol", conf))) is False
+        lost = slurm_handle(job_id, str(slurm.root / "absent" / "scontrol"), conf)
+        assert asyncio.run(runtime.is_alive(lost)) is None
+        asyncio.run(runtime.stop(handle, 1.0))  # scancel
+        job.wait(timeout=30)
+        deadline = time.monotonic() + 20
+        while asyncio.run(runtime.is_alive(handle)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert asyncio.run(runtime.is_alive(handle)) is False
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()

@@ -136,7 +136,8 @@ async def _prolog(config_path: Path | None, agent: str | None) -> None:
 
 
 async def _epilog(config_path: Path | None) -> None:
-    from accelkit.bridge.slurm.job_hooks import epilog, job_id_of
+    from accelkit.bridge.slurm.job_env import job_id_of
+    from accelkit.bridge.slurm.job_hooks import epilog
     from accelkit.node import Node
     from accelkit.runtime.registry import default_runtimes
     from accelkit.runtime.slurm_jobs import SlurmJobsRuntime
@@ -170,7 +171,7 @@ def prolog_cmd(config_path: Path | None, agent: str | None) -> None:
 @config_option
 def task_prolog_cmd(config_path: Path | None) -> None:
     """For TaskProlog=: print the job's merged environment as 'export KEY=VALUE' lines."""
-    from accelkit.bridge.slurm.job_hooks import export_lines
+    from accelkit.bridge.slurm.job_env import export_lines
 
     config = read_config(config_path)
     for line in export_lines(config.resource.state_dir, os.environ):

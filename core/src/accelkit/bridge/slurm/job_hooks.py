@@ -15,10 +15,10 @@ import json
 import os
 from collections.abc import Mapping
 from decimal import Decimal
-from pathlib import Path
 
 from accelkit.bridge.slurm.files import write_atomically
 from accelkit.bridge.slurm.gres import GresDevice, gres_devices, indexed_devices
+from accelkit.bridge.slurm.job_env import env_file, job_id_of
 from accelkit.bridge.slurm.job_gres import gpu_indices, scontrol_indices
 from accelkit.config.model import SlurmBridgeConfig
 from accelkit.errors import InvalidResourceArgument
@@ -26,7 +26,7 @@ from accelkit.node import Node
 from accelkit.runtime.slurm_jobs import run_slurm, slurm_handle
 from accelkit.types import AgentId, DeviceAllocation, DeviceName, Workload
 
-__all__ = ["JobDevices", "env_file", "epilog", "export_lines", "job_devices", "prolog"]
+__all__ = ["JobDevices", "epilog", "job_devices", "prolog"]
 
 #: a job's devices: per GRES name, the accelkit devices of the allocated indices
 JobDevices = Mapping[str, list[GresDevice]]
@@ -35,20 +35,6 @@ JobDevices = Mapping[str, list[GresDevice]]
 def workload_id(job_id: str) -> str:
     """The ledger's workload id of a Slurm job."""
     return f"slurm:{job_id}"
-
-
-def job_id_of(env: Mapping[str, str]) -> str:
-    """``SLURM_JOB_ID``; ``InvalidResourceArgument`` when it is missing or not a job id."""
-    job_id = env.get("SLURM_JOB_ID", "")
-    if not job_id.isdigit():
-        msg = f"SLURM_JOB_ID is {job_id!r}, not a job id: run this from Slurm's Prolog/Epilog"
-        raise InvalidResourceArgument(msg)
-    return job_id
-
-
-def env_file(state_dir: Path | str, job_id: str) -> Path:
-    """Where the prolog keeps the job's merged environment for the task prolog."""
-    return Path(state_dir) / "slurm" / f"{job_id}.json"
 
 
 async def job_devices(
@@ -119,29 +105,6 @@ async def prolog(
     body = {"job": job_id, "agent": agent_id, "env": dict(config.env_vars)}
     write_atomically(path, json.dumps(body, sort_keys=True) + "\n", mode=0o600)
     return chosen
-
-
-def export_lines(state_dir: Path | str, env: Mapping[str, str]) -> list[str]:
-    """The task prolog's ``export KEY=VALUE`` lines (none for a job the prolog did not book).
-
-    Slurm takes everything after ``=`` as the value, so values are printed as they are; a
-    value with a line break cannot be passed this way and is refused.
-    """
-    job_id = job_id_of(env)
-    try:
-        data = json.loads(env_file(state_dir, job_id).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return []
-    except (OSError, ValueError) as exc:
-        msg = f"cannot read the environment of job {job_id}: {exc}"
-        raise InvalidResourceArgument(msg) from None
-    lines: list[str] = []
-    for key, value in sorted(dict(data.get("env", {})).items()):
-        if not str(key).isidentifier() or "\n" in str(value) or "\r" in str(value):
-            msg = f"job {job_id}: variable {key!r} cannot be exported by a task prolog"
-            raise InvalidResourceArgument(msg)
-        lines.append(f"export {key}={value}")
-    return lines
 
 
 async def epilog(node: Node, env: Mapping[str, str]) -> bool:

@@ -170,3 +170,30 @@ def test_task_prolog_prints_values_as_slurm_reads_them(config: Path, tmp_path: P
     (tmp_path / "state" / "slurm" / "4.json").write_text(json.dumps(body))
     done = accelkit("slurm", "task-prolog", "--config", str(config), env={"SLURM_JOB_ID": "4"})
     assert done.stdout.splitlines() == ["export A=a=b", "export B=two words; $(x)"]
+
+
+@pytest.mark.parametrize(
+    ("table", "key", "message"),
+    [
+        ("gres-names = { cuda = 3 }", "bridge.slurm.gres-names.cuda", "expected a string"),
+        ('scontrol = ""', "bridge.slurm.scontrol", ""),
+        ("nodes = 1", "bridge.slurm.nodes", "unknown key"),
+    ],
+)
+def test_bad_bridge_slurm_keys_are_config_errors(
+    tmp_path: Path, table: str, key: str, message: str
+) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(f"[bridge.slurm]\n{table}\n")
+    done = accelkit("slurm", "gres-conf", "--config", str(path))
+    assert done.returncode == 2
+    assert f"key '{key}'" in done.stderr
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_gres_names_rename_a_plugins_gres(tmp_path: Path, config: Path) -> None:
+    path = tmp_path / "renamed.toml"
+    path.write_text(config.read_text().replace('{ cuda = "gpu" }', '{ cuda = "gpu", tpu = "npu" }'))
+    done = accelkit("slurm", "node-line", "--config", str(path), "--node-name", "n")
+    assert done.stdout.split() == ["NodeName=n", "Gres=gpu:mock_gpu_40g:4,npu:acme:2"]

@@ -154,3 +154,26 @@ def test_the_runtime_asks_slurm_whether_a_job_runs(slurm: Cluster) -> None:
         if job.poll() is None:
             job.kill()
             job.wait()
+
+
+def test_a_job_gone_without_its_epilog_is_freed_by_any_accelkit_process(slurm: Cluster) -> None:
+    ended = job_env(slurm.run("srun", "sh", "-c", ENV_OF_JOB))["JOB"]
+    env = {**slurm.env, "SLURM_JOB_ID": ended, "SLURM_JOB_GPUS": "3"}
+    prolog = subprocess.run(
+        [ACCELKIT, "slurm", "prolog", "--config", str(slurm.config)],
+        env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert prolog.returncode == 0, prolog.stderr
+    task = subprocess.run(
+        [ACCELKIT, "slurm", "task-prolog", "--config", str(slurm.config)],
+        env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert task.stdout == "export MOCK_CUDA_DEVICES=cuda3\n"
+    # no epilog ran (slurmd lost, say): Slurm calls the job COMPLETED, so the next accelkit
+    # process that reconciles finishes its teardown and frees cuda3
+    done = slurm.accelkit("status", "--json")
+    assert done.returncode == 0, done.stderr
+    assert f"slurm:{ended}" not in {w["workload"] for w in json.loads(done.stdout)}
+    again = job_env(slurm.run("srun", "--gres=gpu:4", "sh", "-c", ENV_OF_JOB))
+    assert again["MOCK_CUDA_DEVICES"] == "cuda0,cuda1,cuda2,cuda3"
+    wait_released(slurm, again["JOB"])

@@ -177,3 +177,35 @@ def test_a_job_gone_without_its_epilog_is_freed_by_any_accelkit_process(slurm: C
     again = job_env(slurm.run("srun", "--gres=gpu:4", "sh", "-c", ENV_OF_JOB))
     assert again["MOCK_CUDA_DEVICES"] == "cuda0,cuda1,cuda2,cuda3"
     wait_released(slurm, again["JOB"])
+
+
+def test_a_device_another_job_holds_fails_the_prolog_and_books_nothing(slurm: Cluster) -> None:
+    argv = ["srun", "sh", "-c", "echo $SLURM_JOB_ID; sleep 30"]
+    jobs = [
+        subprocess.Popen(argv, env=slurm.env, stdout=subprocess.PIPE, text=True) for _ in range(2)
+    ]
+    try:
+        first, second = (j.stdout.readline().strip() for j in jobs if j.stdout is not None)
+
+        def hook(name: str, job: str) -> subprocess.CompletedProcess[str]:
+            env = {**slurm.env, "SLURM_JOB_ID": job, "SLURM_JOB_GPUS": "0"}
+            return subprocess.run(
+                [ACCELKIT, "slurm", name, "--config", str(slurm.config)],
+                env=env, capture_output=True, text=True, check=False,
+            )  # fmt: skip
+
+        assert hook("prolog", first).returncode == 0
+        refused = hook("prolog", second)
+        assert refused.returncode == 2
+        assert refused.stderr.startswith("error: ")
+        assert "cuda0" in refused.stderr
+        assert "Traceback" not in refused.stderr
+        assert hook("task-prolog", second).stdout == ""
+        assert set(slurm_workloads(slurm)) == {f"slurm:{first}"}
+        assert hook("epilog", first).returncode == 0
+        assert slurm_workloads(slurm) == {}
+    finally:
+        for job in jobs:
+            job.kill()
+            job.wait()
+        slurm.run("scancel", "--user=root")

@@ -175,7 +175,7 @@ def test_defaults_of_the_later_sections(tmp_path):
     [
         ("[health]\nrediscover = 3", "health.rediscover", "unknown key"),
         ("[health]\nrediscover-interval = 0", "health.rediscover-interval", "seconds"),
-        ("[bridge.k8s]\ndomian = 'x'", "bridge.k8s.domian", "unknown key (allowed: domain)"),
+        ("[bridge.k8s]\ndomian = 'x'", "bridge.k8s.domian", "allowed: domain, kubelet-dir"),
         ("[bridge.k8s]\ndomain = ''", "bridge.k8s.domain", "non-empty string"),
         ("[bridge.slurm]\nnodes = 1", "bridge.slurm.nodes", "unknown key"),
         ("[bridge.lsf]\n", "bridge.lsf", "unknown key (allowed: k8s, slurm)"),

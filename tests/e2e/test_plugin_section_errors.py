@@ -36,7 +36,7 @@ def test_a_typo_in_a_plugin_section_stops_every_command(capsys, tmp_path, comman
     assert status == 2, (out, err)
     assert out == ""
     assert err.startswith(f"error: {path}:5: key 'plugins.config.cpu.overcomit-factor': ")
-    assert "unknown key (allowed: overcommit-factor)" in err
+    assert "unknown key (allowed: overcommit-factor, health-interval)" in err
     assert "Traceback" not in err
 
 

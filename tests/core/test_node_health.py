@@ -219,6 +219,38 @@ def test_a_plugin_whose_health_fails_keeps_the_last_health_and_warns(
     assert any("device_health failed: RuntimeError: driver gone" in w for w in warnings)
 
 
+def test_a_plugin_failing_every_refresh_warns_once_per_outage(
+    config: HostConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def main() -> list[int]:
+        async with Node.open(config) as node:
+            plugin = node.host.plugins[CUDA]
+            working = plugin.device_health
+
+            async def broken() -> dict[str, object]:
+                msg = "driver gone"
+                raise RuntimeError(msg)
+
+            def failures() -> int:
+                return sum("device_health failed" in w for w in node.warnings)
+
+            counts = []
+            monkeypatch.setattr(plugin, "device_health", broken)
+            for _ in range(5):
+                await node.refresh_health()
+            counts.append(failures())
+            monkeypatch.setattr(plugin, "device_health", working)
+            await node.refresh_health()
+            counts.append(failures())
+            monkeypatch.setattr(plugin, "device_health", broken)
+            await node.refresh_health()
+            await node.refresh_health()
+            counts.append(failures())
+            return counts
+
+    assert asyncio.run(main()) == [1, 1, 2]
+
+
 @pytest.mark.parametrize("report", [["cuda0"], {"cuda0": "broken"}])
 def test_a_report_that_is_not_device_health_is_a_warning(
     config: HostConfig, monkeypatch: pytest.MonkeyPatch, report: object

@@ -54,6 +54,9 @@ class HealthKeeper:
         self._ledger = ledger
         self._notify = notify
         self._timeout = call_timeout
+        # plugins whose last device_health call failed: a long-running node warns the operator
+        # once per outage, not once per refresh
+        self._failing: set[DeviceName] = set()
 
     # -- refreshing ------------------------------------------------------------------------------
 
@@ -125,8 +128,11 @@ class HealthKeeper:
         except Exception as exc:  # a plugin's failure is reported, never the node's
             line = f"plugin {key!r} device_health failed: {type(exc).__name__}: {exc}"
             log.warning("%s", line, exc_info=True)
-            self.host.add_warning(line)
+            if key not in self._failing:
+                self._failing.add(key)
+                self.host.add_warning(line)
             return {}
+        self._failing.discard(key)
         return reports
 
     def sync_cordons(self) -> list[DeviceChange]:

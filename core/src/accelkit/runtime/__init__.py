@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
-from accelkit.runtime.base import LaunchSpec, Runtime, RuntimeUnavailable, WorkloadHandle
+from accelkit.runtime.base import (
+    LaunchSpec,
+    Runtime,
+    RuntimeUnavailable,
+    TrackingRuntime,
+    WorkloadHandle,
+)
 
-__all__ = ["LaunchSpec", "Runtime", "RuntimeUnavailable", "WorkloadHandle"]
+__all__ = ["LaunchSpec", "Runtime", "RuntimeUnavailable", "TrackingRuntime", "WorkloadHandle"]

@@ -150,3 +150,39 @@ class Runtime(abc.ABC):
 
     async def close(self) -> None:  # noqa: B027 - optional: most runtimes hold nothing
         """Release what the runtime holds (engine connections)."""
+
+
+class TrackingRuntime(Runtime):
+    """A runtime for workloads that something else runs (a kubelet's pods, Slurm's jobs).
+
+    accelkit books their devices and runs the hooks, but never starts them: making, starting
+    or waiting for one is refused with ``RuntimeUnavailable`` naming ``tracks``, and giving
+    up a booking leaves nothing to remove. A subclass answers :meth:`is_alive` and
+    :meth:`stop` (and may send signals) through the system that runs the workloads.
+    """
+
+    #: what the runtime follows, for the refusal: "pods the kubelet runs"
+    tracks: ClassVar[str]
+    creates_containers: ClassVar[bool] = False
+
+    def _refuse(self) -> RuntimeUnavailable:
+        msg = f"the {self.name} runtime only tracks {self.tracks}; it starts nothing"
+        return RuntimeUnavailable(msg)
+
+    async def new_workload(self, agent_id: AgentId) -> Workload:
+        raise self._refuse()
+
+    async def create(self, spec: LaunchSpec) -> WorkloadHandle:
+        raise self._refuse()
+
+    async def start(self, handle: WorkloadHandle) -> None:
+        raise self._refuse()
+
+    async def wait(self, handle: WorkloadHandle) -> int:
+        raise self._refuse()
+
+    async def signal(self, handle: WorkloadHandle, signum: int) -> None:
+        raise self._refuse()
+
+    async def discard(self, workload: Workload, handle: WorkloadHandle | None) -> None:
+        return None

@@ -15,8 +15,8 @@ import time
 from decimal import ROUND_FLOOR, Decimal, InvalidOperation
 from typing import Any, ClassVar
 
-from accelkit.runtime.base import LaunchSpec, Runtime, RuntimeUnavailable, WorkloadHandle
-from accelkit.types import AgentId, Workload, WorkloadType
+from accelkit.runtime.base import RuntimeUnavailable, TrackingRuntime, WorkloadHandle
+from accelkit.types import WorkloadType
 
 __all__ = ["DEFAULT_POD_RESOURCES_SOCKET", "KubeletPodsRuntime", "devices_in_use", "kubelet_handle"]
 
@@ -86,31 +86,12 @@ def _within_grace(handle: WorkloadHandle) -> bool:
     return Decimal(time.time()) - booked_at < grace
 
 
-class KubeletPodsRuntime(Runtime):
+class KubeletPodsRuntime(TrackingRuntime):
     """Answers for bookings the Kubernetes bridge made; runs nothing itself."""
 
     name: ClassVar[str] = "kubelet-pods"
+    tracks: ClassVar[str] = "pods the kubelet runs"
     workload_type: ClassVar[WorkloadType] = WorkloadType.CONTAINER
-    creates_containers: ClassVar[bool] = False
-
-    def _refuse(self) -> RuntimeUnavailable:
-        msg = "the kubelet-pods runtime only tracks pods the kubelet runs; it starts nothing"
-        return RuntimeUnavailable(msg)
-
-    async def new_workload(self, agent_id: AgentId) -> Workload:
-        raise self._refuse()
-
-    async def create(self, spec: LaunchSpec) -> WorkloadHandle:
-        raise self._refuse()
-
-    async def start(self, handle: WorkloadHandle) -> None:
-        raise self._refuse()
-
-    async def wait(self, handle: WorkloadHandle) -> int:
-        raise self._refuse()
-
-    async def signal(self, handle: WorkloadHandle, signum: int) -> None:
-        raise self._refuse()
 
     async def stop(self, handle: WorkloadHandle, grace: float) -> None:
         """Nothing to stop from here: a pod is deleted through Kubernetes. Refused while the
@@ -122,9 +103,6 @@ class KubeletPodsRuntime(Runtime):
                 "in use; delete the pod through Kubernetes"
             )
             raise RuntimeUnavailable(msg)
-
-    async def discard(self, workload: Workload, handle: WorkloadHandle | None) -> None:
-        return None
 
     async def is_alive(self, handle: WorkloadHandle) -> bool | None:
         """Whether some pod holds any of the handle's devices; ``None`` without the kubelet."""

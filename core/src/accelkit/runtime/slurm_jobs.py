@@ -17,8 +17,8 @@ import signal
 from collections.abc import Sequence
 from typing import ClassVar
 
-from accelkit.runtime.base import LaunchSpec, Runtime, RuntimeUnavailable, WorkloadHandle
-from accelkit.types import AgentId, Workload, WorkloadType
+from accelkit.runtime.base import RuntimeUnavailable, TrackingRuntime, WorkloadHandle
+from accelkit.types import WorkloadType
 
 __all__ = ["FINAL_STATES", "SlurmJobsRuntime", "job_state", "run_slurm", "slurm_handle"]
 
@@ -92,7 +92,7 @@ async def job_state(job_id: str, scontrol: str = "scontrol", slurm_conf: str | N
     return found.group(1)
 
 
-class SlurmJobsRuntime(Runtime):
+class SlurmJobsRuntime(TrackingRuntime):
     """Answers for bookings the Slurm bridge made; runs nothing itself.
 
     ``ended`` names jobs known to be over whatever Slurm says (the epilog of a job runs while
@@ -100,27 +100,11 @@ class SlurmJobsRuntime(Runtime):
     """
 
     name: ClassVar[str] = "slurm-jobs"
+    tracks: ClassVar[str] = "jobs Slurm runs"
     workload_type: ClassVar[WorkloadType] = WorkloadType.PROCESS_TREE
-    creates_containers: ClassVar[bool] = False
 
     def __init__(self, ended: frozenset[str] = frozenset()) -> None:
         self.ended = ended
-
-    def _refuse(self) -> RuntimeUnavailable:
-        msg = "the slurm-jobs runtime only tracks jobs Slurm runs; it starts nothing"
-        return RuntimeUnavailable(msg)
-
-    async def new_workload(self, agent_id: AgentId) -> Workload:
-        raise self._refuse()
-
-    async def create(self, spec: LaunchSpec) -> WorkloadHandle:
-        raise self._refuse()
-
-    async def start(self, handle: WorkloadHandle) -> None:
-        raise self._refuse()
-
-    async def wait(self, handle: WorkloadHandle) -> int:
-        raise self._refuse()
 
     async def signal(self, handle: WorkloadHandle, signum: int) -> None:
         await self._scancel(handle, ["--signal", signal.Signals(signum).name.removeprefix("SIG")])
@@ -145,9 +129,6 @@ class SlurmJobsRuntime(Runtime):
         if code != 0:
             msg = f"scancel {handle.ident} failed ({code}): {text.strip()}"
             raise RuntimeUnavailable(msg)
-
-    async def discard(self, workload: Workload, handle: WorkloadHandle | None) -> None:
-        return None
 
     async def is_alive(self, handle: WorkloadHandle) -> bool | None:
         """Whether Slurm still runs the job; ``None`` when Slurm cannot be asked."""

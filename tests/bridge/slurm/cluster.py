@@ -111,6 +111,17 @@ class Cluster:
         done = self.run("sinfo", "-h", "-N", "-n", NODE, "-o", "%T")
         return done.stdout.strip()
 
+    def wait_job_over(self, job_id: str, timeout: float = 30) -> None:
+        """Wait until Slurm calls the job COMPLETED (not COMPLETING: its epilog has run)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            done = self.run("scontrol", "show", "job", "-o", job_id)
+            if "JobState=COMPLETED" in done.stdout or "Invalid job id" in done.stderr:
+                return
+            time.sleep(0.1)
+        msg = f"job {job_id} not over after {timeout} s: {self.log('slurmd.log')}"
+        raise AssertionError(msg)
+
     def stop(self) -> None:
         for name in ("slurmd", "slurmctld", "munged"):
             pid = self.pids.pop(name, None)

@@ -158,6 +158,7 @@ def test_the_runtime_asks_slurm_whether_a_job_runs(slurm: Cluster) -> None:
 
 def test_a_job_gone_without_its_epilog_is_freed_by_any_accelkit_process(slurm: Cluster) -> None:
     ended = job_env(slurm.run("srun", "sh", "-c", ENV_OF_JOB))["JOB"]
+    slurm.wait_job_over(ended)  # its own epilog has run (it would free what is booked below)
     env = {**slurm.env, "SLURM_JOB_ID": ended, "SLURM_JOB_GPUS": "3"}
     prolog = subprocess.run(
         [ACCELKIT, "slurm", "prolog", "--config", str(slurm.config)],
@@ -169,6 +170,8 @@ def test_a_job_gone_without_its_epilog_is_freed_by_any_accelkit_process(slurm: C
         env=env, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert task.stdout == "export MOCK_CUDA_DEVICES=cuda3\n"
+    kept = slurm.root / "state" / "slurm" / f"{ended}.json"
+    assert kept.is_file()
     # no epilog ran (slurmd lost, say): Slurm calls the job COMPLETED, so the next accelkit
     # process that reconciles finishes its teardown and frees cuda3
     done = slurm.accelkit("status", "--json")
@@ -177,6 +180,44 @@ def test_a_job_gone_without_its_epilog_is_freed_by_any_accelkit_process(slurm: C
     again = job_env(slurm.run("srun", "--gres=gpu:4", "sh", "-c", ENV_OF_JOB))
     assert again["MOCK_CUDA_DEVICES"] == "cuda0,cuda1,cuda2,cuda3"
     wait_released(slurm, again["JOB"])
+    # the environment kept for the freed job went with the next job's prolog
+    assert not kept.exists()
+
+
+def test_a_prolog_run_again_for_its_job_does_nothing_and_other_devices_are_refused(
+    slurm: Cluster,
+) -> None:
+    job = subprocess.Popen(
+        ["srun", "sh", "-c", "echo $SLURM_JOB_ID; sleep 30"],
+        env=slurm.env, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert job.stdout is not None
+        job_id = job.stdout.readline().strip()
+
+        def hook(name: str, gpus: str) -> subprocess.CompletedProcess[str]:
+            env = {**slurm.env, "SLURM_JOB_ID": job_id, "SLURM_JOB_GPUS": gpus}
+            return subprocess.run(
+                [ACCELKIT, "slurm", name, "--config", str(slurm.config)],
+                env=env, capture_output=True, text=True, check=False,
+            )  # fmt: skip
+
+        assert hook("prolog", "1").returncode == 0
+        again = hook("prolog", "1")
+        assert again.returncode == 0, again.stderr
+        assert hook("task-prolog", "1").stdout == "export MOCK_CUDA_DEVICES=cuda1\n"
+        assert list(slurm_workloads(slurm)[f"slurm:{job_id}"]["devices"].values()) == [["cuda1"]]
+        other = hook("prolog", "2")
+        assert other.returncode == 2
+        assert other.stderr.startswith(
+            f"error: job {job_id} is booked already (devices cuda:cuda1)"
+        )
+        assert "Traceback" not in other.stderr
+        assert hook("epilog", "1").returncode == 0
+        assert f"slurm:{job_id}" not in slurm_workloads(slurm)
+    finally:
+        job.kill()
+        job.wait()
 
 
 def test_a_device_another_job_holds_fails_the_prolog_and_books_nothing(slurm: Cluster) -> None:

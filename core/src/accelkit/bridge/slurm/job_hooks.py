@@ -5,7 +5,10 @@ order), books them in the ledger as workload ``slurm:<jobid>`` (a process tree w
 ``slurm-jobs`` runtime asks Slurm), runs the plugins' ``pre_create`` and keeps the merged
 environment in ``<state-dir>/slurm/<jobid>.json`` for the task prolog, which prints it as
 ``export`` lines. The epilog runs the teardown and frees the devices; run twice, the second
-finds nothing to do. A job with no accelkit GRES passes through untouched.
+finds nothing to do. The prolog run again for a job it booked (slurmd retrying) finds the same
+devices booked and the environment kept, and does nothing. A job with no accelkit GRES passes
+through untouched. Both remove the environments kept for jobs that have no booking any more
+(a job whose epilog never ran, freed by a later reconciliation).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import json
 import os
 from collections.abc import Mapping
 from decimal import Decimal
+from pathlib import Path
 
 from accelkit.bridge.slurm.files import write_atomically
 from accelkit.bridge.slurm.gres import GresDevice, gres_devices, indexed_devices
@@ -26,7 +30,7 @@ from accelkit.node import Node
 from accelkit.runtime.slurm_jobs import run_slurm, slurm_handle
 from accelkit.types import AgentId, DeviceAllocation, DeviceName, Workload
 
-__all__ = ["JobDevices", "epilog", "job_devices", "prolog"]
+__all__ = ["JobDevices", "epilog", "job_devices", "prolog", "sweep_env_files"]
 
 #: a job's devices: per GRES name, the accelkit devices of the allocated indices
 JobDevices = Mapping[str, list[GresDevice]]
@@ -83,6 +87,40 @@ def _allocation(chosen: JobDevices) -> dict[DeviceName, DeviceAllocation]:
     return alloc  # type: ignore[return-value]
 
 
+def _plain(
+    allocation: Mapping[DeviceName, DeviceAllocation],
+) -> dict[str, dict[str, dict[str, Decimal]]]:
+    return {
+        str(plugin): {
+            str(slot): {str(d): Decimal(a) for d, a in part.items()} for slot, part in slots.items()
+        }
+        for plugin, slots in allocation.items()
+    }
+
+
+def sweep_env_files(node: Node) -> list[str]:
+    """Remove the environments kept for jobs the ledger has no booking of; their job ids.
+
+    The folder is listed before the ledger is read: the prolog writes a job's file only after
+    its booking, so a file listed here whose booking is not found is one whose booking is gone.
+    """
+    folder = Path(node.config.resource.state_dir) / "slurm"
+    try:
+        kept = {p.stem: p for p in folder.glob("*.json") if p.stem.isdigit()}
+    except OSError:
+        return []
+    if not kept:
+        return []
+    booked = {w.removeprefix("slurm:") for _a, w in node.bookkeeper.ledger.read_all()}
+    removed = []
+    for job_id, path in sorted(kept.items()):
+        if job_id not in booked:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            removed.append(job_id)
+    return removed
+
+
 async def prolog(
     node: Node, agent_id: AgentId, settings: SlurmBridgeConfig, env: Mapping[str, str]
 ) -> JobDevices:
@@ -94,13 +132,31 @@ async def prolog(
     if not chosen:
         return chosen
     job_id = job_id_of(env)
+    sweep_env_files(node)
+    path = env_file(node.config.resource.state_dir, job_id)
+    allocation = _allocation(chosen)
+    booked = node.bookkeeper.ledger.read(agent_id, workload_id(job_id))
+    if booked is not None:
+        if _plain(booked.allocation) == _plain(allocation) and path.is_file():
+            return chosen  # run again for a job this prolog booked: nothing left to do
+        held = ", ".join(
+            f"{plugin}:{d}"
+            for plugin, slots in booked.allocation.items()
+            for part in slots.values()
+            for d in part
+        )
+        msg = (
+            f"job {job_id} is booked already (devices {held}) by a prolog that did not finish or "
+            "for other devices; its epilog frees it, or 'accelkit release "
+            f"{workload_id(job_id)} --force'"
+        )
+        raise InvalidResourceArgument(msg)
     handle = slurm_handle(job_id, settings.scontrol, env.get("SLURM_CONF"))
     record = await node.bookkeeper.book_devices(
-        agent_id, Workload.process_tree(workload_id(job_id)), _allocation(chosen), handle=handle
+        agent_id, Workload.process_tree(workload_id(job_id)), allocation, handle=handle
     )
     config = await node.lifecycle(record).prepare()  # a failure tears down and frees
     node.bookkeeper.hand_over(record.key)
-    path = env_file(node.config.resource.state_dir, job_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     body = {"job": job_id, "agent": agent_id, "env": dict(config.env_vars)}
     write_atomically(path, json.dumps(body, sort_keys=True) + "\n", mode=0o600)
@@ -123,4 +179,5 @@ async def epilog(node: Node, env: Mapping[str, str]) -> bool:
         pass  # no booking (left): not an accelkit job, or released already
     with contextlib.suppress(FileNotFoundError):
         os.unlink(env_file(node.config.resource.state_dir, job_id))
+    sweep_env_files(node)
     return released

@@ -85,6 +85,26 @@ def test_sizes_and_an_explicit_core_list(tmp_path):
     assert config.resource.affinity_policy is AffinityPolicyName.INTERLEAVED
 
 
+def test_bridge_paths_resolve_against_the_config_file_and_a_bare_command_stays(tmp_path):
+    (tmp_path / "etc").mkdir()
+    text = """
+        [bridge.k8s]
+        kubelet-dir = "kubelet/device-plugins"
+        pod-resources-socket = "/var/lib/kubelet/pod-resources/kubelet.sock"
+        [bridge.slurm]
+        scontrol = "{scontrol}"
+        """
+    config = load(tmp_path, text.format(scontrol="bin/scontrol"), name="etc/host.toml")
+    assert config.bridge.k8s is not None and config.bridge.slurm is not None
+    assert config.bridge.k8s.kubelet_dir == tmp_path / "etc" / "kubelet" / "device-plugins"
+    assert config.bridge.k8s.pod_resources_socket == Path(
+        "/var/lib/kubelet/pod-resources/kubelet.sock"
+    )
+    assert config.bridge.slurm.scontrol == str(tmp_path / "etc" / "bin" / "scontrol")
+    bare = load(tmp_path, text.format(scontrol="scontrol"), name="etc/host.toml")
+    assert bare.bridge.slurm is not None and bare.bridge.slurm.scontrol == "scontrol"
+
+
 def test_relative_paths_resolve_against_the_config_file(tmp_path):
     (tmp_path / "etc").mkdir()
     config = load(

@@ -21,6 +21,7 @@ from accelkit.config.model import (
     AgentConfig,
     AgentResources,
     AllocationMode,
+    BridgeConfig,
     HostConfig,
     ResourceConfig,
     default_state_dir,
@@ -154,6 +155,21 @@ def _selection(data: Any, parsed: HostFile | None, source: Path | None) -> Plugi
     )
 
 
+def _bridges(bridge: BridgeConfig, base: Path | None) -> BridgeConfig:
+    """The bridges' paths resolved against the config file, like every path in it (a bare
+    ``scontrol`` stays a command looked up on ``PATH``)."""
+    k8s, slurm = bridge.k8s, bridge.slurm
+    if k8s is not None:
+        k8s = attrs.evolve(
+            k8s,
+            kubelet_dir=_resolve(k8s.kubelet_dir, base),
+            pod_resources_socket=_resolve(k8s.pod_resources_socket, base),
+        )
+    if slurm is not None and "/" in slurm.scontrol:
+        slurm = attrs.evolve(slurm, scontrol=str(_resolve(Path(slurm.scontrol), base)))
+    return BridgeConfig(k8s=k8s, slurm=slurm)
+
+
 def _agent(entry: AgentEntry) -> AgentConfig:
     section = entry.resource
     resources = (
@@ -183,7 +199,7 @@ def _host_config(parsed: HostFile, plugins: PluginSelection, source: Path | None
         plugins=plugins,
         source=source,
         health=parsed.health,
-        bridge=parsed.bridge,
+        bridge=_bridges(parsed.bridge, source.parent if source else None),
     )
     if parsed.agents:
         config = attrs.evolve(config, agents=tuple(_agent(e) for e in parsed.agents))

@@ -107,3 +107,54 @@ def test_every_page_is_in_the_nav():
     nav = (ROOT / "mkdocs.yml").read_text()
     missing = [p.name for p in PAGES if f": {p.name}" not in nav]
     assert not missing, f"pages missing from mkdocs.yml nav: {missing}"
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^```.*?^```$", re.MULTILINE | re.DOTALL)
+
+
+def _slug(heading: str) -> str:
+    """The anchor mkdocs gives a heading (its default ``toc`` slugify)."""
+    text = re.sub(r"[`*_]", "", heading).strip().lower()
+    text = re.sub(r"[^\w\s-]", "", text)
+    return re.sub(r"[\s]+", "-", text)
+
+
+def _anchors(page: Path) -> set[str]:
+    text = FENCE.sub("", page.read_text())
+    return {_slug(h) for h in re.findall(r"^#+ (.+)$", text, re.MULTILINE)}
+
+
+def broken_links(page: Path, site: Path = DOCS) -> list[str]:
+    """The relative links of ``page`` that leave ``site``, miss their file or their heading."""
+    broken = []
+    for target in LINK.findall(FENCE.sub("", page.read_text())):
+        if re.match(r"^[a-z]+:", target):
+            continue  # http:, https:, mailto:
+        path, _, anchor = target.partition("#")
+        resolved = (page.parent / path).resolve() if path else page
+        missing = not resolved.is_relative_to(site) or not resolved.exists()
+        if missing or (anchor and resolved.suffix == ".md" and anchor not in _anchors(resolved)):
+            broken.append(target)
+    return broken
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_relative_link_stays_in_the_site_and_finds_its_target(page: Path):
+    """The site is built from docs/ alone: a link out of it, to a missing page or to a heading
+    that is not there is broken on the site (mkdocs --strict refuses it)."""
+    assert not broken_links(page), f"{page.name}: broken links {broken_links(page)}"
+
+
+def test_the_link_check_finds_each_kind_of_broken_link(tmp_path: Path):
+    site = tmp_path / "docs"
+    site.mkdir()
+    (tmp_path / "README.md").write_text("# Out\n")
+    (site / "other.md").write_text("# Other page\n\n## `accelkit run`: what it does\n")
+    page = site / "page.md"
+    page.write_text(
+        "[ok](other.md) [ok](other.md#accelkit-run-what-it-does) [ok](#here) [web](https://x.y)\n"
+        "[out](../README.md) [gone](missing.md) [no heading](other.md#nowhere)\n\n# Here\n"
+        "```\n[in a fence](nowhere.md)\n```\n"
+    )
+    assert broken_links(page, site) == ["../README.md", "missing.md", "other.md#nowhere"]

@@ -11,12 +11,14 @@ from hypothesis import strategies as st
 
 from accelkit.allocmap import (
     AbstractAllocMap,
+    AffinityHint,
+    AffinityPolicy,
     AllocationStrategy,
     DiscretePropertyAllocMap,
     FractionAllocMap,
 )
 from accelkit.allocmap.placement import fill
-from accelkit.allocmap.pool import SlotPool
+from accelkit.allocmap.pool import ScannedPool, SlotPool
 from accelkit.errors import InsufficientResource
 from accelkit.types import DeviceAllocation, DeviceId, DeviceSlotInfo, SlotName, SlotType
 
@@ -107,3 +109,38 @@ def test_a_split_takes_the_most_free_devices_whole_and_the_last_in_part() -> Non
     m.free(grant)
     consistent(m._pools[S])
     assert m.allocatable() == {S: D("2.7")}
+
+
+def test_fill_maps_of_one_slot_over_a_few_devices_scan_instead_of_keeping_buckets() -> None:
+    def pool_of(m: AbstractAllocMap) -> SlotPool:
+        return m._pools[S]
+
+    assert isinstance(pool_of(FractionAllocMap(gpus([1] * 16), strategy=FILL)), ScannedPool)
+    assert not isinstance(pool_of(FractionAllocMap(gpus([1] * 17), strategy=FILL)), ScannedPool)
+    assert not isinstance(pool_of(FractionAllocMap(gpus([1] * 8))), ScannedPool)  # EVENLY
+    # without fragmentation a split must also fit on as few devices as it needs: not FILL's
+    # fast path, which places by scanning
+    unsplit = FractionAllocMap(gpus([1] * 8), strategy=FILL, allow_fragmentation=False)
+    assert not isinstance(pool_of(unsplit), ScannedPool)
+    assert not isinstance(  # several slots: the general closures work on buckets
+        pool_of(FractionAllocMap(gpus([1] * 8) | ROOT, strategy=FILL)), ScannedPool
+    )
+
+
+def test_a_scanned_pool_serves_hints_splits_and_unavailable_devices() -> None:
+    m = FractionAllocMap(gpus([2, 2, 2, 2]), strategy=FILL, quantum_size=D(1))
+    pool = m._pools[S]
+    assert isinstance(pool, ScannedPool)
+    near = m.allocate({S: D(3)}, affinity_hint=AffinityHint(AffinityPolicy.INTERLEAVED, {1}))
+    assert near == {S: {"cuda1": D(2), "cuda3": D(1)}}  # odd devices are on node 1
+    consistent(pool)
+    m.set_unavailable(frozenset({DeviceId("cuda0")}))
+    assert m.allocate({S: D(1)}) == {S: {"cuda2": D(1)}}  # cuda0 is hidden, cuda2 most free
+    with pytest.raises(InsufficientResource, match="unavailable, unhealthy or cordoned: cuda0"):
+        m.allocate({S: D(3)})
+    consistent(pool)
+    m.set_unavailable(frozenset())
+    assert m.allocate({S: D(3)}) == {S: {"cuda0": D(2), "cuda2": D(1)}}
+    m.free(near)
+    assert m.allocatable() == {S: D(4)}
+    consistent(pool)

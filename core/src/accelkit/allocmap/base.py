@@ -71,11 +71,14 @@ class AbstractAllocMap(MapOperations):
             if dev in mask:
                 ids.append(dev)
         self._pools: dict[SlotName, SlotPool] = {}
+        # FILL maps of one slot find the most free of a few devices by scanning (the closures
+        # of maps of several slots work on buckets)
+        scan = len(members) == 1 and self._fills_most_free()
         for name, ids in members.items():
             infos = [self._all_slots[d] for d in ids]
             caps = [self._capacity_units(types[name], i.amount) for i in infos]
             nodes = [i.numa_node for i in infos]
-            self._pools[name] = new_pool(name, types[name], ids, caps, nodes)
+            self._pools[name] = new_pool(name, types[name], ids, caps, nodes, scan=scan)
         caches: dict[str, tuple[dict[Decimal, int], dict[int, Decimal]]] = {}
         for pool in self._pools.values():
             pool.units_of, pool.amount_of = caches.setdefault(self._conversion_kind(pool), ({}, {}))

@@ -13,15 +13,17 @@ The special cases kept inside the closures, and the benchmark rows they buy
 (``tests/benchmarks``):
 
 - a one-device pool (a ``mem`` root) needs no placement: W4, all four rows;
+- a FILL map of one slot over a few devices keeps no buckets and has closures of its own
+  (:mod:`accelkit.allocmap.fillscan`): W3 FILL;
 - a map of one slot over several devices knows its pool, finds the slot with one lookup and
-  holds the pool's indexes in cells: W1-W3, all rows;
-- a grant on one device keeps the caller's own Decimal and updates one bucket inline: W3 (most
-  requests fit one device), W1/W2 single-core and single-GPU requests;
+  holds the pool's indexes in cells: W1, W2 and W3 EVENLY;
+- a grant on one device keeps the caller's own Decimal and updates one bucket inline: W3 EVENLY
+  (most requests fit one device), W1/W2 single-core and single-GPU requests;
 - FILL (discrete, and fraction with fragmentation allowed) places a request without a hint
   itself: the most free device, or the most free devices in turn, placed and committed in one
-  pass (:func:`_take_most_free`): W3 FILL's split requests, the W1/W2 FILL rows;
-- freeing several devices of one slot validates in the same frame: W3's split grants and every
-  W1/W2 multi-device grant.
+  pass (:func:`_take_most_free`): the W1/W2 FILL rows;
+- freeing several devices of one slot validates in the same frame: W3 EVENLY's split grants and
+  every W1/W2 multi-device grant.
 
 Unavailable devices (``set_unavailable``) add no check here: placement never sees their free
 units (:meth:`~accelkit.allocmap.pool.SlotPool.fence`), a free on one of them fails the ``gate``
@@ -34,10 +36,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 
+from accelkit.allocmap import fillscan
 from accelkit.allocmap.affinity import AffinityHint
 from accelkit.allocmap.operations import MapOperations
 from accelkit.allocmap.placement import Grants
-from accelkit.allocmap.pool import SlotPool
+from accelkit.allocmap.pool import ScannedPool, SlotPool
 from accelkit.errors import InsufficientResource
 from accelkit.types import DeviceAllocation, DeviceId, SlotName
 
@@ -57,6 +60,8 @@ def install(m: MapOperations, quick_place: QuickPlace) -> None:
     pools = list(m._pools.values())
     if len(pools) == 1 and pools[0].simple:
         _install_one_device(m, pools[0])
+    elif len(pools) == 1 and isinstance(pools[0], ScannedPool):
+        fillscan.install(m, pools[0])
     elif len(pools) == 1 and pools[0].quick:
         _install_one_pool(m, pools[0], quick_place)
     else:
@@ -138,7 +143,7 @@ def _install_one_device(m: MapOperations, pool: SlotPool) -> None:
 
 
 def _install_one_pool(m: MapOperations, pool: SlotPool, quick_place: QuickPlace) -> None:
-    """W1-W3: a map of one slot over several devices.
+    """W1, W2, W3 EVENLY: a map of one slot over several devices.
 
     The general closures, except that allocate knows its pool: the slot is found with one
     lookup and the pool's indexes are held in cells (a free gains nothing measurable so).
@@ -307,7 +312,7 @@ def _general_allocate(
                                         }
                                     }
                                 ((i, _),) = grants
-                            # W3, and W1/W2 requests of one unit: one device, one bucket move.
+                            # W3 EVENLY, W1/W2 requests of one unit: one bucket move.
                             free, bit = pool.free, pool.bits[i]
                             old = free[i]
                             free[i] = new = old - units
@@ -333,7 +338,7 @@ def _take_most_free(
 ) -> dict[DeviceId, Decimal]:
     """Allocate ``units`` from the most free devices in turn (FILL's split) and return the grant.
 
-    W3 FILL's split requests, W1/W2 FILL's multi-device ones: :func:`~accelkit.allocmap.
+    W1/W2 FILL's multi-device requests: :func:`~accelkit.allocmap.
     placement.fill` and :meth:`~accelkit.allocmap.pool.SlotPool.shift` in one pass. Devices
     given all they have leave the buckets whole; the caller holds the lock and has checked
     that the pool has ``units`` free.
@@ -380,7 +385,7 @@ def _general_free(
             if pool is not None:
                 try:
                     if len(per_device) == 1:
-                        # W3 and W1/W2 grants of one device: one bucket move, inline.
+                        # W3 EVENLY, W1/W2 grants of one device: one bucket move, inline.
                         (dev,) = per_device
                         raw = per_device[dev]
                         units = pool.units_of.get(raw) if raw.__class__ is Decimal else None
@@ -422,7 +427,7 @@ def _free_several(
 ) -> bool:
     """Free a grant on several devices of ``pool`` if it is plainly valid; say whether it was.
 
-    W1-W3 grants split over devices. Anything unusual is left to the general path.
+    W1/W2 and W3 EVENLY grants split over devices. Anything unusual is left to the general path.
     """
     index, units_of, gate, free = pool.index, pool.units_of, pool.gate, pool.free
     grants: Grants = []

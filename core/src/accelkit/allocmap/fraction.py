@@ -151,7 +151,7 @@ class FractionAllocMap(AbstractAllocMap):
                 bits = buckets[most]
                 return [((bits & -bits).bit_length() - 1, units)]
             if self._allow_fragmentation:
-                return fill(pool, pool.all_mask, units)  # W3 FILL's split requests
+                return fill(pool, pool.all_mask, units)
         else:
             fit = best_fit(pool, pool.all_mask, units)
             if fit >= 0:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -49,6 +50,14 @@ def test_the_body_carries_image_command_labels_and_the_rendered_config() -> None
     assert body["HostConfig"]["Memory"] == body["HostConfig"]["MemorySwap"] == 1024
     assert body["HostConfig"]["CpusetCpus"] == "0-1"
     assert "Cmd" not in plan_create(spec(config), OLD).body  # the image's own command
+
+
+def test_the_booking_ledger_s_identity_is_a_label_where_it_is_known() -> None:
+    labelled = attrs.evolve(spec(WorkloadConfig(), "true"), ledger_id="0123abcd")
+    assert plan_create(labelled, OLD).body["Labels"]["io.accelkit.ledger"] == "0123abcd"
+    assert (
+        "io.accelkit.ledger" not in plan_create(spec(WorkloadConfig(), "true"), OLD).body["Labels"]
+    )
 
 
 def test_no_image_is_refused() -> None:

@@ -24,6 +24,7 @@ async def _status(config_path: Path | None) -> tuple[list[dict[str, Any]], list[
 
     async with Node.open(read_config(config_path)) as node:
         echo_warnings(node.host.loader.warnings)
+        opened = node.last_report.messages()  # what opening found: orphans removed, say
         found = await node.status()
         notes = read_notes(node.bookkeeper.ledger)
         health = node.health.snapshot()
@@ -32,7 +33,7 @@ async def _status(config_path: Path | None) -> tuple[list[dict[str, Any]], list[
             f"{plugin}/{device}: {cordon.reason or '(no reason given)'}"
             for (plugin, device), cordon in sorted(node.health.cordons().items())
         ]
-        return rows, cordons, node.last_report.messages()
+        return rows, cordons, list(dict.fromkeys([*opened, *node.last_report.messages()]))
 
 
 def _row(status: WorkloadStatus, health: Health, notes: list[Any]) -> dict[str, Any]:
@@ -81,8 +82,9 @@ def status(config_path: Path | None, as_json: bool) -> None:
     unfinished teardowns, the health of their devices and what happened to it; then the
     cordoned devices.
 
-    Opening the node reconciles the ledger first: dead workloads are torn down and freed, and
-    what that found is printed on stderr.
+    Opening the node reconciles the ledger first: dead workloads are torn down and freed,
+    containers of this ledger that no record names are removed, and what that found is
+    printed on stderr.
     """
     found, cordons, findings = asyncio.run(_status(config_path))
     for line in findings:

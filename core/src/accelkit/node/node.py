@@ -15,21 +15,26 @@ from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from types import TracebackType
 
+import attrs
+
 from accelkit.allocmap import AffinityPolicy
 from accelkit.config.model import HostConfig
 from accelkit.discovery import PluginLoader
+from accelkit.errors import ConfigError
 from accelkit.host import AgentView, PartitionHost
 from accelkit.node.health_board import HealthBoard
 from accelkit.node.health_cordons import CordonFile
 from accelkit.node.health_keeper import HealthKeeper
 from accelkit.node.rediscovery import Rediscoverer, RediscoveryReport
 from accelkit.runtime.base import Runtime, WorkloadHandle
+from accelkit.runtime.docker import DockerRuntime
 from accelkit.runtime.registry import default_runtimes
 from accelkit.types import AgentId, DeviceId, DeviceName, SlotName, Workload
 from accelkit.workload.bookkeeper import Bookkeeper
 from accelkit.workload.ledger import Ledger
 from accelkit.workload.lifecycle import PhaseListener, WorkloadLifecycle
 from accelkit.workload.liveness import ProcessStamp
+from accelkit.workload.orphans import SweepReport, note_container_engine, sweep_orphans
 from accelkit.workload.reconcile import ReconcileReport, RecordKey
 from accelkit.workload.record import LedgerRecord
 from accelkit.workload.status import ReleaseReport, WorkloadStatus
@@ -108,6 +113,7 @@ class Node:
                 call_timeout=self.config.plugins.call_timeout,
             )
             report = await self._bookkeeper.reconcile()
+            report = await self._swept(report)
             await self._start_health()
         except BaseException:
             await self.close()
@@ -192,8 +198,68 @@ class Node:
         self.bookkeeper.set_leader(key, stamp)
 
     async def status(self) -> list[WorkloadStatus]:
-        """Every workload of the ledger, after a full reconciliation (dead ones finished)."""
-        return await self.bookkeeper.status()
+        """Every workload of the ledger, after a full reconciliation (dead ones finished, orphan
+        containers removed)."""
+        found = await self.bookkeeper.status()
+        await self._swept(self.bookkeeper.last_report)
+        return found
+
+    # -- orphan containers (accelkit.workload.orphans) ---------------------------------------
+
+    def _docker(self) -> DockerRuntime | None:
+        """A docker runtime of the node: the sweep asks the engines the ledger noted through it."""
+        return next((r for r in self.runtimes.values() if isinstance(r, DockerRuntime)), None)
+
+    def ledger_id_for(self, runtime: Runtime) -> str:
+        """The ledger's identity, for the labels of what ``runtime`` is about to create.
+
+        For the docker runtime its engine is noted in the ledger first, so that the orphan
+        sweep knows to look there (a ledger that never ran a container asks no engine).
+        """
+        ledger = self.bookkeeper.ledger
+        if isinstance(runtime, DockerRuntime):
+            note_container_engine(ledger, runtime.url)
+        return ledger.ledger_id
+
+    async def sweep_orphans(
+        self, *, grace: float | None = None, min_age: float | None = None
+    ) -> SweepReport:
+        """Stop and remove the containers labelled with this ledger's identity that no record
+        names, on every engine this ledger's containers were made on.
+
+        Part of every full reconciliation of the node (on open, for :meth:`status`); see
+        :func:`accelkit.workload.orphans.sweep_orphans` for ``grace`` and ``min_age``. An
+        engine that cannot be reached is a problem in the report, never an error.
+        """
+        docker = self._docker()
+        if docker is None:
+            return SweepReport()
+        return await sweep_orphans(self.bookkeeper.ledger, docker, grace=grace, min_age=min_age)
+
+    async def _swept(self, report: ReconcileReport) -> ReconcileReport:
+        """``report`` with what the orphan sweep did; it becomes :attr:`last_report`.
+
+        The sweep never stops the node: a failure of its own is one more problem reported.
+        """
+        try:
+            swept = await self.sweep_orphans()
+        except ConfigError:
+            raise  # the ledger itself cannot be used: reconciling would have failed too
+        except Exception as exc:
+            log.warning("the orphan container sweep failed", exc_info=True)
+            swept = SweepReport(
+                problems=(f"the orphan container sweep failed: {type(exc).__name__}: {exc}",)
+            )
+        if swept.removed or swept.problems:
+            report = attrs.evolve(
+                report,
+                orphans=(*report.orphans, *swept.removed),
+                problems=(*report.problems, *swept.problems),
+            )
+            self.bookkeeper.last_report = report
+        for name in swept.too_young:
+            log.info("container %s has no ledger record yet; it is too young to be swept", name)
+        return report
 
     async def release(
         self,

@@ -77,7 +77,9 @@ class LaunchSpec:
     renders it its own way. ``node_device_nodes`` are the accelerator device nodes of the whole
     node: a runtime that can deny device access denies those not among the config's DEVICE
     mounts. ``memory_limit_required`` is false when the operator accepted a run without one
-    (``--no-memory-limit``).
+    (``--no-memory-limit``). ``ledger_id`` is the identity of the ledger that booked the
+    workload (:attr:`accelkit.workload.Ledger.ledger_id`): a runtime that labels what it makes
+    labels it with that, so that what no record names can be found again.
     """
 
     agent_id: AgentId
@@ -89,6 +91,7 @@ class LaunchSpec:
     image: str | None = None
     node_device_nodes: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
     memory_limit_required: bool = True
+    ledger_id: str = ""
 
 
 class Runtime(abc.ABC):

@@ -3,8 +3,10 @@
 It drives dockerd and podman's Docker-compatible service alike, through ``aiodocker``. The
 container is created with the rendered body (fitted to the engine, see
 :mod:`accelkit.runtime.docker_body`) and the labels ``io.accelkit.agent``,
-``io.accelkit.workload`` and ``io.accelkit.ledger-key``, so that any later process finds it by
-id (:meth:`DockerRuntime.is_alive`) or by label (:meth:`DockerRuntime.containers`).
+``io.accelkit.workload``, ``io.accelkit.ledger-key`` and ``io.accelkit.ledger`` (the booking
+ledger's identity), so that any later process finds it by id (:meth:`DockerRuntime.is_alive`)
+or by label (:meth:`DockerRuntime.containers`), also when no record names it any more
+(:mod:`accelkit.workload.orphans`).
 
 The engine client (aiohttp) takes a tenth of a second to import, paid by every ``accelkit``
 command that builds the runtimes; it is imported on the first call that needs the engine.
@@ -47,7 +49,11 @@ class DockerRuntime(Runtime):
 
     def _engine(self, handle: WorkloadHandle | None = None) -> ContainerOps:
         """The engine of ``handle`` (where its container was made), else this runtime's."""
-        url = (handle.details.get("engine") if handle is not None else None) or self.url
+        return self._engine_at(handle.details.get("engine") if handle is not None else None)
+
+    def _engine_at(self, url: str | None) -> ContainerOps:
+        """The engine at ``url``, else this runtime's."""
+        url = url or self.url
         if (ops := self._ops.get(url)) is None:
             from accelkit.runtime.docker_ops import ContainerOps  # imported on first use
 
@@ -103,9 +109,26 @@ class DockerRuntime(Runtime):
         say (a live container must not be taken for a dead one)."""
         return await self._engine(handle).adopt(handle)
 
-    async def containers(self, agent_id: AgentId | None = None) -> list[ContainerRecord]:
-        """The containers accelkit made on this engine (of one agent, or all), in any state."""
-        return await self._engine().containers(agent_id)
+    async def containers(
+        self,
+        agent_id: AgentId | None = None,
+        *,
+        ledger_id: str | None = None,
+        engine: str | None = None,
+    ) -> list[ContainerRecord]:
+        """The containers accelkit made on this engine, or on the one at ``engine`` (of one
+        agent, or all; labelled with one ledger's identity, or any), in any state."""
+        return await self._engine_at(engine).containers(agent_id, ledger_id=ledger_id)
+
+    async def engine_clock(self, engine: str | None = None) -> float:
+        """The engine's time now, in epoch seconds (``ContainerRecord.created`` is on it)."""
+        return await self._engine_at(engine).clock()
+
+    async def remove_container(self, container: ContainerRecord, grace: float) -> bool:
+        """Stop (SIGTERM, SIGKILL after ``grace`` seconds) and remove a listed container;
+        ``False`` when it was gone already."""
+        handle = container.handle()
+        return await self._engine(handle).stop(handle, grace)
 
     def describe(self, handle: WorkloadHandle) -> list[str]:
         """The container, its image and the engine."""

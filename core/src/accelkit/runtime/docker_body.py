@@ -19,6 +19,7 @@ from accelkit.runtime.base import LaunchSpec
 from accelkit.runtime.docker_names import (
     DEFAULT_DOCKER_HOST,
     LABEL_AGENT,
+    LABEL_LEDGER,
     LABEL_LEDGER_KEY,
     LABEL_WORKLOAD,
     container_name,
@@ -35,6 +36,7 @@ from accelkit.workload.render.docker import (
 __all__ = [
     "DEFAULT_DOCKER_HOST",
     "LABEL_AGENT",
+    "LABEL_LEDGER",
     "LABEL_LEDGER_KEY",
     "LABEL_WORKLOAD",
     "CreatePlan",
@@ -85,11 +87,14 @@ class CreatePlan:
 
 
 def _labels(spec: LaunchSpec) -> dict[str, str]:
-    return {
+    labels = {
         LABEL_AGENT: spec.agent_id,
         LABEL_WORKLOAD: spec.workload.id,
         LABEL_LEDGER_KEY: spec.ledger_key,
     }
+    if spec.ledger_id:  # a container without it is never taken for an orphan
+        labels[LABEL_LEDGER] = spec.ledger_id
+    return labels
 
 
 def _check_devices(spec: LaunchSpec, facts: EngineFacts) -> None:

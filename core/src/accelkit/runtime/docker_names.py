@@ -16,6 +16,7 @@ from accelkit.types import AgentId
 __all__ = [
     "DEFAULT_DOCKER_HOST",
     "LABEL_AGENT",
+    "LABEL_LEDGER",
     "LABEL_LEDGER_KEY",
     "LABEL_WORKLOAD",
     "container_name",
@@ -28,6 +29,8 @@ DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 LABEL_AGENT = "io.accelkit.agent"
 LABEL_WORKLOAD = "io.accelkit.workload"
 LABEL_LEDGER_KEY = "io.accelkit.ledger-key"
+#: the identity of the ledger that books the container (the orphan sweep lists by it)
+LABEL_LEDGER = "io.accelkit.ledger"
 
 #: what the engine accepts as a name after the ``accelkit-`` prefix: ``[a-zA-Z0-9][a-zA-Z0-9_.-]+``
 _NOT_NAME = re.compile(r"[^a-zA-Z0-9_.-]+")

@@ -7,9 +7,11 @@ made on first use; every engine failure leaves here as an accelkit error.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import logging
 import math
+import re
 import signal as signals
 import time
 from typing import Any
@@ -20,6 +22,7 @@ from accelkit.errors import WorkloadError
 from accelkit.runtime.base import LaunchSpec, RuntimeUnavailable, WorkloadHandle
 from accelkit.runtime.docker_body import (
     LABEL_AGENT,
+    LABEL_LEDGER,
     LABEL_LEDGER_KEY,
     LABEL_WORKLOAD,
     plan_create,
@@ -43,6 +46,8 @@ _DRAIN_S = 5.0
 #: how long a removal that the engine already started may take
 _REMOVAL_S = 30.0
 _NOT_FOUND, _CONFLICT = 404, 409
+#: the engine's ``SystemTime``: RFC 3339, up to nanoseconds
+_SYSTEM_TIME = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$")
 
 
 def container_label(handle: WorkloadHandle) -> str:
@@ -53,6 +58,19 @@ def container_label(handle: WorkloadHandle) -> str:
 
 def _oom_note(label: str) -> str:
     return f"container {label} was killed by the kernel's OOM killer: it reached its memory limit"
+
+
+def _epoch(system_time: object) -> float | None:
+    """The engine's ``SystemTime`` in epoch seconds; ``None`` when it is not one."""
+    found = _SYSTEM_TIME.match(str(system_time))
+    if found is None:
+        return None
+    whole, fraction, zone = found.groups()
+    try:
+        stamp = dt.datetime.fromisoformat(whole + ("+00:00" if zone == "Z" else zone))
+    except ValueError:  # a 13th month, say
+        return None
+    return stamp.timestamp() + float(fraction or 0)
 
 
 def _signal_name(signum: int) -> str:
@@ -169,18 +187,22 @@ class ContainerOps:
                 if exc.status not in (_NOT_FOUND, _CONFLICT):  # gone, or not running
                     raise
 
-    async def stop(self, handle: WorkloadHandle, grace: float) -> None:
-        """The engine's stop (SIGTERM, SIGKILL after ``grace`` seconds), then removal."""
+    async def stop(self, handle: WorkloadHandle, grace: float) -> bool:
+        """The engine's stop (SIGTERM, SIGKILL after ``grace`` seconds), then removal;
+        ``False`` when there was no such container."""
         container = await self._container(handle.ident)
+        found = True
         with self._engine.errors(f"stopping container {self._label(handle)}"):
             try:
                 await container.stop(t=max(0, math.ceil(grace)))
             except aiodocker.DockerError as exc:
                 if exc.status != _NOT_FOUND:
                     raise
+                found = False
         if pump := self._pumps.pop(handle.ident, None):
             await pump.cancel()
         await self._remove(handle.ident, self._label(handle))
+        return found
 
     async def discard(self, workload: Workload, handle: WorkloadHandle | None) -> None:
         """Remove the container (by its name when creation was not recorded)."""
@@ -240,28 +262,46 @@ class ContainerOps:
             raise RuntimeUnavailable(msg)
         return alive
 
-    async def containers(self, agent_id: AgentId | None = None) -> list[ContainerRecord]:
-        """The containers accelkit made on this engine (of one agent, or all), any state."""
-        label = LABEL_AGENT if agent_id is None else f"{LABEL_AGENT}={agent_id}"
+    async def containers(
+        self, agent_id: AgentId | None = None, *, ledger_id: str | None = None
+    ) -> list[ContainerRecord]:
+        """The containers accelkit made on this engine (of one agent, or all; of one ledger,
+        or any), in any state."""
+        labels = [LABEL_AGENT if agent_id is None else f"{LABEL_AGENT}={agent_id}"]
+        if ledger_id is not None:
+            labels.append(f"{LABEL_LEDGER}={ledger_id}")  # the engine wants every label given
         client = await self._engine.client()
         with self._engine.errors("listing accelkit's containers"):
-            listed = await client.containers.list(all=True, filters=json.dumps({"label": [label]}))
+            listed = await client.containers.list(all=True, filters=json.dumps({"label": labels}))
         records = []
         for item in listed:
-            labels: dict[str, str] = item["Labels"] or {}
+            labels_of: dict[str, str] = item["Labels"] or {}
             names: list[str] = item["Names"] or [item.id]
+            created = item["Created"] if "Created" in item else None  # noqa: SIM401 - no get()
             records.append(
                 ContainerRecord(
                     id=item.id,
                     name=names[0].lstrip("/"),
-                    agent_id=labels.get(LABEL_AGENT, ""),
-                    workload_id=labels.get(LABEL_WORKLOAD, ""),
-                    ledger_key=labels.get(LABEL_LEDGER_KEY, ""),
+                    agent_id=labels_of.get(LABEL_AGENT, ""),
+                    workload_id=labels_of.get(LABEL_WORKLOAD, ""),
+                    ledger_key=labels_of.get(LABEL_LEDGER_KEY, ""),
                     state=str(item["State"]).lower(),
                     engine=self.url,
+                    ledger_id=labels_of.get(LABEL_LEDGER, ""),
+                    created=float(created or 0),
                 )
             )
         return records
+
+    async def clock(self) -> float:
+        """The engine's time now (epoch seconds): containers' ages are measured with it, so
+        that a remote engine's clock being off never makes a new container look old. Our own
+        clock when the engine does not say."""
+        client = await self._engine.client()
+        with self._engine.errors("asking its time"):
+            info = await client.system.info()
+        engine_time = _epoch(info.get("SystemTime"))
+        return time.time() if engine_time is None else engine_time
 
     def _label(self, handle: WorkloadHandle) -> str:
         return container_label(handle)

@@ -58,6 +58,10 @@ class ContainerRecord:
     ledger_key: str
     state: str
     engine: str
+    #: the ``io.accelkit.ledger`` label ("" on containers made before it existed)
+    ledger_id: str = ""
+    #: when the engine created it (epoch seconds, the engine's clock; 0 when it did not say)
+    created: float = 0.0
 
     @property
     def alive(self) -> bool:

@@ -23,6 +23,10 @@ Conventions:
   without harm, since no workload survives one and reconciliation redoes what is missing (a
   hook's *result*, never its intent; a release). The WAL is a sequence, so the next durable
   commit makes every earlier one durable too, and a power loss keeps a prefix of the commits;
+* the ledger's identity (``identity`` table, :attr:`Ledger.ledger_id`) is 32 random hex digits
+  made when the database is created (or first opened by a version that knows it) and never
+  changed: the docker runtime labels every container with it, so that the orphan sweep
+  (:mod:`accelkit.workload.orphans`) tells this ledger's containers from another's;
 * a row that cannot be read as a record (not JSON, wrong format, over :data:`MAX_RECORD_BYTES`,
   nested deeper than :data:`MAX_RECORD_DEPTH`) is moved to ``set_aside`` and reported, never
   raised and never parsed into a crash;
@@ -89,6 +93,8 @@ CREATE INDEX IF NOT EXISTS holdings_by_device ON holdings (plugin, device);
 CREATE INDEX IF NOT EXISTS holdings_by_record ON holdings (agent, workload);
 CREATE TABLE IF NOT EXISTS set_aside (
     agent TEXT, workload TEXT, body BLOB, reason TEXT NOT NULL, at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS identity (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT OR IGNORE INTO identity VALUES ('ledger-id', lower(hex(randomblob(16))));
 """
 
 RecordKey = tuple[AgentId, str]
@@ -228,6 +234,7 @@ class Ledger:
         self.source = source
         self._db: sqlite3.Connection | None = None
         self._depth = 0
+        self._ledger_id: str | None = None
 
     def __repr__(self) -> str:
         return f"Ledger({str(self.path)!r})"
@@ -367,6 +374,14 @@ class Ledger:
             raise self._error(msg, exc) from exc
 
     # -- reading -----------------------------------------------------------------------------
+
+    @property
+    def ledger_id(self) -> str:
+        """The ledger's identity: random, made once with the database, kept in it."""
+        if self._ledger_id is None:
+            row = self._execute("SELECT value FROM identity WHERE name = 'ledger-id'").fetchone()
+            self._ledger_id = str(row[0])
+        return self._ledger_id
 
     @property
     def seq(self) -> int:

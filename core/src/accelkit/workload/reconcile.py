@@ -59,6 +59,7 @@ from accelkit.types import (
 )
 from accelkit.workload.ledger import Ledger, LedgerScan, SetAside
 from accelkit.workload.lifecycle import EventSink, WorkloadLifecycle
+from accelkit.workload.orphans import OrphanContainer
 from accelkit.workload.record import LedgerRecord
 
 if TYPE_CHECKING:
@@ -132,11 +133,13 @@ class ReconcileReport:
     double_booked: tuple[DoubleBooking, ...] = ()
     set_aside: tuple[SetAside, ...] = ()
     problems: tuple[str, ...] = ()
+    #: containers of this ledger that no record named, removed (:mod:`accelkit.workload.orphans`)
+    orphans: tuple[OrphanContainer, ...] = ()
 
     @property
     def clean(self) -> bool:
         """Nothing for an operator to look at."""
-        return not (self.double_booked or self.set_aside or self.problems)
+        return not (self.double_booked or self.set_aside or self.problems or self.orphans)
 
     def messages(self) -> list[str]:
         """One line per finding, for logs and the command line."""
@@ -162,6 +165,7 @@ class ReconcileReport:
             for s in self.set_aside
         ]
         lines += [f"ledger: {p}" for p in self.problems]
+        lines += [o.message() for o in self.orphans]
         return lines
 
 

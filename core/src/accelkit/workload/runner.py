@@ -328,6 +328,7 @@ class _Run:
             image=self.options.image,
             node_device_nodes=denied,  # type: ignore[arg-type]
             memory_limit_required=not self.options.no_memory_limit,
+            ledger_id=self.node.ledger_id_for(self.runtime),
         )
         handle = await self.runtime.create(spec)
         self.node.record_handle(record.key, handle)

@@ -14,7 +14,12 @@ import pytest
 
 from accelkit.allocmap import AbstractAllocMap, DiscretePropertyAllocMap
 from accelkit.errors import InsufficientResource, PluginUnavailable
-from accelkit.plugin import AbstractComputePlugin, AbstractLifecycleHook, MaskedAgentContext
+from accelkit.plugin import (
+    AbstractComputePlugin,
+    AbstractLifecycleHook,
+    MaskedAgentContext,
+    PluginRole,
+)
 from accelkit.testing import AgentSetup, PluginConformance
 from accelkit.testing.agent_setup import copier, start_plugin
 from accelkit.types import (
@@ -87,6 +92,7 @@ def test_a_sound_plugin_passes_every_check(name):
 def test_the_suite_checks_every_rule_the_design_names():
     assert {
         "test_key_is_a_plain_name",
+        "test_role_is_declared_and_fits_the_slots",
         "test_configurable_slots_are_prefixed_by_the_key",
         "test_every_device_slot_is_a_configurable_slot",
         "test_context_lists_only_its_devices",
@@ -174,6 +180,61 @@ class BadNodeInfo(GoodPlugin):
         return {"driver": "1.0"}
 
 
+class BareSlotPlugin(GoodPlugin):
+    """A plugin offering one bare slot (``cpu`` or ``mem``) instead of ``npu.device``."""
+
+    bare: ClassVar[str] = "cpu"
+    bare_type: ClassVar[SlotType] = SlotType.COUNT
+
+    async def list_devices(self) -> Sequence[ComputeDevice]:
+        return [ComputeDevice(self.key, f"{i}", f"x:{i}", 0, 1024, 1) for i in range(self.count)]
+
+    def configurable_slots(self) -> Sequence[SlotSpec]:
+        return [SlotSpec(self.bare, self.bare_type)]
+
+    def device_slots(self, devices: Iterable[ComputeDevice]) -> Mapping[DeviceId, DeviceSlotInfo]:
+        return {d.device_id: DeviceSlotInfo(self.bare_type, self.bare, 1) for d in devices}
+
+
+class CoresPlugin(BareSlotPlugin):
+    key = DeviceName("vcpu")
+    role = PluginRole.CORES
+
+
+class MemoryPlugin(BareSlotPlugin):
+    key = DeviceName("ram")
+    role = PluginRole.MEMORY
+    bare = "mem"
+    bare_type = SlotType.BYTES
+    shared_by_amount = True
+
+
+class RoleAsText(GoodPlugin):
+    role = "accelerator"  # type: ignore[assignment]
+
+
+class CoresWithoutCpuSlot(GoodPlugin):
+    role = PluginRole.CORES
+
+
+class CoresCountedInBytes(CoresPlugin):
+    bare_type = SlotType.BYTES
+
+
+class MemoryByDevice(MemoryPlugin):
+    shared_by_amount = False
+
+
+class AcceleratorWithCpuSlot(BareSlotPlugin):
+    key = DeviceName("cpu")  # the key alone no longer makes a plugin the cores plugin
+
+
+@pytest.mark.parametrize("plugin_class", [CoresPlugin, MemoryPlugin])
+@pytest.mark.parametrize("name", CHECKS)
+def test_sound_cores_and_memory_plugins_pass_every_check(plugin_class, name):
+    run_check(name, plugin_class())
+
+
 class CleanupOnce(GoodPlugin):
     async def cleanup(self) -> None:
         if getattr(self, "closed", False):
@@ -199,6 +260,15 @@ class CleanupOnce(GoodPlugin):
         (EverySlotAlways, "test_device_slots_cover_only_the_devices_asked_for", "exactly"),
         (BadNodeInfo, "test_node_info_is_a_node_info", "must return a NodeInfo, not dict"),
         (CleanupOnce, "test_cleanup_is_idempotent", "safe to call twice; the second call"),
+        (RoleAsText, "test_role_is_declared_and_fits_the_slots", "'accelerator', not a PluginRole"),
+        (CoresWithoutCpuSlot, "test_role_is_declared_and_fits_the_slots", "no slot 'cpu'"),
+        (CoresCountedInBytes, "test_role_is_declared_and_fits_the_slots", "is bytes, not count"),
+        (MemoryByDevice, "test_role_is_declared_and_fits_the_slots", "shared_by_amount = True"),
+        (
+            AcceleratorWithCpuSlot,
+            "test_configurable_slots_are_prefixed_by_the_key",
+            "only the plugin with role PluginRole.CORES offers the bare 'cpu'",
+        ),
     ],
 )
 def test_a_broken_plugin_fails_with_a_sentence(plugin_class, check, sentence):

@@ -14,8 +14,8 @@ from accelkit import hookimpl
 from accelkit.discovery import PluginLoader, make_plugin_manager
 from accelkit.errors import PluginLoadError, PluginUnavailable
 from accelkit.events import WorkloadEvent, WorkloadPhase
-from accelkit.plugin import AbstractComputePlugin, AbstractLifecycleHook
-from accelkit.registry import PluginStatus, slot_is_prefixed
+from accelkit.plugin import AbstractComputePlugin, AbstractLifecycleHook, PluginRole
+from accelkit.registry import PluginStatus, slot_belongs
 from accelkit.selection import PluginSelection
 from accelkit.types import (
     AgentId,
@@ -339,13 +339,19 @@ def test_workload_observers_are_isolated_from_each_other():
 
 
 def test_slot_prefix_rule():
-    assert slot_is_prefixed("cpu", "cpu")
-    assert slot_is_prefixed("cuda", "cuda.device")
-    assert slot_is_prefixed("cuda", "cuda.mig-1g.10gb")
-    assert not slot_is_prefixed("cuda", "cuda.")
-    assert not slot_is_prefixed("cuda", "cpu")
-    assert not slot_is_prefixed("gpu", "cuda.device")
-    assert not slot_is_prefixed("cpux", "cpu")
+    cores, memory, accelerator = PluginRole.CORES, PluginRole.MEMORY, PluginRole.ACCELERATOR
+    assert slot_belongs("cpu", cores, "cpu")
+    assert slot_belongs("vcpu", cores, "cpu")  # the role offers the bare slot, not the key
+    assert slot_belongs("ram", memory, "mem")
+    assert slot_belongs("cuda", accelerator, "cuda.device")
+    assert slot_belongs("cuda", accelerator, "cuda.mig-1g.10gb")
+    assert slot_belongs("vcpu", cores, "vcpu.smt")
+    assert not slot_belongs("cuda", accelerator, "cuda.")
+    assert not slot_belongs("cuda", accelerator, "cpu")
+    assert not slot_belongs("cpu", accelerator, "cpu")
+    assert not slot_belongs("cpu", cores, "mem")
+    assert not slot_belongs("gpu", accelerator, "cuda.device")
+    assert not slot_belongs("cpux", accelerator, "cpu")
 
 
 def test_record_json_shape():

@@ -20,7 +20,12 @@ from accelkit.errors import (
     PluginLoadError,
 )
 from accelkit.host import PartitionHost, allocation_order, plugin_key_of
-from accelkit.plugin import AbstractAgentContext, AbstractComputePlugin, MaskedAgentContext
+from accelkit.plugin import (
+    AbstractAgentContext,
+    AbstractComputePlugin,
+    MaskedAgentContext,
+    PluginRole,
+)
 from accelkit.selection import PluginSelection
 from accelkit.types import AgentId, ComputeDevice, DeviceId, DeviceName, DeviceSlotInfo
 
@@ -80,16 +85,36 @@ def allocated(host):
 # -- slot routing and order -----------------------------------------------------------------
 
 
+SHIPPED_ROLES = {"cpu": PluginRole.CORES, "mem": PluginRole.MEMORY, "cuda": PluginRole.ACCELERATOR}
+
+
 def test_slots_route_to_their_plugin():
-    assert plugin_key_of("cpu") == "cpu"
-    assert plugin_key_of("mem") == "mem"
-    assert plugin_key_of("cuda.device") == "cuda"
-    assert plugin_key_of("cuda.mig-1g.10gb") == "cuda"
+    assert plugin_key_of("cpu", SHIPPED_ROLES) == "cpu"
+    assert plugin_key_of("mem", SHIPPED_ROLES) == "mem"
+    assert plugin_key_of("cuda.device", SHIPPED_ROLES) == "cuda"
+    assert plugin_key_of("cuda.mig-1g.10gb", SHIPPED_ROLES) == "cuda"
 
 
-def test_allocation_order_is_accelerators_then_cpu_then_mem():
-    keys = ["mem", "cpu", "rocm", "npu10", "cuda", "npu2"]
-    assert allocation_order(keys) == ["cuda", "npu2", "npu10", "rocm", "cpu", "mem"]
+def test_bare_slots_route_to_the_plugin_of_their_role_whatever_its_key():
+    roles = {"vcpu": PluginRole.CORES, "ram": PluginRole.MEMORY, "cpu": PluginRole.ACCELERATOR}
+    assert plugin_key_of("cpu", roles) == "vcpu"
+    assert plugin_key_of("mem", roles) == "ram"
+    assert plugin_key_of("cpu.device", roles) == "cpu"
+    assert plugin_key_of("mem", {}) == "mem"  # nobody offers it: the caller says so
+
+
+def test_allocation_order_is_accelerators_then_cores_then_memory():
+    roles = {
+        "mem": PluginRole.MEMORY,
+        "cpu": PluginRole.CORES,
+        "rocm": PluginRole.ACCELERATOR,
+        "npu10": PluginRole.ACCELERATOR,
+        "cuda": PluginRole.ACCELERATOR,
+        "npu2": PluginRole.ACCELERATOR,
+    }
+    assert allocation_order(roles) == ["cuda", "npu2", "npu10", "rocm", "cpu", "mem"]
+    by_role = {"aaa": PluginRole.MEMORY, "bbb": PluginRole.CORES, "zzz": PluginRole.ACCELERATOR}
+    assert allocation_order(by_role) == ["zzz", "bbb", "aaa"]
 
 
 # -- opening and closing ----------------------------------------------------------------------

@@ -9,16 +9,22 @@ from hypothesis import strategies as st
 
 from accelkit.config import AgentConfig, AllocationMode, ResourceConfig
 from accelkit.partition import GlobalDeviceInfo, ResourcePartitioner
+from accelkit.plugin import PluginRole
 from accelkit.types import AgentId, ComputeDevice, DeviceId, DeviceName, DeviceSlotInfo
 
 CPU, CUDA = DeviceName("cpu"), DeviceName("cuda")
+
+
+def role_of(key: str) -> PluginRole:
+    """The roles the shipped cpu and mem plugins declare; every other key an accelerator."""
+    return {"cpu": PluginRole.CORES, "mem": PluginRole.MEMORY}.get(key, PluginRole.ACCELERATOR)
 
 
 def plugin(key: str, devices: list[tuple[str, str, int | None]]) -> GlobalDeviceInfo:
     """``devices`` as (id, slot, NUMA node)."""
     computed = [ComputeDevice(DeviceName(key), DeviceId(i), "t", n, 0, 1) for i, _, n in devices]
     slots = {DeviceId(i): DeviceSlotInfo("count", s, 1, n) for i, s, n in devices}
-    return GlobalDeviceInfo(DeviceName(key), computed, slots)
+    return GlobalDeviceInfo(DeviceName(key), computed, slots, role=role_of(key))
 
 
 def cores(per_node: list[int]) -> GlobalDeviceInfo:

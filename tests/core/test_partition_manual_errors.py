@@ -7,16 +7,24 @@ import pytest
 from accelkit.config import AgentConfig, AgentResources, AllocationMode, ResourceConfig
 from accelkit.errors import ConfigError, ConfigErrors
 from accelkit.partition import GlobalDeviceInfo, ResourcePartitioner
+from accelkit.plugin import PluginRole
 from accelkit.types import AgentId, ComputeDevice, DeviceId, DeviceName, DeviceSlotInfo
 
 G = 1024**3
+
+
+def role_of(key: str) -> PluginRole:
+    """The roles the shipped cpu and mem plugins declare; every other key an accelerator."""
+    return {"cpu": PluginRole.CORES, "mem": PluginRole.MEMORY}.get(key, PluginRole.ACCELERATOR)
 
 
 def info(key, ids, *, amount=1, by_amount=False, slot_type="count"):
     devices = [ComputeDevice(DeviceName(key), DeviceId(i), "t", None, 0, 1) for i in ids]
     slot = key if key in ("cpu", "mem") else f"{key}.device"
     slots = {DeviceId(i): DeviceSlotInfo(slot_type, slot, amount) for i in ids}
-    return GlobalDeviceInfo(DeviceName(key), devices, slots, shared_by_amount=by_amount)
+    return GlobalDeviceInfo(
+        DeviceName(key), devices, slots, shared_by_amount=by_amount, role=role_of(key)
+    )
 
 
 NODE = {

@@ -16,10 +16,16 @@ from accelkit.partition import (
     distribute_devices,
     natural_sort_key,
 )
+from accelkit.plugin import PluginRole
 from accelkit.types import AgentId, ComputeDevice, DeviceId, DeviceName, DeviceSlotInfo
 
 G = 1024**3
 M = 1024**2
+
+
+def role_of(key: str) -> PluginRole:
+    """The roles the shipped cpu and mem plugins declare; every other key an accelerator."""
+    return {"cpu": PluginRole.CORES, "mem": PluginRole.MEMORY}.get(key, PluginRole.ACCELERATOR)
 
 
 def info(key, ids, *, slot=None, numa=None, amount=1, by_amount=False, slot_type="count"):
@@ -32,7 +38,9 @@ def info(key, ids, *, slot=None, numa=None, amount=1, by_amount=False, slot_type
         DeviceId(i): DeviceSlotInfo(slot_type, slot_name, amount, numa(i) if numa else None)
         for i in ids
     }
-    return GlobalDeviceInfo(DeviceName(key), devices, slots, shared_by_amount=by_amount)
+    return GlobalDeviceInfo(
+        DeviceName(key), devices, slots, shared_by_amount=by_amount, role=role_of(key)
+    )
 
 
 def node(cores=8, mem=64 * G, gpus=5, **extra):

@@ -10,16 +10,24 @@ from hypothesis import strategies as st
 from accelkit.config import AgentConfig, AgentResources, AllocationMode, ResourceConfig
 from accelkit.errors import ConfigError, ConfigErrors
 from accelkit.partition import GlobalDeviceInfo, ResourcePartitioner, natural_sort_key
+from accelkit.plugin import PluginRole
 from accelkit.types import AgentId, ComputeDevice, DeviceId, DeviceName, DeviceSlotInfo
 
 M = 1024**2
+
+
+def role_of(key: str) -> PluginRole:
+    """The roles the shipped cpu and mem plugins declare; every other key an accelerator."""
+    return {"cpu": PluginRole.CORES, "mem": PluginRole.MEMORY}.get(key, PluginRole.ACCELERATOR)
 
 
 def info(key, ids, *, amounts=None, by_amount=False, slot_type="count"):
     devices = [ComputeDevice(DeviceName(key), DeviceId(i), "t", None, 0, 1) for i in ids]
     slot = key if key in ("cpu", "mem") else f"{key}.device"
     slots = {DeviceId(i): DeviceSlotInfo(slot_type, slot, (amounts or {}).get(i, 1)) for i in ids}
-    return GlobalDeviceInfo(DeviceName(key), devices, slots, shared_by_amount=by_amount)
+    return GlobalDeviceInfo(
+        DeviceName(key), devices, slots, shared_by_amount=by_amount, role=role_of(key)
+    )
 
 
 def errors_of(exc: ConfigError) -> list[ConfigError]:

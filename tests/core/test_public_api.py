@@ -23,6 +23,7 @@ STABLE = {
         "AbstractLifecycleHook",
         "AgentShare",
         "MaskedAgentContext",
+        "PluginRole",
     },
     "accelkit.hookspecs": {
         "PROJECT_NAME",

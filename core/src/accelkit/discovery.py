@@ -190,8 +190,7 @@ class PluginLoader:
                         record.name, "configurable_slots", limit, plugin.configurable_slots
                     )
                     check_slots(record, plugin, (s.name for s in specs), self._register)
-                for plugin in plugins:
-                    self._register.add(record, plugin)
+                self._register.add(record, plugins)
             except PluginUnavailable as exc:
                 record.mark(PluginStatus.UNAVAILABLE, str(exc))
                 log.info("plugin %s unavailable: %s", record.name, exc)

@@ -11,6 +11,7 @@ This module is part of the stable plugin-author surface (see the stability polic
 
 from __future__ import annotations
 
+import enum
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from decimal import Decimal
@@ -44,7 +45,39 @@ __all__ = [
     "AbstractLifecycleHook",
     "AgentShare",
     "MaskedAgentContext",
+    "PluginRole",
 ]
+
+
+class PluginRole(enum.StrEnum):
+    """What a plugin's devices are to the node; the core asks the role, never the key.
+
+    At most one plugin of a node plays ``CORES`` and at most one ``MEMORY``: the cores plugin
+    offers the bare slot ``cpu`` and is what ``reserved-cpu`` reserves from, the memory plugin
+    offers ``mem`` and gives up ``reserved-mem``. Every other plugin is an ``ACCELERATOR``
+    whose slots start with its key. Agents allocate accelerators first, then cores, then
+    memory; listings show cores, memory, then the accelerators. Bridges to cluster schedulers
+    and CDI specs describe accelerators only.
+    """
+
+    CORES = "cores"
+    MEMORY = "memory"
+    ACCELERATOR = "accelerator"
+
+    @property
+    def bare_slot(self) -> SlotName | None:
+        """The slot a plugin of this role names without its key: ``cpu`` for cores, ``mem``
+        for memory, none for accelerators."""
+        return _BARE_SLOTS.get(self)
+
+    @classmethod
+    def of_bare_slot(cls, slot: str) -> PluginRole | None:
+        """The role whose plugin alone may offer ``slot`` (``"cpu"`` → ``CORES``), or ``None``
+        for a slot that is not bare (``"cuda.device"``)."""
+        return next((role for role, bare in _BARE_SLOTS.items() if bare == slot), None)
+
+
+_BARE_SLOTS = {PluginRole.CORES: SlotName("cpu"), PluginRole.MEMORY: SlotName("mem")}
 
 
 class AgentShare(Protocol):
@@ -108,10 +141,18 @@ class AbstractComputePlugin(ABC):
 
     A plugin sets ``key`` and ``lifecycle_hook_class`` and implements ``list_devices``,
     ``configurable_slots`` and ``device_slots``; everything else has a working default.
+    ``role`` says what its devices are to the node: an accelerator unless it says otherwise
+    (the cpu plugin declares :attr:`PluginRole.CORES`, the mem plugin
+    :attr:`PluginRole.MEMORY`).
     """
 
     key: ClassVar[DeviceName]
-    """The device name (``"cuda"``); every slot other than ``cpu``/``mem`` starts with it."""
+    """The device name (``"cuda"``); every slot other than the bare ``cpu``/``mem`` of the
+    cores and memory plugins starts with it."""
+    role: ClassVar[PluginRole] = PluginRole.ACCELERATOR
+    """What the plugin's devices are to the node (see :class:`PluginRole`). A ``CORES``
+    plugin offers the slot ``cpu`` and a ``MEMORY`` plugin the slot ``mem``; the loader
+    refuses a second plugin of either role, and any other plugin offering those slots."""
     api_version: ClassVar[str]
     """The plugin API the class was written against, as ``"major.minor"``. Every plugin sets
     it; the loader refuses another major version and warns about a newer minor one."""

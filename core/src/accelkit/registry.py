@@ -3,28 +3,24 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
 
 from accelkit.errors import PluginContractError
-from accelkit.plugin import AbstractComputePlugin
+from accelkit.plugin import AbstractComputePlugin, PluginRole
 from accelkit.types import DeviceName, SlotName
 
 __all__ = [
-    "BARE_SLOTS",
     "KeyRegister",
     "PluginRecord",
     "PluginStatus",
     "check_plugin_object",
     "check_slots",
     "origin",
-    "slot_is_prefixed",
+    "slot_belongs",
 ]
-
-#: slot names that stand alone instead of being prefixed by their plugin's key
-BARE_SLOTS = frozenset({"cpu", "mem"})
 
 
 class PluginStatus(enum.StrEnum):
@@ -66,10 +62,11 @@ class PluginRecord:
         }
 
 
-def slot_is_prefixed(key: str, slot: str) -> bool:
-    """Whether ``slot`` belongs to a plugin with ``key``: ``cpu``/``mem`` alone, else ``key.*``."""
-    if slot in BARE_SLOTS:
-        return slot == key
+def slot_belongs(key: str, role: PluginRole, slot: str) -> bool:
+    """Whether a plugin with ``key`` and ``role`` may offer ``slot``: the bare ``cpu`` only
+    the cores plugin, ``mem`` only the memory plugin, any other slot as ``key.*``."""
+    if (owner := PluginRole.of_bare_slot(slot)) is not None:
+        return owner is role
     return slot.startswith(f"{key}.") and len(slot) > len(key) + 1
 
 
@@ -80,22 +77,45 @@ def origin(record: PluginRecord, plugin: AbstractComputePlugin) -> str:
 
 
 class KeyRegister:
-    """Plugins by key; refuses a second plugin with a key already claimed."""
+    """Plugins by key and by role; refuses a key already claimed, and a second plugin of a
+    role a node has once (cores, memory)."""
 
     def __init__(self) -> None:
         self._by_key: dict[DeviceName, tuple[PluginRecord, AbstractComputePlugin]] = {}
+        self._by_role: dict[PluginRole, tuple[PluginRecord, AbstractComputePlugin]] = {}
 
-    def add(self, record: PluginRecord, plugin: AbstractComputePlugin) -> None:
-        key = plugin.key
-        if (prev := self._by_key.get(key)) is not None:
-            msg = f"plugin key {key!r} claimed by both {origin(*prev)} and {origin(record, plugin)}"
-            raise PluginContractError(msg)
-        self._by_key[key] = (record, plugin)
+    def add(self, record: PluginRecord, plugins: Sequence[AbstractComputePlugin]) -> None:
+        """Register every plugin of ``record``, or none of them when one collides."""
+        by_key = dict(self._by_key)
+        by_role = dict(self._by_role)
+        for plugin in plugins:
+            key, role = plugin.key, plugin.role
+            if (prev := by_key.get(key)) is not None:
+                msg = (
+                    f"plugin key {key!r} claimed by both {origin(*prev)} "
+                    f"and {origin(record, plugin)}"
+                )
+                raise PluginContractError(msg)
+            if (prev := by_role.get(role)) is not None:
+                msg = (
+                    f"plugin role {role.value!r} claimed by both {origin(*prev)} and "
+                    f"{origin(record, plugin)}; a node has one {role.value} plugin "
+                    f"(the one offering slot {role.bare_slot!r})"
+                )
+                raise PluginContractError(msg)
+            by_key[key] = (record, plugin)
+            if role is not PluginRole.ACCELERATOR:
+                by_role[role] = (record, plugin)
+        self._by_key, self._by_role = by_key, by_role
 
     def owner_of(self, slot: str) -> str | None:
-        """Which registered plugin the slot's prefix points at, for clearer messages."""
+        """Which registered plugin the slot points at (the plugin of a bare slot's role, else
+        the plugin of its prefix), for clearer messages."""
+        if (role := PluginRole.of_bare_slot(slot)) is not None:
+            found = self._by_role.get(role)
+            return None if found is None else origin(*found)
         for key, (record, plugin) in self._by_key.items():
-            if slot_is_prefixed(key, slot):
+            if slot_belongs(key, plugin.role, slot):
                 return origin(record, plugin)
         return None
 
@@ -112,6 +132,13 @@ def check_plugin_object(record: PluginRecord, plugin: object) -> AbstractCompute
     if not isinstance(key, str) or not key or "." in key:
         msg = f"{origin(record, plugin)} has no valid 'key' (got {key!r}); set key = 'name'"
         raise PluginContractError(msg)
+    role = getattr(plugin, "role", None)
+    if not isinstance(role, PluginRole):
+        msg = (
+            f"{origin(record, plugin)} has no valid 'role' (got {role!r}); set role to one of "
+            f"{', '.join(f'PluginRole.{r.name}' for r in PluginRole)}"
+        )
+        raise PluginContractError(msg)
     return plugin
 
 
@@ -121,14 +148,22 @@ def check_slots(
     slots: Iterable[SlotName],
     register: KeyRegister,
 ) -> None:
-    """Every slot a plugin reports must carry its key as prefix."""
+    """Every slot a plugin reports must carry its key as prefix, or be the bare slot of its
+    role (``cpu`` for the cores plugin, ``mem`` for the memory plugin)."""
     for slot in slots:
-        if slot_is_prefixed(plugin.key, slot):
+        if slot_belongs(plugin.key, plugin.role, slot):
             continue
-        msg = (
-            f"{origin(record, plugin)} reports slot {slot!r}, "
-            f"not prefixed by its key {plugin.key!r}"
-        )
+        if (role := PluginRole.of_bare_slot(slot)) is not None:
+            msg = (
+                f"{origin(record, plugin)} reports slot {slot!r}, which only the plugin with "
+                f"role {role.value!r} offers, but it declares role {plugin.role.value!r}; "
+                f"set role = PluginRole.{role.name} or name the slot '{plugin.key}.<slot>'"
+            )
+        else:
+            msg = (
+                f"{origin(record, plugin)} reports slot {slot!r}, "
+                f"not prefixed by its key {plugin.key!r}"
+            )
         if (owner := register.owner_of(slot)) is not None:
-            msg += f"; that prefix belongs to {owner}"
+            msg += f"; that {'prefix' if role is None else 'slot'} belongs to {owner}"
         raise PluginContractError(msg)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +11,8 @@ import click
 
 from accelkit.cli.options import config_option, echo_warnings, json_option, read_config
 from accelkit.config.model import AllocationMode, HostConfig
+from accelkit.plugin import PluginRole
+from accelkit.types import DeviceName
 
 _NUMBERED = re.compile(r"(.*?)(\d+)")
 
@@ -30,8 +32,10 @@ def plan_config(config: HostConfig, mode: str | None, agent_count: int | None) -
     return config
 
 
-async def compute_plan(config: HostConfig) -> dict[str, Any]:
-    """Start a partition host on ``config`` and return its plan.
+async def compute_plan(
+    config: HostConfig,
+) -> tuple[dict[str, Any], dict[DeviceName, PluginRole]]:
+    """Start a partition host on ``config``; its plan, and each plugin's role by key.
 
     Devices that are unhealthy, degraded or cordoned are among the plan's warnings.
     """
@@ -42,9 +46,10 @@ async def compute_plan(config: HostConfig) -> dict[str, Any]:
     async with PartitionHost.open(config) as host:
         echo_warnings(host.loader.warnings)  # the plan's own warnings are part of the plan
         plan = host.plan()
+        roles = host.roles
         health, problems = await read_health(host.plugins.values(), config)
-        plan["warnings"] += [*health_warnings(health), *problems]
-        return plan
+        plan["warnings"] += [*health_warnings(health, roles), *problems]
+        return plan, roles
 
 
 def compact_ids(ids: Sequence[str]) -> str:
@@ -71,21 +76,28 @@ def compact_ids(ids: Sequence[str]) -> str:
 
 
 def _amount(slot: str, amount: str) -> str:
-    if slot != "mem":
+    """Memory's slot in binary units (``2G``), every other amount as it is."""
+    if PluginRole.of_bare_slot(slot) is not PluginRole.MEMORY:
         return amount
     from accelkit.sizes import format_binary_size
 
     return format_binary_size(int(amount))
 
 
-def print_plan(data: dict[str, Any]) -> None:
-    """The plan as a table for people, then what is reserved, unassigned and worth a warning."""
-    from accelkit.cli.output import print_table
+def print_plan(data: dict[str, Any], roles: Mapping[DeviceName, PluginRole] | None = None) -> None:
+    """The plan as a table for people, then what is reserved, unassigned and worth a warning.
 
+    ``roles`` (plugin key → role) says which plugin's devices the ``cpu`` and ``mem`` rows
+    show; without it, the plugins keyed ``cpu`` and ``mem``.
+    """
+    from accelkit.cli.output import print_table
+    from accelkit.host import plugin_key_of
+
+    known = roles or {}
     rows = []
     for agent_id, agent in data["agents"].items():
         for slot, amount in agent["slots"].items():
-            key = slot.split(".", 1)[0]
+            key = plugin_key_of(slot, known)
             devices = compact_ids(agent["devices"].get(key, []))
             rows.append((agent_id, slot, _amount(slot, amount), agent["scaling"][slot], devices))
     columns = ("agent", "slot", "amount", "scaling", "devices")
@@ -130,10 +142,10 @@ def plan(
     import asyncio
 
     config = plan_config(read_config(config_path), mode, agent_count)
-    data = asyncio.run(compute_plan(config))
+    data, roles = asyncio.run(compute_plan(config))
     if as_json:
         import json
 
         click.echo(json.dumps(data, indent=2))
         return
-    print_plan(data)
+    print_plan(data, roles)

@@ -25,7 +25,7 @@ from accelkit.errors import ConfigError
 __all__ = ["PluginScaffold", "write_scaffold"]
 
 _NAME = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
-_RESERVED = frozenset({"cpu", "mem"})  # their slots have bare names; see DESIGN §2
+_RESERVED = frozenset({"cpu", "mem"})  # the keys of the shipped cores and memory plugins
 
 #: template file -> path in the generated distribution (``{package}`` filled in)
 LAYOUT = {

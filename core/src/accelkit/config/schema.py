@@ -83,7 +83,7 @@ def _device_ids(value: Any) -> Mapping[str, tuple[str, ...]]:
     problems: list[tuple[KeyPath, str]] = []
     devices: dict[str, tuple[str, ...]] = {}
     for name, ids in value.items():
-        if name in ("cpu", "mem"):
+        if name in ("cpu", "mem"):  # keys of [agents.resource] itself, not device names
             problems.append(
                 ((name,), f"give {name!r} as its own key under [agents.resource], not in devices")
             )

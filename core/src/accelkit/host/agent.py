@@ -9,26 +9,28 @@ from decimal import Decimal
 from accelkit.allocmap import AffinityHint, AffinityPolicy
 from accelkit.errors import InvalidResourceArgument
 from accelkit.partition import natural_sort_key
-from accelkit.plugin import AbstractAgentContext
+from accelkit.plugin import AbstractAgentContext, PluginRole
 from accelkit.types import AgentId, DeviceAllocation, DeviceId, DeviceName, SlotName
 
 log = logging.getLogger(__name__)
 
-#: slots named without their plugin's key as prefix
-BARE_SLOTS = frozenset({"cpu", "mem"})
+#: accelerators allocate first (their NUMA nodes guide the rest), then cores, then memory
+_ALLOCATION_RANK = {PluginRole.ACCELERATOR: 0, PluginRole.CORES: 1, PluginRole.MEMORY: 2}
 
 
-def plugin_key_of(slot: str) -> DeviceName:
-    """The plugin a slot belongs to: ``cpu`` → cpu, ``mem`` → mem, ``cuda.device`` → cuda."""
-    return DeviceName(slot if slot in BARE_SLOTS else slot.split(".", 1)[0])
+def plugin_key_of(slot: str, roles: Mapping[DeviceName, PluginRole]) -> DeviceName:
+    """The plugin a slot belongs to, among ``roles`` (plugin key → role): ``cpu`` → the
+    cores plugin, ``mem`` → the memory plugin, ``cuda.device`` → ``cuda``. A bare slot that
+    no plugin's role offers is returned as it is, so callers can say nobody offers it."""
+    if (role := PluginRole.of_bare_slot(slot)) is not None:
+        return DeviceName(next((k for k, r in roles.items() if r is role), slot))
+    return DeviceName(slot.split(".", 1)[0])
 
 
-def allocation_order(keys: Iterable[str]) -> list[DeviceName]:
-    """Accelerators first (in natural order), then ``cpu``, then ``mem``."""
-    rank = {"cpu": 1, "mem": 2}
-    return [
-        DeviceName(k) for k in sorted(keys, key=lambda k: (rank.get(k, 0), natural_sort_key(k)))
-    ]
+def allocation_order(roles: Mapping[DeviceName, PluginRole]) -> list[DeviceName]:
+    """The keys of ``roles`` (plugin key → role): accelerators first (in natural order),
+    then the cores plugin, then the memory plugin."""
+    return sorted(roles, key=lambda k: (_ALLOCATION_RANK[roles[k]], natural_sort_key(k)))
 
 
 class AgentView:
@@ -43,8 +45,12 @@ class AgentView:
         affinity_policy: AffinityPolicy = AffinityPolicy.PREFER_SINGLE_NODE,
     ) -> None:
         self.agent_id = agent_id
+        #: each plugin's role, by key
+        self.roles: dict[DeviceName, PluginRole] = {
+            key: ctx.plugin.role for key, ctx in contexts.items()
+        }
         self.contexts: dict[DeviceName, AbstractAgentContext] = {
-            key: contexts[key] for key in allocation_order(contexts)
+            key: contexts[key] for key in allocation_order(self.roles)
         }
         self.affinity_policy = AffinityPolicy(affinity_policy)
         self._scaling = dict(scaling or {})
@@ -66,6 +72,18 @@ class AgentView:
             slots.update(ctx.available_slots())
         return slots
 
+    def provider(self, role: PluginRole) -> DeviceName | None:
+        """The key of the agent's plugin playing ``role`` (cores, memory), or ``None``."""
+        return next((key for key, r in self.roles.items() if r is role), None)
+
+    def plugin_of(self, slot: str) -> DeviceName:
+        """The key of the plugin offering ``slot`` (see :func:`plugin_key_of`)."""
+        return plugin_key_of(slot, self.roles)
+
+    def _in_order(self, keys: Iterable[DeviceName]) -> list[DeviceName]:
+        """``keys`` in allocation order (a key the agent lacks counts as an accelerator)."""
+        return allocation_order({k: self.roles.get(k, PluginRole.ACCELERATOR) for k in keys})
+
     def scaling_factors(self) -> dict[SlotName, Decimal]:
         """Per slot: this agent's capacity over the node's allocatable capacity (SHARED: 1)."""
         return dict(self._scaling)
@@ -76,7 +94,7 @@ class AgentView:
         *,
         affinity_policy: AffinityPolicy | str | None = None,
     ) -> dict[DeviceName, DeviceAllocation]:
-        """Allocate ``slots`` across plugins: accelerators first, then cpu, then mem.
+        """Allocate ``slots`` across plugins: accelerators first, then cores, then memory.
 
         The NUMA nodes of the devices taken so far are the next plugin's affinity hint. On any
         error every part already allocated is freed again and the error is re-raised, so the
@@ -86,7 +104,7 @@ class AgentView:
         policy = AffinityPolicy(affinity_policy or self.affinity_policy)
         by_key: dict[DeviceName, dict[SlotName, Decimal]] = {}
         for slot, amount in slots.items():
-            key = plugin_key_of(slot)
+            key = self.plugin_of(slot)
             if key not in self.contexts:
                 msg = (
                     f"agent {self.agent_id!r}: no plugin offers slot {slot!r} "
@@ -97,7 +115,7 @@ class AgentView:
         done: list[tuple[DeviceName, DeviceAllocation]] = []
         numa_nodes: set[int] = set()
         try:
-            for key in allocation_order(by_key):
+            for key in self._in_order(by_key):
                 ctx = self.contexts[key]
                 hint = AffinityHint(policy, numa_nodes)
                 alloc = ctx.alloc_map.allocate(
@@ -115,13 +133,13 @@ class AgentView:
         return {key: alloc for key, alloc in done if alloc}
 
     def free(self, allocation: Mapping[DeviceName, DeviceAllocation]) -> None:
-        """Release what :meth:`allocate` returned (mem first, accelerators last).
+        """Release what :meth:`allocate` returned (memory first, accelerators last).
 
         All or nothing: every part is checked against the agent's masks first, and when a
         map refuses its part, the parts already freed are taken back before the error is
         raised, so a corrected retry cannot free another agent's share.
         """
-        contexts = [(key, self._context(key)) for key in reversed(allocation_order(allocation))]
+        contexts = [(key, self._context(key)) for key in reversed(self._in_order(allocation))]
         for key, ctx in contexts:
             ctx.alloc_to_devices(allocation[key])  # refuses devices outside the mask
         freed: list[tuple[DeviceName, AbstractAgentContext]] = []

@@ -18,7 +18,12 @@ from accelkit.host.pinning import apply_pinned, read_pinned
 from accelkit.host.plan import build_plan
 from accelkit.partition.model import GlobalDeviceInfo
 from accelkit.partition.partitioner import PartitionResult, ResourcePartitioner
-from accelkit.plugin import AbstractAgentContext, AbstractComputePlugin, MaskedAgentContext
+from accelkit.plugin import (
+    AbstractAgentContext,
+    AbstractComputePlugin,
+    MaskedAgentContext,
+    PluginRole,
+)
 from accelkit.registry import PluginStatus
 from accelkit.types import AgentId, DeviceName
 
@@ -188,6 +193,11 @@ class PartitionHost:
         """Add a line for the operator (the node adds what reconciling the ledger found)."""
         self._warnings.append(line)
 
+    @property
+    def roles(self) -> dict[DeviceName, PluginRole]:
+        """Each started plugin's role, by key."""
+        return {key: plugin.role for key, plugin in self.plugins.items()}
+
     def plan(self) -> dict[str, Any]:
         """The serialisable plan, in the shape ``accelkit plan --json`` prints."""
         return build_plan(self.result, self._warnings)
@@ -201,6 +211,7 @@ def device_info(plugin: AbstractComputePlugin) -> GlobalDeviceInfo:
         devices,
         plugin.device_slots(devices),
         shared_by_amount=plugin.shared_by_amount,
+        role=plugin.role,
     )
 
 

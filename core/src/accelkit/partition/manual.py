@@ -11,17 +11,29 @@ from accelkit.partition.model import (
     GlobalDeviceMap,
     Partition,
     SlotPartition,
+    provider,
 )
 from accelkit.partition.ordering import natural_sort_key
 from accelkit.partition.problems import ProblemList, listing
-from accelkit.partition.reserve import CPU, MEM, Reservation
+from accelkit.partition.reserve import Reservation
 from accelkit.partition.scaling import plain_amounts as _plain
+from accelkit.plugin import PluginRole
 from accelkit.sizes import format_binary_size
-from accelkit.types import AgentId, DeviceId, DeviceName, SlotName
+from accelkit.types import AgentId, DeviceId, DeviceName
+
+#: what to write instead of ``devices = { <key> = [...] }`` for the cores and memory plugins
+_OWN_KEY = {
+    PluginRole.CORES: "the cores plugin: list the agent's cores as 'cpu'",
+    PluginRole.MEMORY: "the memory plugin, split by amount: give the agent's amount as 'mem'",
+}
 
 
 class ManualAssigner:
-    """Checks every agent's resources against the discovered devices, collecting problems."""
+    """Checks every agent's resources against the discovered devices, collecting problems.
+
+    ``cpu`` names devices of the cores plugin and ``mem`` an amount of the memory plugin,
+    whatever their keys (see :class:`~accelkit.plugin.PluginRole`).
+    """
 
     def __init__(
         self, device_map: GlobalDeviceMap, reservation: Reservation, problems: ProblemList
@@ -29,10 +41,13 @@ class ManualAssigner:
         self.device_map = device_map
         self.reservation = reservation
         self.problems = problems
+        #: the device names of the cores and the memory plugin (``None``: the node has none)
+        self._cores = provider(device_map, PluginRole.CORES)
+        self._memory_name = provider(device_map, PluginRole.MEMORY)
         #: who holds each device so far, per device name (reserved cores count as held)
         self._owners: dict[DeviceName, dict[DeviceId, str]] = {}
-        if reservation.cpu:
-            self._owners[CPU] = dict.fromkeys(reservation.cpu, "")
+        if reservation.cpu and self._cores is not None:
+            self._owners[self._cores] = dict.fromkeys(reservation.cpu, "")
 
     def assign(self, agents: Sequence[AgentConfig]) -> dict[AgentId, dict[DeviceName, Partition]]:
         """Every agent's partitions; problems go to the problem list."""
@@ -51,17 +66,22 @@ class ManualAssigner:
                 continue
             key = f"{where}.resource"
             if resources.cpu is not None:
-                parts[CPU] = self._devices(agent.id, CPU, resources.cpu, f"{key}.cpu")
-            elif CPU in self.device_map:
+                self._cpu(agent.id, resources.cpu, f"{key}.cpu", parts)
+            elif self._cores is not None:
                 msg = 'missing \'cpu\': list the agent\'s cpu core ids, e.g. cpu = ["0", "1"]'
                 self.problems.add(f"{key}.cpu", msg, agent.id)
             for name, ids in resources.devices.items():
-                parts[DeviceName(name)] = self._devices(
-                    agent.id, DeviceName(name), ids, f"{key}.devices.{name}"
-                )
+                at = f"{key}.devices.{name}"
+                if (info := self.device_map.get(DeviceName(name))) is not None and (
+                    instead := _OWN_KEY.get(info.role)
+                ):
+                    msg = f"{name!r} is {instead} under [agents.resource], not in devices"
+                    self.problems.add(at, msg, agent.id)
+                    continue
+                parts[DeviceName(name)] = self._devices(agent.id, DeviceName(name), ids, at)
             if resources.mem is not None:
                 mem_given += resources.mem
-                parts[MEM] = self._memory(agent.id, resources.mem, f"{key}.mem")
+                self._memory(agent.id, resources.mem, f"{key}.mem", parts)
                 if mem_left is not None and mem_given > mem_left and not over_reported:
                     msg = (
                         f"memory over-subscribed: the agents' mem adds up to "
@@ -95,9 +115,9 @@ class ManualAssigner:
         return parts
 
     def _mem_left(self) -> int | None:
-        info = self.device_map.get(MEM)
-        if info is None:
+        if self._memory_name is None:
             return None
+        info = self.device_map[self._memory_name]
         total = sum((i.amount for i in info.device_slots.values()), Decimal(0))
         return int(total) - self.reservation.mem
 
@@ -115,7 +135,7 @@ class ManualAssigner:
             self.problems.add(key, msg, agent)
             return DevicePartition(())
         if not ids:
-            what = "cpu core" if name == CPU else f"{name} device"
+            what = "cpu core" if info.role is PluginRole.CORES else f"{name} device"
             self.problems.add(key, f"an empty list gives the agent no {what}; list ids", agent)
         known_ids = set(info.device_ids)
         owners = self._owners.setdefault(name, {})
@@ -133,14 +153,29 @@ class ManualAssigner:
                 taken.append(device_id)
         return DevicePartition(sorted(taken, key=natural_sort_key))
 
-    def _memory(self, agent: AgentId, amount: int, key: str) -> Partition:
-        info = self.device_map.get(MEM)
-        if info is None:
+    def _cpu(
+        self, agent: AgentId, ids: Sequence[str], key: str, parts: dict[DeviceName, Partition]
+    ) -> None:
+        """``cpu = [...]``: devices of the cores plugin."""
+        if self._cores is None:
+            known = sorted(n for n, i in self.device_map.items() if not i.shared_by_amount)
+            msg = f"unknown device name 'cpu': no cores plugin (the node has: {listing(known)})"
+            self.problems.add(key, msg, agent)
+            return
+        parts[self._cores] = self._devices(agent, self._cores, ids, key)
+
+    def _memory(
+        self, agent: AgentId, amount: int, key: str, parts: dict[DeviceName, Partition]
+    ) -> None:
+        """``mem = "32G"``: an amount of the memory plugin's slot ``mem``."""
+        slot = PluginRole.MEMORY.bare_slot
+        if self._memory_name is None or slot is None:
             known = sorted(self.device_map)
             msg = f"unknown device name 'mem': no memory plugin (the node has: {listing(known)})"
             self.problems.add(key, msg, agent)
-            return SlotPartition({})
-        return SlotPartition({SlotName("mem"): amount}, info.device_ids)
+            return
+        info = self.device_map[self._memory_name]
+        parts[self._memory_name] = SlotPartition({slot: amount}, info.device_ids)
 
 
 def _conflict(name: DeviceName, device_id: DeviceId, owner: str, agent: str) -> str:

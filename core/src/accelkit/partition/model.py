@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 
+from accelkit.plugin import PluginRole
 from accelkit.types import (
     AgentId,
     ComputeDevice,
@@ -79,6 +80,7 @@ class GlobalDeviceInfo:
     devices: tuple[ComputeDevice, ...] = attrs.field(converter=_devices)
     device_slots: Mapping[DeviceId, DeviceSlotInfo] = attrs.field(converter=_device_slots)
     shared_by_amount: bool = False  # True for memory: split by amount, not by device
+    role: PluginRole = PluginRole.ACCELERATOR  # the plugin's role: cores, memory, accelerator
 
     @property
     def device_ids(self) -> tuple[DeviceId, ...]:
@@ -86,3 +88,8 @@ class GlobalDeviceInfo:
 
 
 GlobalDeviceMap = Mapping[DeviceName, GlobalDeviceInfo]
+
+
+def provider(device_map: GlobalDeviceMap, role: PluginRole) -> DeviceName | None:
+    """The device name of the plugin playing ``role`` (cores, memory), or ``None``."""
+    return next((name for name, info in device_map.items() if info.role is role), None)

@@ -21,9 +21,10 @@ from accelkit.partition.model import (
 )
 from accelkit.partition.ordering import natural_sort_key
 from accelkit.partition.problems import ProblemList, listing
-from accelkit.partition.reserve import CPU, MEM, Reservation, reserve
+from accelkit.partition.reserve import Reservation, reserve
 from accelkit.partition.scaling import partition_capacity, scaling_factors
 from accelkit.partition.scaling import plain_amounts as _plain
+from accelkit.plugin import PluginRole
 from accelkit.types import AgentId, DeviceId, DeviceName, SlotName, SlotType
 
 _ZERO = Decimal(0)
@@ -48,6 +49,8 @@ class PartitionResult:
     warnings: tuple[str, ...] = ()
     #: per agent, the NUMA nodes its devices sit on (devices without a known node left out)
     numa_nodes: Mapping[AgentId, tuple[int, ...]] = attrs.field(factory=dict)
+    #: each plugin's role, by device name
+    roles: Mapping[DeviceName, PluginRole] = attrs.field(factory=dict)
 
 
 class ResourcePartitioner:
@@ -78,7 +81,7 @@ class ResourcePartitioner:
         if (cached := self._free.get(name)) is not None:
             return cached
         info = self.device_map[name]
-        reserved = set(self.reservation.cpu) if name == CPU else set()
+        reserved = set(self.reservation.cpu) if info.role is PluginRole.CORES else set()
         ordered = sorted(info.device_ids, key=natural_sort_key)
         self._free[name] = free = tuple(d for d in ordered if d not in reserved)
         return free
@@ -86,9 +89,10 @@ class ResourcePartitioner:
     def free_amounts(self, name: DeviceName) -> dict[SlotName, Decimal]:
         """Per slot, what a plugin split by amount has left after the reservation."""
         totals: dict[SlotName, Decimal] = {}
-        for info in self.device_map[name].device_slots.values():
-            totals[info.slot_name] = totals.get(info.slot_name, _ZERO) + info.amount
-        if name == MEM:
+        info = self.device_map[name]
+        for slot in info.device_slots.values():
+            totals[slot.slot_name] = totals.get(slot.slot_name, _ZERO) + slot.amount
+        if info.role is PluginRole.MEMORY:
             totals = {s: max(_ZERO, t - self.reservation.mem) for s, t in totals.items()}
         return totals
 
@@ -134,7 +138,7 @@ class ResourcePartitioner:
             return result
         numa_aware = self.resource.numa_aware_split
         # Accelerators first: with NUMA awareness, cpu cores follow them.
-        names = sorted(self.device_map, key=lambda n: n == CPU)
+        names = sorted(self.device_map, key=self._is_cores)
         for name in names:
             info = self.device_map[name]
             if info.shared_by_amount:
@@ -145,7 +149,8 @@ class ResourcePartitioner:
                 for agent in agent_ids:
                     result[agent][name] = SlotPartition(_plain(share), info.device_ids)
                 continue
-            preferred = self._accelerator_nodes(result) if numa_aware and name == CPU else None
+            cores = self._is_cores(name)
+            preferred = self._accelerator_nodes(result) if numa_aware and cores else None
             split = split_plugin(
                 info,
                 self.free_devices(name),
@@ -260,9 +265,13 @@ class ResourcePartitioner:
             unassigned,
             tuple(warnings),
             numa,
+            {name: info.role for name, info in self.device_map.items()},
         )
 
     # -- helpers ----------------------------------------------------------------------------
+
+    def _is_cores(self, name: DeviceName) -> bool:
+        return self.device_map[name].role is PluginRole.CORES
 
     def _problems(self) -> ProblemList:
         problems = ProblemList(self.source)
@@ -286,7 +295,7 @@ class ResourcePartitioner:
         """The known NUMA nodes of an agent's cpu cores (``cpu``) or of its other devices."""
         found: set[int] = set()
         for name, part in parts.items():
-            if isinstance(part, DevicePartition) and (name == CPU) is cpu:
+            if isinstance(part, DevicePartition) and self._is_cores(name) is cpu:
                 found.update(n for n in self._nodes_of(name, part.device_ids) if n is not None)
         return found
 
@@ -319,9 +328,10 @@ class ResourcePartitioner:
         self, capacity: Mapping[AgentId, Mapping[SlotName, Decimal]]
     ) -> list[str]:
         warnings = []
-        for slot, what in ((SlotName("cpu"), "cpu cores"), (SlotName("mem"), "memory")):
+        for role, what in ((PluginRole.CORES, "cpu cores"), (PluginRole.MEMORY, "memory")):
+            slot = role.bare_slot
             for agent, slots in capacity.items():
-                if slot in slots and slots[slot] <= 0:
+                if slot is not None and slot in slots and slots[slot] <= 0:
                     warnings.append(f"agent {agent!r} gets no {what}")
         return warnings
 

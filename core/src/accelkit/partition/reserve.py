@@ -9,14 +9,12 @@ import attrs
 
 from accelkit.config.model import ResourceConfig
 from accelkit.errors import ConfigError
-from accelkit.partition.model import GlobalDeviceMap
+from accelkit.partition.model import GlobalDeviceMap, provider
 from accelkit.partition.ordering import natural_sort_key
 from accelkit.partition.problems import listing
+from accelkit.plugin import PluginRole
 from accelkit.sizes import format_binary_size
-from accelkit.types import DeviceId, DeviceName
-
-CPU = DeviceName("cpu")
-MEM = DeviceName("mem")
+from accelkit.types import DeviceId
 
 
 def _device_ids(value: Iterable[str]) -> tuple[DeviceId, ...]:
@@ -27,8 +25,9 @@ def _device_ids(value: Iterable[str]) -> tuple[DeviceId, ...]:
 class Reservation:
     """The cpu cores and bytes of memory no agent gets.
 
-    Only what the node really has is reserved: without a ``cpu`` plugin no core is reserved,
-    without a ``mem`` plugin no memory.
+    ``cpu`` are device ids of the cores plugin (role ``CORES``), ``mem`` bytes of the memory
+    plugin (role ``MEMORY``). Only what the node really has is reserved: without a cores
+    plugin no core is reserved, without a memory plugin no memory.
     """
 
     cpu: tuple[DeviceId, ...] = attrs.field(default=(), converter=_device_ids)
@@ -40,13 +39,15 @@ def reserve(
 ) -> tuple[Reservation, list[ConfigError]]:
     """The reservation ``resource`` asks for on this node, and the problems with it.
 
-    A count reserves the lowest-numbered cores in natural order; a list names the cores. Asking
-    for more cores or memory than the node has, or for all of it, is a problem.
+    ``reserved-cpu`` comes off the plugin playing :attr:`PluginRole.CORES`, ``reserved-mem``
+    off the one playing :attr:`PluginRole.MEMORY`. A count reserves the lowest-numbered cores
+    in natural order; a list names the cores. Asking for more cores or memory than the node
+    has, or for all of it, is a problem.
     """
     errors: list[ConfigError] = []
     cpu: tuple[DeviceId, ...] = ()
-    if (cpu_info := device_map.get(CPU)) is not None:
-        cores = sorted(cpu_info.device_ids, key=natural_sort_key)
+    if (cores_name := provider(device_map, PluginRole.CORES)) is not None:
+        cores = sorted(device_map[cores_name].device_ids, key=natural_sort_key)
         wanted = resource.reserved_cpu
         if isinstance(wanted, int):
             if wanted >= len(cores) and cores:
@@ -68,8 +69,9 @@ def reserve(
             else:
                 cpu = tuple(sorted({DeviceId(c) for c in wanted}, key=natural_sort_key))
     mem = 0
-    if (mem_info := device_map.get(MEM)) is not None:
-        total = sum((i.amount for i in mem_info.device_slots.values()), Decimal(0))
+    if (memory_name := provider(device_map, PluginRole.MEMORY)) is not None:
+        memory = device_map[memory_name]
+        total = sum((i.amount for i in memory.device_slots.values()), Decimal(0))
         if total and resource.reserved_mem >= total:
             msg = (
                 f"reserves {format_binary_size(resource.reserved_mem)} of memory but the node "

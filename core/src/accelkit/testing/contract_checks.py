@@ -7,10 +7,16 @@ import warnings
 
 from accelkit.apiversion import PLUGIN_API_VERSION, check_api_version
 from accelkit.errors import PluginContractError
-from accelkit.plugin import AbstractComputePlugin
-from accelkit.registry import slot_is_prefixed
+from accelkit.plugin import AbstractComputePlugin, PluginRole
+from accelkit.registry import slot_belongs
 from accelkit.testing.expectations import expect, expect_none, fail_rule
-from accelkit.types import DeviceSlotInfo, NodeInfo, SlotSpec
+from accelkit.types import DeviceSlotInfo, NodeInfo, SlotSpec, SlotType
+
+#: what the one plugin of each non-accelerator role offers and how agents split it
+_ROLE_SLOTS = {
+    PluginRole.CORES: (SlotType.COUNT, False, "cores are split by device"),
+    PluginRole.MEMORY: (SlotType.BYTES, True, "memory is split by amount"),
+}
 
 
 class ContractChecks:
@@ -38,6 +44,44 @@ class ContractChecks:
         if warning is not None:  # a newer minor: this accelkit may lack what the plugin uses
             warnings.warn(warning, stacklevel=1)
 
+    def test_role_is_declared_and_fits_the_slots(self, plugin: AbstractComputePlugin) -> None:
+        rule = "the plugin's role is a PluginRole that matches its slots"
+        role = getattr(type(plugin), "role", None)
+        if not isinstance(role, PluginRole):
+            fail_rule(
+                plugin,
+                rule,
+                f"role is {role!r}, not a PluginRole",
+                "leave role alone for an accelerator, or set role = PluginRole.CORES (the "
+                "node's cpu cores) or PluginRole.MEMORY (its memory)",
+            )
+        if role is PluginRole.ACCELERATOR:
+            return  # a bare slot it offers is reported by the slot-naming check
+        specs = [s for s in plugin.configurable_slots() if isinstance(s, SlotSpec)]
+        bare, by_name = role.bare_slot, {s.name: s for s in specs}
+        slot_type, by_amount, how = _ROLE_SLOTS[role]
+        if bare not in by_name:
+            fail_rule(
+                plugin,
+                rule,
+                f"role {role.value!r} but no slot {bare!r} among {sorted(by_name)}",
+                f"offer the slot {bare!r} ({slot_type.value}), or leave role as ACCELERATOR",
+            )
+        if by_name[bare].type is not slot_type:
+            fail_rule(
+                plugin,
+                rule,
+                f"slot {bare!r} is {by_name[bare].type.value}, not {slot_type.value}",
+                f"declare SlotSpec({bare!r}, SlotType.{slot_type.name}, ...)",
+            )
+        if plugin.shared_by_amount is not by_amount:
+            fail_rule(
+                plugin,
+                rule,
+                f"role {role.value!r} with shared_by_amount = {plugin.shared_by_amount}",
+                f"set shared_by_amount = {by_amount} ({how})",
+            )
+
     def test_configurable_slots_are_prefixed_by_the_key(
         self, plugin: AbstractComputePlugin
     ) -> None:
@@ -48,10 +92,11 @@ class ContractChecks:
         for spec in specs:
             if not isinstance(spec, SlotSpec):
                 problems.append(f"{spec!r} is a {type(spec).__name__}, not a SlotSpec")
-            elif not slot_is_prefixed(plugin.key, spec.name):
+            elif not slot_belongs(plugin.key, plugin.role, spec.name):
                 problems.append(
-                    f"slot {spec.name!r} must be named '{plugin.key}.<slot>' (only the cpu "
-                    "and mem plugins use the bare names 'cpu' and 'mem')"
+                    f"slot {spec.name!r} must be named '{plugin.key}.<slot>' (only the plugin "
+                    "with role PluginRole.CORES offers the bare 'cpu', and only the one with "
+                    "PluginRole.MEMORY the bare 'mem')"
                 )
         if duplicates := sorted({str(n) for n in names if names.count(n) > 1}):
             problems.append(f"slot(s) {duplicates} are listed more than once")

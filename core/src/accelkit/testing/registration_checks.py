@@ -13,8 +13,7 @@ import pytest
 from accelkit import hookspecs
 from accelkit.discovery import make_plugin_manager
 from accelkit.errors import PluginUnavailable
-from accelkit.plugin import AbstractComputePlugin
-from accelkit.registry import BARE_SLOTS
+from accelkit.plugin import AbstractComputePlugin, PluginRole
 from accelkit.testing.expectations import fail_rule
 
 
@@ -35,9 +34,10 @@ def installed_entry_points(plugin: AbstractComputePlugin) -> list[EntryPoint]:
     ]
 
 
-def _in_namespace(key: str, pattern: str) -> bool:
-    if key in BARE_SLOTS:
-        return fnmatch.fnmatchcase(key, pattern)
+def _in_namespace(key: str, role: PluginRole, pattern: str) -> bool:
+    """Whether ``pattern`` names the plugin's own slots: its role's bare slot or ``key.*``."""
+    if (bare := role.bare_slot) is not None and fnmatch.fnmatchcase(bare, pattern):
+        return True
     return pattern.startswith(f"{key}.") and len(pattern) > len(key) + 1
 
 
@@ -91,7 +91,7 @@ class RegistrationChecks:
         rule = "exclusive_slot_types match slots the plugin offers"
         patterns = tuple(started.exclusive_slot_types)
         offered = sorted(spec.name for spec in started.configurable_slots())
-        if stray := [p for p in patterns if not _in_namespace(started.key, p)]:
+        if stray := [p for p in patterns if not _in_namespace(started.key, started.role, p)]:
             fail_rule(
                 started,
                 rule,

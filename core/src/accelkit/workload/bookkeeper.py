@@ -340,9 +340,7 @@ class Bookkeeper:
 
     def _naming_holders(self, agent: AgentView, exc: InsufficientResource) -> InsufficientResource:
         """The refusal, with who holds the agent's devices of that slot (from the ledger)."""
-        from accelkit.host import plugin_key_of
-
-        plugin = plugin_key_of(exc.slot)
+        plugin = agent.plugin_of(exc.slot)
         ctx = agent.contexts.get(plugin)
         if ctx is None:
             return exc

@@ -28,13 +28,11 @@ from typing import Any
 import attrs
 
 from accelkit.errors import WorkloadError
-from accelkit.plugin import AbstractAgentContext
+from accelkit.plugin import AbstractAgentContext, PluginRole
 from accelkit.types import AgentId, DeviceAllocation, DeviceId, DeviceName, Workload, WorkloadConfig
 from accelkit.workload.lifecycle import HookTarget, WorkloadLifecycle
 from accelkit.workload.render.cdi import cdi_container_edits, cdi_device_name, render_cdi_spec
 
-#: plugins left out of CDI specs: what they configure is not a container edit
-NOT_CDI = frozenset({"cpu", "mem"})
 #: the device carrying every device's edits at once
 ALL = "all"
 _CLASS_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
@@ -77,10 +75,14 @@ async def _edits(agent_id: AgentId, workload_id: str, targets: list[HookTarget])
 async def agent_cdi_spec(
     agent_id: AgentId, contexts: Mapping[DeviceName, AbstractAgentContext], kind: str
 ) -> dict[str, Any]:
-    """The CDI spec (a JSON object) of the agent's accelerator devices."""
+    """The CDI spec (a JSON object) of the agent's accelerator devices.
+
+    The cores and memory plugins are left out: what they configure (cpusets, memory limits)
+    is not a container edit.
+    """
     listed: list[tuple[DeviceName, AbstractAgentContext, list[DeviceId]]] = []
     for key, ctx in contexts.items():
-        if key in NOT_CDI:
+        if ctx.plugin.role is not PluginRole.ACCELERATOR:
             continue
         ids = [d.device_id for d in ctx.list_devices() if d.device_id in ctx.alloc_map.device_slots]
         if ids:

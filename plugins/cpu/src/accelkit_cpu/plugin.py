@@ -14,7 +14,7 @@ import psutil
 from accelkit.cgroup import CgroupFS, WorkloadLocation
 from accelkit.health import DeviceHealth, HealthEvent, HealthState
 from accelkit.metrics import MetricContext, NodeMetric, ProcessMetric, WorkloadMetric
-from accelkit.plugin import AbstractComputePlugin, MaskedAgentContext
+from accelkit.plugin import AbstractComputePlugin, MaskedAgentContext, PluginRole
 from accelkit.types import (
     ComputeDevice,
     DeviceId,
@@ -73,6 +73,7 @@ class CPUPlugin(AbstractComputePlugin):
     """
 
     key: ClassVar[DeviceName] = DeviceName("cpu")
+    role: ClassVar[PluginRole] = PluginRole.CORES  # offers slot "cpu"; reserved-cpu comes off
     api_version: ClassVar[str] = "2.0"
     config_schema: ClassVar[type[CPUConfig]] = CPUConfig
     lifecycle_hook_class = CPULifecycleHook

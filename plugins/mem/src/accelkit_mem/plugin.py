@@ -11,7 +11,7 @@ import psutil
 
 from accelkit.cgroup import CgroupFS, WorkloadLocation
 from accelkit.metrics import MetricContext, NodeMetric, ProcessMetric, WorkloadMetric
-from accelkit.plugin import AbstractComputePlugin, MaskedAgentContext
+from accelkit.plugin import AbstractComputePlugin, MaskedAgentContext, PluginRole
 from accelkit.sizes import format_binary_size
 from accelkit.types import (
     ComputeDevice,
@@ -67,6 +67,7 @@ class MemPlugin(AbstractComputePlugin):
     """
 
     key: ClassVar[DeviceName] = DeviceName("mem")
+    role: ClassVar[PluginRole] = PluginRole.MEMORY  # offers slot "mem"; reserved-mem comes off
     api_version: ClassVar[str] = "2.0"
     config_schema: ClassVar[type[MemConfig]] = MemConfig
     lifecycle_hook_class = MemLifecycleHook

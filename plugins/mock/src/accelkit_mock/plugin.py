@@ -14,7 +14,7 @@ from accelkit.allocmap import AbstractAllocMap, AllocationStrategy
 from accelkit.errors import ConfigError
 from accelkit.health import DeviceHealth, HealthEvent
 from accelkit.metrics import Measurement, MetricContext, MetricType, NodeMetric
-from accelkit.plugin import AbstractComputePlugin, AbstractLifecycleHook
+from accelkit.plugin import AbstractComputePlugin, AbstractLifecycleHook, PluginRole
 from accelkit.types import (
     ComputeDevice,
     DeviceAllocation,
@@ -34,6 +34,9 @@ from accelkit_mock.health import HealthFile
 from accelkit_mock.spec import MockConfig, MockDevice, MockKind, load_kinds
 
 log = logging.getLogger(__name__)
+
+#: the kinds playing the node's cores and memory, by key (DESIGN §11); the rest are accelerators
+KIND_ROLES = {"cpu": PluginRole.CORES, "mem": PluginRole.MEMORY}
 
 #: how often the deterministic metrics change value, in seconds
 METRIC_PERIOD = 10
@@ -103,6 +106,7 @@ class MockPlugin(AbstractComputePlugin):
         )
         attributes = {
             "key": DeviceName(kind.key),
+            "role": KIND_ROLES.get(kind.key, PluginRole.ACCELERATOR),
             "kind": kind,
             "exclusive_slot_types": exclusive,
             "shared_by_amount": kind.key == "mem",

@@ -2,8 +2,8 @@
 
 Every accelerator slot whose devices are handed out whole (``count`` and ``unique`` slots, so
 MIG-like profiles are resources of their own) becomes ``<domain>/<slot>``, e.g.
-``accelkit.io/cuda.device``. Fractional slots and the cpu and mem plugins are left to the
-kubelet's own CPU and memory managers.
+``accelkit.io/cuda.device``. Fractional slots and the cores and memory plugins (by their
+role) are left to the kubelet's own CPU and memory managers.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import attrs
 from accelkit.health import DeviceHealth
 from accelkit.host import AgentView
 from accelkit.partition import natural_sort_key
+from accelkit.plugin import PluginRole
 from accelkit.types import DeviceAllocation, DeviceId, DeviceName, SlotName, SlotType
 
 __all__ = ["HEALTHY", "UNHEALTHY", "K8sDevice", "K8sResource", "k8s_resources"]
@@ -24,8 +25,6 @@ __all__ = ["HEALTHY", "UNHEALTHY", "K8sDevice", "K8sResource", "k8s_resources"]
 #: the kubelet's two health words
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"
-#: plugins whose resources the kubelet manages itself
-NOT_DEVICES = frozenset({"cpu", "mem"})
 WHOLE = frozenset({SlotType.COUNT, SlotType.UNIQUE})
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -85,7 +84,7 @@ def k8s_resources(agent: AgentView, domain: str) -> list[K8sResource]:
     """The extended resources of ``agent`` under ``domain``, in the agent's plugin order."""
     found: list[K8sResource] = []
     for key, ctx in agent.contexts.items():
-        if key in NOT_DEVICES:
+        if ctx.plugin.role is not PluginRole.ACCELERATOR:  # the kubelet manages cores, memory
             continue
         slots = sorted(
             {i.slot_name for i in ctx.alloc_map.device_slots.values() if i.slot_type in WHOLE},

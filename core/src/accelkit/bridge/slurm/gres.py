@@ -4,8 +4,8 @@ Every device of a whole-device slot (``count`` and ``unique``) of an accelerator
 ``gres.conf`` line, in accelkit's natural order, so Slurm's GRES index ``i`` of a name is the
 ``i``-th device of that name here (:func:`indexed_devices`). ``File=`` is the device node the
 plugin's hook gives a container of that device alone (nodes every device gets, like
-``/dev/nvidiactl``, are left out); a device without one is ``Count=1``. ``Cores=`` are the cpu
-plugin's cores on the device's NUMA node.
+``/dev/nvidiactl``, are left out); a device without one is ``Count=1``. ``Cores=`` are the
+cores plugin's cores on the device's NUMA node.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from decimal import Decimal
 
 import attrs
 
-from accelkit.bridge.k8s.resources import NOT_DEVICES, WHOLE
+from accelkit.bridge.k8s.resources import WHOLE
 from accelkit.calls import call_async
 from accelkit.host import AgentView
 from accelkit.partition import natural_sort_key
-from accelkit.plugin import AbstractAgentContext
+from accelkit.plugin import AbstractAgentContext, PluginRole
 from accelkit.types import DeviceId, DeviceName, DeviceSlotInfo, MountType, SlotName, Workload
 
 __all__ = ["GresDevice", "gres_conf", "gres_devices", "indexed_devices", "node_gres", "slurm_type"]
@@ -75,9 +75,10 @@ def _ranges(numbers: Sequence[int]) -> str:
 
 
 def _cores_by_numa(agent: AgentView) -> dict[int, tuple[int, ...]]:
-    ctx = agent.contexts.get(DeviceName("cpu"))
-    if ctx is None:
+    cores = agent.provider(PluginRole.CORES)
+    if cores is None:
         return {}
+    ctx = agent.contexts[cores]
     found: dict[int, list[int]] = {}
     for device_id, info in ctx.alloc_map.device_slots.items():
         if info.numa_node is not None and device_id.isdigit():
@@ -103,7 +104,7 @@ async def gres_devices(
     cores = _cores_by_numa(agent)
     found: list[GresDevice] = []
     for key, ctx in agent.contexts.items():
-        if key in NOT_DEVICES:
+        if ctx.plugin.role is not PluginRole.ACCELERATOR:  # Slurm itself manages cores, memory
             continue
         models = {d.device_id: d.model_name for d in ctx.plugin.devices}
         whole = [

@@ -8,6 +8,7 @@ from decimal import Decimal
 import pytest
 
 from accelkit.allocmap import AllocationStrategy, DiscretePropertyAllocMap, FractionAllocMap
+from accelkit.allocmap.checks import refusal
 from accelkit.allocmap.pool import OneDevicePool
 from accelkit.errors import InsufficientResource, InvalidResourceArgument
 from accelkit.types import DeviceId, DeviceSlotInfo, SlotName, SlotType
@@ -124,3 +125,23 @@ def test_threads_never_take_more_than_there_is() -> None:
     assert sum(granted) == D("0.3") * len(granted) <= D("4.0")
     assert len(granted) == 13  # 4 x 1.0 in shares of 0.3, some split: exactly 13 fit
     assert m.allocatable() == {S: D("4.0") - sum(granted)}
+
+
+@pytest.mark.parametrize("context_tag", [None, "agent-1"])
+def test_a_refusal_is_the_error_the_class_builds_field_for_field(context_tag: str | None) -> None:
+    built = InsufficientResource(
+        slot="cuda.shares", requested=D("1.5"), allocatable=D("0.25"), context_tag=context_tag
+    )
+    quick = refusal("cuda.shares", D("1.5"), D("0.25"), context_tag)
+    assert type(quick) is InsufficientResource
+    for field in InsufficientResource.__slots__:  # a new field must be set by refusal() too
+        assert getattr(quick, field) == getattr(built, field), field
+    assert quick.args == built.args
+    assert str(quick) == str(built)
+    assert repr(quick) == repr(built)
+    m = FractionAllocMap(gpus(2))
+    with pytest.raises(InsufficientResource) as refused:
+        m.allocate({S: D(3)}, context_tag=context_tag)
+    assert str(refused.value) == str(
+        InsufficientResource(slot=S, requested=D(3), allocatable=D("2.00"), context_tag=context_tag)
+    )

@@ -73,6 +73,27 @@ def check_exclusive(
             raise InvalidResourceCombination(msg)
 
 
+def refusal(
+    slot: str, requested: Decimal, allocatable: Decimal, context_tag: str | None
+) -> InsufficientResource:
+    """``InsufficientResource(slot=..., requested=..., allocatable=..., context_tag=...)``,
+    the same object built for about half the cost.
+
+    Refusals are routine (agents probe for room; W3 refuses 5,625 of its 20,000 operations,
+    W4 2,370), and a call of the class with keywords builds a dict of them and runs
+    ``__init__`` through it, about 300 ns here: a third of a W3 refusal, 0.2 floor units of
+    W3 FILL. This sets the same fields, the unrendered message included, on a bare instance
+    (``tests/core/test_allocmap_fastpath.py`` checks that every field matches).
+    """
+    refused = InsufficientResource.__new__(InsufficientResource)
+    refused.slot = slot
+    refused.requested = requested
+    refused.allocatable = allocatable
+    refused.context_tag = context_tag
+    refused._message = None  # rendered when read, as __init__ leaves it
+    return refused
+
+
 def insufficient(
     pool: SlotPool, requested: Decimal, free: Decimal, context_tag: str | None
 ) -> InsufficientResource:
@@ -80,9 +101,7 @@ def insufficient(
     pool's unavailable devices, if any."""
     # Failed allocations are part of normal operation (agents probe for room): the error
     # renders its message only when it is read.
-    refused = InsufficientResource(
-        slot=pool.name, requested=requested, allocatable=free, context_tag=context_tag
-    )
+    refused = refusal(pool.name, requested, free, context_tag)
     if not pool.hidden:
         return refused
     # Only unhealthy or cordoned devices are made unavailable (the node's health keeper).

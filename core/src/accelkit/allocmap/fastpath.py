@@ -38,10 +38,10 @@ from decimal import Decimal
 
 from accelkit.allocmap import fillscan
 from accelkit.allocmap.affinity import AffinityHint
+from accelkit.allocmap.checks import refusal
 from accelkit.allocmap.operations import MapOperations
 from accelkit.allocmap.placement import Grants
 from accelkit.allocmap.pool import ScannedPool, SlotPool
-from accelkit.errors import InsufficientResource
 from accelkit.types import DeviceAllocation, DeviceId, SlotName
 
 #: the placement of a request without a hint: ``(pool, units, requested) -> grants``
@@ -99,11 +99,8 @@ def _install_one_device(m: MapOperations, pool: SlotPool) -> None:
                         # Refused on a snapshot: a refusal changes nothing, so it needs no
                         # lock (it is what a locked call at the moment of the read would say).
                         # With unavailable devices the general path refuses, naming them.
-                        raise InsufficientResource(
-                            slot=slot,
-                            requested=raw,
-                            allocatable=amount_of.get(left) or amount(pool, left),
-                            context_tag=context_tag,
+                        raise refusal(
+                            slot, raw, amount_of.get(left) or amount(pool, left), context_tag
                         )
                     acquire()
                     try:
@@ -185,11 +182,8 @@ def _one_pool_allocate(
                     left = pool.total_free
                     if units > left and not pool.hidden:
                         # refused on a snapshot, as in the general closure
-                        raise InsufficientResource(
-                            slot=slot,
-                            requested=raw,
-                            allocatable=amount_of.get(left) or amount(pool, left),
-                            context_tag=context_tag,
+                        raise refusal(
+                            slot, raw, amount_of.get(left) or amount(pool, left), context_tag
                         )
                     acquire()
                     try:
@@ -280,11 +274,8 @@ def _general_allocate(
                         # Refused on a snapshot: a refusal changes nothing, so it needs no
                         # lock (it is what a locked call at the moment of the read would say).
                         # With unavailable devices the general path refuses, naming them.
-                        raise InsufficientResource(
-                            slot=slot,
-                            requested=raw,
-                            allocatable=pool.amount_of.get(left) or amount(pool, left),
-                            context_tag=context_tag,
+                        raise refusal(
+                            slot, raw, pool.amount_of.get(left) or amount(pool, left), context_tag
                         )
                     acquire()
                     try:

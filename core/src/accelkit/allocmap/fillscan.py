@@ -14,10 +14,10 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 
 from accelkit.allocmap.affinity import AffinityHint
+from accelkit.allocmap.checks import refusal
 from accelkit.allocmap.operations import MapOperations
 from accelkit.allocmap.placement import Grants
 from accelkit.allocmap.pool import ScannedPool
-from accelkit.errors import InsufficientResource
 from accelkit.types import DeviceAllocation, DeviceId, SlotName
 
 
@@ -56,11 +56,8 @@ def _allocate(
                     left = pool.total_free
                     if units > left and not pool.hidden:
                         # refused on a snapshot, as in fastpath's closures
-                        raise InsufficientResource(
-                            slot=slot,
-                            requested=raw,
-                            allocatable=amount_of.get(left) or amount(pool, left),
-                            context_tag=context_tag,
+                        raise refusal(
+                            slot, raw, amount_of.get(left) or amount(pool, left), context_tag
                         )
                     acquire()
                     try:

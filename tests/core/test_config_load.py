@@ -95,14 +95,16 @@ def test_bridge_paths_resolve_against_the_config_file_and_a_bare_command_stays(t
         scontrol = "{scontrol}"
         """
     config = load(tmp_path, text.format(scontrol="bin/scontrol"), name="etc/host.toml")
-    assert config.bridge.k8s is not None and config.bridge.slurm is not None
+    assert config.bridge.k8s is not None
+    assert config.bridge.slurm is not None
     assert config.bridge.k8s.kubelet_dir == tmp_path / "etc" / "kubelet" / "device-plugins"
     assert config.bridge.k8s.pod_resources_socket == Path(
         "/var/lib/kubelet/pod-resources/kubelet.sock"
     )
     assert config.bridge.slurm.scontrol == str(tmp_path / "etc" / "bin" / "scontrol")
     bare = load(tmp_path, text.format(scontrol="scontrol"), name="etc/host.toml")
-    assert bare.bridge.slurm is not None and bare.bridge.slurm.scontrol == "scontrol"
+    assert bare.bridge.slurm is not None
+    assert bare.bridge.slurm.scontrol == "scontrol"
 
 
 def test_relative_paths_resolve_against_the_config_file(tmp_path):

@@ -118,6 +118,53 @@ def test_threads_share_a_single_device_map_safely() -> None:
     assert m.allocatable() == {"mem": D(10**6)}
 
 
+def test_threads_share_a_fill_map_of_a_few_devices_safely() -> None:
+    # FILL over a few devices of one slot scans instead of keeping buckets (fillscan): its
+    # single-device grants, splits and frees must be just as safe.
+    gpus = {
+        DeviceId(f"cuda{i}"): DeviceSlotInfo(SlotType.COUNT, SLOT, D("1.0"), i // 4)
+        for i in range(8)
+    }
+    m = FractionAllocMap(gpus, strategy=AllocationStrategy.FILL)
+    shares = [D(s) for s in ("0.1", "0.25", "0.5", "1", "1.5", "2", "2.5", "3.3")]
+    held: list[list[Alloc]] = [[] for _ in range(THREADS)]
+    errors: list[str] = []
+
+    def work(seed: int) -> None:
+        rng = random.Random(seed)
+        hint = AffinityHint(AffinityPolicy.INTERLEAVED)
+        for _ in range(OPS):
+            try:
+                if rng.random() < 0.5 or not held[seed]:
+                    request = rng.choice(shares)
+                    alloc = m.allocate({SLOT: request}, affinity_hint=rng.choice([None, hint]))
+                    if sum(alloc[SLOT].values()) != request:
+                        errors.append(f"inexact grant {alloc} for {request}")
+                    held[seed].append(alloc)
+                else:
+                    m.free(held[seed].pop(rng.randrange(len(held[seed]))))
+            except InsufficientResource:
+                pass
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    expected = {d: D(0) for d in gpus}
+    for mine in held:
+        for alloc in mine:
+            for dev, amount in alloc[SLOT].items():
+                expected[dev] += amount
+    assert m.allocations[SLOT] == expected
+    assert all(v <= 1 for v in expected.values())
+    for mine in held:
+        for alloc in mine:
+            m.free(alloc)
+    assert m.allocatable() == m.capacity()
+
+
 @pytest.mark.parametrize("kind", ["discrete", "fraction"])
 def test_threads_share_one_map_safely(kind: str) -> None:
     m: AbstractAllocMap

@@ -72,6 +72,9 @@ def _allocate(
                                 # W3 FILL's splits: the most free devices in turn
                                 out: dict[DeviceId, Decimal] = {}
                                 while most < units:
+                                    if not most:  # cannot be: total_free said there was room
+                                        msg = "the pool had less free than its total said"
+                                        raise AssertionError(msg)
                                     out[ids[i]] = amount_of.get(most) or amount(pool, most)
                                     free[i] = 0
                                     units -= most

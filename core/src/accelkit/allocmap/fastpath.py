@@ -73,10 +73,13 @@ def _install_one_device(m: MapOperations, pool: SlotPool) -> None:
 
     Slot and device are known in advance, so a request is checked with one lookup and
     nothing needs placing; this buys about a third of the map cost of the general closures.
+    Keys are looked up by subscript inside one ``try`` (a missing key, an unhashable or
+    signalling-NaN amount, a value that is no mapping: the general path), and the lock's
+    methods are called on it (a bound builtin method is the slower call): W4 -3 to -4%.
     """
     slot, dev, units_of, free = pool.name, pool.ids[0], pool.units_of, pool.free
     gate, amount_of = pool.gate, pool.amount_of
-    acquire, release = m._acquire, m._release
+    lock = m._lock
     amount = m._amount
     general_allocate, general_free = m.allocate, m.free
 
@@ -86,52 +89,46 @@ def _install_one_device(m: MapOperations, pool: SlotPool) -> None:
         affinity_hint: AffinityHint | None = None,
         context_tag: str | None = None,
     ) -> DeviceAllocation:
-        if len(slots) == 1:
-            raw = slots.get(slot)
-            if raw.__class__ is Decimal:
-                try:
-                    units = units_of.get(raw)
-                except TypeError:  # a signalling NaN cannot be hashed
-                    units = None
-                if units is not None:
-                    left = free[0]
-                    if units > left and not pool.hidden:
-                        # Refused on a snapshot: a refusal changes nothing, so it needs no
-                        # lock (it is what a locked call at the moment of the read would say).
-                        # With unavailable devices the general path refuses, naming them.
-                        raise refusal(
-                            slot, raw, amount_of.get(left) or amount(pool, left), context_tag
-                        )
-                    acquire()
-                    try:
-                        left = free[0] - units
-                        if left >= 0:
-                            free[0] = left  # the pool's total_free too (OneDevicePool)
-                            return {slot: {dev: raw}}
-                    finally:
-                        release()
-                    # another thread took the room since the snapshot: the general path says so
+        try:
+            raw = slots[slot]
+            units = units_of[raw] if raw.__class__ is Decimal and len(slots) == 1 else 0
+        except (KeyError, TypeError):
+            units = 0
+        if units:
+            left = free[0]
+            if units > left and not pool.hidden:
+                # Refused on a snapshot: a refusal changes nothing, so it needs no lock (it
+                # is what a locked call at the moment of the read would say). With
+                # unavailable devices the general path refuses, naming them.
+                raise refusal(slot, raw, amount_of.get(left) or amount(pool, left), context_tag)
+            lock.acquire()
+            try:
+                left = free[0] - units
+                if left >= 0:
+                    free[0] = left  # the pool's total_free too (OneDevicePool)
+                    return {slot: {dev: raw}}
+            finally:
+                lock.release()
+            # another thread took the room since the snapshot: the general path says so
         return general_allocate(slots, affinity_hint=affinity_hint, context_tag=context_tag)
 
     def free_(alloc: DeviceAllocation) -> None:
-        if len(alloc) == 1:
-            per_device = alloc.get(slot)
-            if per_device is not None and len(per_device) == 1:
-                raw = per_device.get(dev)
-                if raw.__class__ is Decimal:
-                    try:
-                        units = units_of.get(raw)
-                    except TypeError:
-                        units = None
-                    if units is not None:
-                        acquire()
-                        try:
-                            left = free[0] + units
-                            if left <= gate[0]:  # -1 when unavailable: the general path
-                                free[0] = left
-                                return
-                        finally:
-                            release()
+        try:
+            per_device = alloc[slot]
+            raw = per_device[dev]
+            one = len(alloc) == 1 and len(per_device) == 1
+            units = units_of[raw] if one and raw.__class__ is Decimal else 0
+        except (KeyError, TypeError):
+            units = 0
+        if units:
+            lock.acquire()
+            try:
+                left = free[0] + units
+                if left <= gate[0]:  # -1 when unavailable: the general path
+                    free[0] = left
+                    return
+            finally:
+                lock.release()
         general_free(alloc)
 
     allocate.__doc__ = general_allocate.__doc__

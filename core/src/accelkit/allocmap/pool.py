@@ -243,9 +243,9 @@ class ScannedPool(SlotPool):
 
     FILL only ever asks for the most free device, and over a few devices ``max(free)`` finds
     it for less than keeping the buckets up to date on every allocate and free costs (W3
-    FILL). So this pool keeps no buckets: :attr:`buckets` is built from ``free`` when the
-    general paths read it (hints, splits without fragmentation), and only ``free`` and
-    ``total_free`` change.
+    FILL). So this pool keeps no buckets: :attr:`buckets` is built from ``free`` when
+    placement reads it (requests with an affinity hint, and whatever the general methods
+    place), and only ``free`` and ``total_free`` change.
     """
 
     __slots__ = ()

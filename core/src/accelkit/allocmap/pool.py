@@ -289,7 +289,9 @@ class ScannedPool(SlotPool):
         self.total_free -= sign * total
 
 
-#: pools of a FILL map with up to this many devices are :class:`ScannedPool`
+#: pools of a FILL map with up to this many devices are :class:`ScannedPool`: on the W3 FILL
+#: trace scaled to n devices scanning cost 2.7/3.0/3.5 floor units at n = 8/12/16 against
+#: 3.5/3.6/4.0 with buckets, and the same at 24
 SCAN_LIMIT = 16
 
 

@@ -8,9 +8,8 @@ from decimal import Decimal
 import pytest
 
 from accelkit.allocmap import AllocationStrategy, DiscretePropertyAllocMap, FractionAllocMap
-from accelkit.allocmap.checks import refusal
 from accelkit.allocmap.pool import OneDevicePool
-from accelkit.errors import InsufficientResource, InvalidResourceArgument
+from accelkit.errors import InsufficientResource, InvalidResourceArgument, refusal
 from accelkit.types import DeviceId, DeviceSlotInfo, SlotName, SlotType
 
 D = Decimal

@@ -129,6 +129,27 @@ class InsufficientResource(ResourceError):
         return f"{type(self).__name__}({str(self)!r})"
 
 
+def refusal(
+    slot: str, requested: Decimal, allocatable: Decimal, context_tag: str | None
+) -> InsufficientResource:
+    """``InsufficientResource(slot=..., requested=..., allocatable=..., context_tag=...)``,
+    the same object built for about half the cost (for the alloc maps' fast paths).
+
+    Refusals are routine (agents probe for room; W3 of the benchmarks refuses 5,625 of its
+    20,000 operations, W4 2,370), and a call of the class with keywords builds a dict of them
+    and runs ``__init__`` through it, about 300 ns: a third of a W3 refusal. This sets the same
+    fields, the unrendered message included, on a bare instance
+    (``tests/core/test_allocmap_fastpath.py`` checks that every field matches).
+    """
+    refused = InsufficientResource.__new__(InsufficientResource)
+    refused.slot = slot
+    refused.requested = requested
+    refused.allocatable = allocatable
+    refused.context_tag = context_tag
+    refused._message = None  # rendered when read, as __init__ leaves it
+    return refused
+
+
 class InvalidResourceArgument(ResourceError):
     """The request or allocation is malformed (negative, unknown device, outside the mask, ...)."""
 

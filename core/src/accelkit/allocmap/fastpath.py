@@ -38,10 +38,10 @@ from decimal import Decimal
 
 from accelkit.allocmap import fillscan
 from accelkit.allocmap.affinity import AffinityHint
-from accelkit.allocmap.checks import refusal
 from accelkit.allocmap.operations import MapOperations
 from accelkit.allocmap.placement import Grants
 from accelkit.allocmap.pool import ScannedPool, SlotPool
+from accelkit.errors import refusal
 from accelkit.types import DeviceAllocation, DeviceId, SlotName
 
 #: the placement of a request without a hint: ``(pool, units, requested) -> grants``

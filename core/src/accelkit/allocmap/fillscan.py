@@ -14,10 +14,10 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 
 from accelkit.allocmap.affinity import AffinityHint
-from accelkit.allocmap.checks import refusal
 from accelkit.allocmap.operations import MapOperations
 from accelkit.allocmap.placement import Grants
 from accelkit.allocmap.pool import ScannedPool
+from accelkit.errors import refusal
 from accelkit.types import DeviceAllocation, DeviceId, SlotName
 
 

@@ -60,8 +60,10 @@ class Node:
         *,
         loader: PluginLoader | None = None,
         runtimes: Mapping[str, Runtime] | None = None,
+        sweep: bool = True,
     ) -> None:
         self.config = config
+        self._sweep = sweep
         self.host = PartitionHost(config, loader)
         self._own_runtimes = runtimes is None
         self.runtimes: Mapping[str, Runtime] = (
@@ -78,14 +80,17 @@ class Node:
         *,
         loader: PluginLoader | None = None,
         runtimes: Mapping[str, Runtime] | None = None,
+        sweep: bool = True,
     ) -> Node:
         """A node for ``config``; nothing starts until it is entered (``async with``).
 
         ``loader`` replaces entry-point discovery (plugins registered by a test); ``runtimes``
         replaces :func:`accelkit.runtime.registry.default_runtimes` (a node given runtimes does
-        not close them).
+        not close them). ``sweep=False`` leaves the orphan container sweep out of the opening
+        reconciliation (a process-runtime ``accelkit run`` need not ask the container engines;
+        the next ``status``, ``release``, docker run or ``serve`` sweeps).
         """
-        return cls(config or HostConfig(), loader=loader, runtimes=runtimes)
+        return cls(config or HostConfig(), loader=loader, runtimes=runtimes, sweep=sweep)
 
     async def __aenter__(self) -> Node:
         await self.start()
@@ -113,7 +118,8 @@ class Node:
                 call_timeout=self.config.plugins.call_timeout,
             )
             report = await self._bookkeeper.reconcile()
-            report = await self._swept(report)
+            if self._sweep:
+                report = await self._swept(report)
             await self._start_health()
         except BaseException:
             await self.close()

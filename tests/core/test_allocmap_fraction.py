@@ -101,10 +101,31 @@ def test_evenly_uses_whole_devices_when_that_is_even() -> None:
     assert set(g.values()) == {D(1)}
 
 
-def test_evenly_odd_quanta_differ_by_one_quantum() -> None:
+def test_evenly_takes_equal_shares_over_the_fewest_devices_that_allow_them() -> None:
     m = FractionAllocMap(gpus(["1.0"] * 8))
-    g = grant(m, "3.3")
-    assert sorted(g.values()) == [D("0.82"), D("0.82"), D("0.83"), D("0.83")]
+    g = grant(m, "3.3")  # 4 devices would be 0.82/0.83: 5 give 0.66 each
+    assert sorted(g.values()) == [D("0.66")] * 5
+
+
+def test_evenly_shares_differ_by_one_quantum_when_none_can_be_equal() -> None:
+    m = FractionAllocMap(gpus(["1.0"] * 8))
+    g = grant(m, "1.01")  # 101 quanta: equal shares would need 101 devices
+    assert sorted(g.values()) == [D("0.50"), D("0.51")]
+
+
+def test_evenly_splits_over_the_least_free_devices_that_hold_the_shares() -> None:
+    m = FractionAllocMap(gpus(["1.0"] * 4))
+    m.apply_allocation({S: {DeviceId("cuda2"): D("0.4"), DeviceId("cuda3"): D("0.4")}})
+    # free 1.0/1.0/0.6/0.6: 1.2 goes to the two 0.6 devices, the whole ones stay whole
+    assert grant(m, "1.2") == {"cuda2": D("0.60"), "cuda3": D("0.60")}
+    assert grant(m, "2") == {"cuda0": D("1.00"), "cuda1": D("1.00")}
+
+
+def test_evenly_never_splits_onto_devices_too_small_for_their_share() -> None:
+    m = FractionAllocMap(gpus(["1.0"] * 4))
+    m.apply_allocation({S: {DeviceId("cuda2"): D("0.5"), DeviceId("cuda3"): D("0.8")}})
+    # free 1.0/1.0/0.5/0.2: 1.4 in two shares of 0.7 fits only the two whole devices
+    assert grant(m, "1.4") == {"cuda0": D("0.70"), "cuda1": D("0.70")}
 
 
 def test_evenly_falls_back_to_water_filling_when_no_split_is_even() -> None:

@@ -167,7 +167,8 @@ import os, pathlib, sys, time
 out = pathlib.Path(sys.argv[1])
 if sys.argv[2] == "daemon":
     os.setsid()
-(out / "pid").write_text(str(os.getpid()))
+(out / "pid.tmp").write_text(str(os.getpid()))
+os.replace(out / "pid.tmp", out / "pid")  # whole, or not there
 while not (out / "go").exists():
     time.sleep(0.02)
 """

@@ -248,7 +248,8 @@ signal.signal(signal.SIGTERM, term)
 signal.signal(signal.SIGINT, term)
 if len(sys.argv) > 2:
     os.setsid()  # a daemon: its own session, parent gone
-(out / "pid").write_text(str(os.getpid()))
+(out / "pid.tmp").write_text(str(os.getpid()))
+os.replace(out / "pid.tmp", out / "pid")  # whole, or not there
 while True:
     time.sleep(1)
 """

@@ -12,7 +12,8 @@ atomic and thread-safe as the general one.
 The special cases kept inside the closures, and the benchmark rows they buy
 (``tests/benchmarks``):
 
-- a one-device pool (a ``mem`` root) needs no placement: W4, all four rows;
+- a one-device pool (a ``mem`` root) needs no placement and hands out one read-only grant per
+  amount (:mod:`accelkit.allocmap.onedevice`): W4, all four rows;
 - a FILL map of one slot over a few devices keeps no buckets and has closures of its own
   (:mod:`accelkit.allocmap.fillscan`): W3 FILL;
 - a map of one slot over several devices knows its pool, finds the slot with one lookup and
@@ -36,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 
-from accelkit.allocmap import fillscan
+from accelkit.allocmap import fillscan, onedevice
 from accelkit.allocmap.affinity import AffinityHint
 from accelkit.allocmap.operations import MapOperations
 from accelkit.allocmap.placement import Grants
@@ -59,81 +60,13 @@ def install(m: MapOperations, quick_place: QuickPlace) -> None:
         return
     pools = list(m._pools.values())
     if len(pools) == 1 and pools[0].simple:
-        _install_one_device(m, pools[0])
+        onedevice.install(m, pools[0])
     elif len(pools) == 1 and isinstance(pools[0], ScannedPool):
         fillscan.install(m, pools[0])
     elif len(pools) == 1 and pools[0].quick:
         _install_one_pool(m, pools[0], quick_place)
     else:
         _install_general(m, quick_place)
-
-
-def _install_one_device(m: MapOperations, pool: SlotPool) -> None:
-    """W4, all four rows: a map of one slot on one device (a ``mem`` root).
-
-    Slot and device are known in advance, so a request is checked with one lookup and
-    nothing needs placing; this buys about a third of the map cost of the general closures.
-    Keys are looked up by subscript inside one ``try`` (a missing key, an unhashable or
-    signalling-NaN amount, a value that is no mapping: the general path), and the lock's
-    methods are called on it (a bound builtin method is the slower call): W4 -3 to -4%.
-    """
-    slot, dev, units_of, free = pool.name, pool.ids[0], pool.units_of, pool.free
-    gate, amount_of = pool.gate, pool.amount_of
-    lock = m._lock
-    amount = m._amount
-    general_allocate, general_free = m.allocate, m.free
-
-    def allocate(
-        slots: Mapping[SlotName, Decimal],
-        *,
-        affinity_hint: AffinityHint | None = None,
-        context_tag: str | None = None,
-    ) -> DeviceAllocation:
-        try:
-            raw = slots[slot]
-            units = units_of[raw] if raw.__class__ is Decimal and len(slots) == 1 else 0
-        except (KeyError, TypeError):
-            units = 0
-        if units:
-            left = free[0]
-            if units > left and not pool.hidden:
-                # Refused on a snapshot: a refusal changes nothing, so it needs no lock (it
-                # is what a locked call at the moment of the read would say). With
-                # unavailable devices the general path refuses, naming them.
-                raise refusal(slot, raw, amount_of.get(left) or amount(pool, left), context_tag)
-            lock.acquire()
-            try:
-                left = free[0] - units
-                if left >= 0:
-                    free[0] = left  # the pool's total_free too (OneDevicePool)
-                    return {slot: {dev: raw}}
-            finally:
-                lock.release()
-            # another thread took the room since the snapshot: the general path says so
-        return general_allocate(slots, affinity_hint=affinity_hint, context_tag=context_tag)
-
-    def free_(alloc: DeviceAllocation) -> None:
-        try:
-            per_device = alloc[slot]
-            raw = per_device[dev]
-            one = len(alloc) == 1 and len(per_device) == 1
-            units = units_of[raw] if one and raw.__class__ is Decimal else 0
-        except (KeyError, TypeError):
-            units = 0
-        if units:
-            lock.acquire()
-            try:
-                left = free[0] + units
-                if left <= gate[0]:  # -1 when unavailable: the general path
-                    free[0] = left
-                    return
-            finally:
-                lock.release()
-        general_free(alloc)
-
-    allocate.__doc__ = general_allocate.__doc__
-    free_.__doc__ = general_free.__doc__
-    vars(m).update(allocate=allocate, free=free_)
 
 
 def _install_one_pool(m: MapOperations, pool: SlotPool, quick_place: QuickPlace) -> None:

@@ -90,7 +90,8 @@ class MapOperations(ABC):
         :class:`~accelkit.errors.InvalidResourceCombination` for exclusive slots requested
         together and :class:`~accelkit.errors.InsufficientResource` when a slot lacks free
         capacity, a slot no device of the map offers included (allocatable 0, "no device
-        offers slot 'y'"); nothing is allocated then.
+        offers slot 'y'"); nothing is allocated then. The result is read-only: maps may hand
+        out one shared grant for equal grants (:mod:`accelkit.allocmap.onedevice`).
         """
         # The common single-slot case never gets here: the fast path of
         # :mod:`accelkit.allocmap.fastpath` handles it and hands over only what it does not.

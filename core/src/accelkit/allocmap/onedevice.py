@@ -1,0 +1,152 @@
+"""The fast path of a map of one slot on one device (a ``mem`` root): W4, all four rows.
+
+Slot and device are known in advance, so nothing needs placing, and every grant of one amount
+is the same value. The map therefore hands out **one read-only grant per amount** (a
+``frozendict`` of a ``frozendict``: a ``Mapping`` as :data:`~accelkit.types.DeviceAllocation`
+promises, a ``dict`` to ``json`` and ``isinstance``), built the first time the amount is granted,
+and knows its own grants again by identity when they are freed:
+
+- ``allocate``: one lookup of the Decimal amount (which also proves it valid: only validated
+  positive amounts are ever remembered), a lock and a subtraction; no result is built;
+- ``free`` of a grant this map handed out: one lookup by ``id`` and an addition under the lock;
+  no key, amount or device is looked up, since the map built that grant itself.
+
+A grant carries the map's own form of the amount (never an exponent form a caller may have
+written). Everything else (several slots, amounts not granted before, mappings built by a
+caller, such as allocations restored from a ledger, more distinct amounts than the bound)
+goes to the general, validating methods of :class:`~accelkit.allocmap.operations.MapOperations`,
+exactly as in :mod:`accelkit.allocmap.fastpath`, whose rules (a refusal read from a snapshot,
+both paths under the map's lock) hold here too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from decimal import Decimal
+
+from frozendict import frozendict
+
+from accelkit.allocmap.affinity import AffinityHint
+from accelkit.allocmap.operations import MapOperations
+from accelkit.allocmap.pool import CACHE_LIMIT, SlotPool
+from accelkit.errors import refusal
+from accelkit.types import DeviceAllocation, SlotName
+
+
+def install(m: MapOperations, pool: SlotPool) -> None:
+    """Give ``m``, a map of the one slot of ``pool`` on its one device, the fast paths."""
+    # str(amount) -> (its units, its grant): the string is an exact key (equal strings are
+    # equal Decimals, and the Decimal's own hash costs three times as much to compute), and
+    # the table keeps every grant alive, so an id in ``issued`` names that grant and nothing else.
+    grant_of: dict[str, tuple[int, DeviceAllocation]] = {}
+    issued: dict[int, int] = {}  # id(grant) -> its units
+    general_allocate, general_free = m.allocate, m.free
+    allocate = _allocate(m, pool, grant_of, issued, general_allocate)
+    free_ = _free(m, pool, issued, general_free)
+    allocate.__doc__ = general_allocate.__doc__
+    free_.__doc__ = general_free.__doc__
+    vars(m).update(allocate=allocate, free=free_)
+
+
+def _allocate(
+    m: MapOperations,
+    pool: SlotPool,
+    grant_of: dict[str, tuple[int, DeviceAllocation]],
+    issued: dict[int, int],
+    general: Callable[..., DeviceAllocation],
+) -> Callable[..., DeviceAllocation]:
+    slot, dev, units_of, amount_of, free = (
+        pool.name,
+        pool.ids[0],
+        pool.units_of,
+        pool.amount_of,
+        pool.free,
+    )
+    lock = m._lock
+    amount = m._amount
+
+    def remember(raw: Decimal, granted: DeviceAllocation) -> DeviceAllocation:
+        """The grant to hand out for ``raw`` once the general path granted it as ``granted``."""
+        units = units_of.get(raw)
+        if not units or len(grant_of) >= CACHE_LIMIT:
+            return granted
+        grant: DeviceAllocation = frozendict({slot: frozendict({dev: amount(pool, units)})})
+        if grant != granted:  # not a grant of exactly this amount on the device: leave it be
+            return granted
+        # one grant per amount, even when two threads get here at once (setdefault is atomic)
+        _, kept = grant_of.setdefault(str(raw), (units, grant))
+        if kept is grant:
+            issued[id(grant)] = units
+        return kept
+
+    def allocate(
+        slots: Mapping[SlotName, Decimal],
+        *,
+        affinity_hint: AffinityHint | None = None,
+        context_tag: str | None = None,
+    ) -> DeviceAllocation:
+        try:
+            raw = slots[slot]
+        except (KeyError, TypeError):  # no such slot, or no mapping: the general path says so
+            return general(slots, affinity_hint=affinity_hint, context_tag=context_tag)
+        try:
+            hit = grant_of[str(raw)] if raw.__class__ is Decimal and len(slots) == 1 else None
+        except KeyError:  # not granted before
+            hit = None
+        if hit is not None:
+            units, grant = hit
+            left = free[0]
+            if units > left and not pool.hidden:
+                # Refused on a snapshot: a refusal changes nothing, so it needs no lock (it
+                # is what a locked call at the moment of the read would say). With
+                # unavailable devices the general path refuses, naming them.
+                raise refusal(slot, raw, amount_of.get(left) or amount(pool, left), context_tag)
+            lock.acquire()
+            try:
+                left = free[0] - units
+                if left >= 0:
+                    free[0] = left  # the pool's total_free too (OneDevicePool)
+                    return grant
+            finally:
+                lock.release()
+            # another thread took the room since the snapshot: the general path says so
+        granted = general(slots, affinity_hint=affinity_hint, context_tag=context_tag)
+        if hit is None and raw.__class__ is Decimal and len(slots) == 1:
+            return remember(raw, granted)
+        return granted
+
+    return allocate
+
+
+def _free(
+    m: MapOperations,
+    pool: SlotPool,
+    issued: dict[int, int],
+    general: Callable[[DeviceAllocation], None],
+) -> Callable[[DeviceAllocation], None]:
+    slot, dev, units_of, free, gate = pool.name, pool.ids[0], pool.units_of, pool.free, pool.gate
+    lock = m._lock
+
+    def free_(alloc: DeviceAllocation) -> None:
+        try:
+            units = issued[id(alloc)]  # a grant this map built: the id names it (see install)
+        except KeyError:  # one built elsewhere (restored from a ledger, copied): checked in full
+            try:
+                per_device = alloc[slot]
+                raw = per_device[dev]
+                one = len(alloc) == 1 and len(per_device) == 1
+                units = units_of[raw] if one and raw.__class__ is Decimal else 0
+            except (KeyError, TypeError):
+                units = 0
+        if units:
+            lock.acquire()
+            try:
+                left = free[0] + units
+                if left <= gate[0]:  # -1 when unavailable: the general path
+                    free[0] = left
+                    return
+            finally:
+                lock.release()
+        general(alloc)
+
+    return free_

@@ -41,8 +41,10 @@ GOALS: Mapping[str, float] = {
     "W1.discrete.FILL.nohint": 12.3,
     "W2.discrete.EVENLY.nohint": 20.4,
     "W2.discrete.FILL.nohint": 7.5,
-    "W3.fraction.EVENLY.nohint": 2.3,
-    "W3.fraction.FILL.nohint": 1.6,
+    # REFERENCE.md's W3 floor builds the list of choices on every draw: its goals belong to
+    # the rows that do the same (W3-as-written), not to W3, whose floor is lower.
+    "W3-as-written.fraction.EVENLY.nohint": 2.3,
+    "W3-as-written.fraction.FILL.nohint": 1.6,
     "W4.discrete.FILL.nohint": 0.87,
     "W4.discrete.EVENLY.nohint": 1.9,
     "W4.fraction.EVENLY.nohint": 1.1,
@@ -86,6 +88,11 @@ def _draw_w2(rng: random.Random) -> Decimal:
 
 def _draw_w3(rng: random.Random) -> Decimal:
     return rng.choice(_W3_CHOICES)
+
+
+def _draw_w3_as_written(rng: random.Random) -> Decimal:
+    """W3's draw exactly as WORKLOADS.md writes it: a new list of new Decimals every draw."""
+    return rng.choice([Decimal(s) for s in ("0.1", "0.25", "0.5", "1", "1.5", "2", "2.5", "3.3")])
 
 
 def _draw_w4(rng: random.Random) -> Decimal:
@@ -275,6 +282,7 @@ for _w, _draw, _seed, _live in (
     ("W1", _draw_w1, 101, 16),
     ("W2", _draw_w2, 202, 16),
     ("W3", _draw_w3, 303, 12),
+    ("W3-as-written", _draw_w3_as_written, 303, 12),
     ("W4", _draw_w4, 404, 16),
 ):
     add(f"{_w}.loop-floor.null-map", _floor(_draw, _seed, _live), group=_w, role=Role.FLOOR)
@@ -318,6 +326,18 @@ for _s in (EVENLY, FILL):
         _fraction(W3_DEVICES, _s),
         "cuda.shares",
         _draw_w3,
+        seed=303,
+        max_live=12,
+        reference=_ref_fraction(W3_DEVICES, _s),
+    )
+# The same trace with the draw as WORKLOADS.md writes it: a higher floor, and every request a
+# new Decimal (so the maps hash each one); the floor REFERENCE.md's W3 goals are counted in.
+for _s in (EVENLY, FILL):
+    _register(
+        f"W3-as-written.fraction.{_s.name}.nohint",
+        _fraction(W3_DEVICES, _s),
+        "cuda.shares",
+        _draw_w3_as_written,
         seed=303,
         max_live=12,
         reference=_ref_fraction(W3_DEVICES, _s),

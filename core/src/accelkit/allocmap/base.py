@@ -79,7 +79,7 @@ class AbstractAllocMap(MapOperations):
             caps = [self._capacity_units(types[name], i.amount) for i in infos]
             nodes = [i.numa_node for i in infos]
             self._pools[name] = new_pool(name, types[name], ids, caps, nodes, scan=scan)
-        caches: dict[str, tuple[dict[Decimal, int], dict[int, Decimal]]] = {}
+        caches: dict[str, tuple[dict[str, int], dict[int, Decimal]]] = {}
         for pool in self._pools.values():
             pool.units_of, pool.amount_of = caches.setdefault(self._conversion_kind(pool), ({}, {}))
         self._exclusive: dict[SlotName, frozenset[str]] = {}

@@ -104,10 +104,7 @@ def _one_pool_allocate(
         if len(slots) == 1:
             raw = slots.get(slot)
             if raw.__class__ is Decimal:
-                try:
-                    units = units_of.get(raw)
-                except TypeError:  # a signalling NaN cannot be hashed
-                    units = None
+                units = units_of.get(str(raw))
                 if units:
                     left = pool.total_free
                     if units > left and not pool.hidden:
@@ -194,10 +191,7 @@ def _general_allocate(
             raw = slots[slot]
             pool = quick.get(slot)
             if pool is not None and raw.__class__ is Decimal:
-                try:
-                    units = pool.units_of.get(raw)
-                except TypeError:  # a signalling NaN cannot be hashed
-                    units = None
+                units = pool.units_of.get(str(raw))
                 if units:
                     left = pool.total_free
                     if units > left and not pool.hidden:
@@ -309,7 +303,7 @@ def _general_free(
                         # W3 EVENLY, W1/W2 grants of one device: one bucket move, inline.
                         (dev,) = per_device
                         raw = per_device[dev]
-                        units = pool.units_of.get(raw) if raw.__class__ is Decimal else None
+                        units = pool.units_of.get(str(raw)) if raw.__class__ is Decimal else None
                         i = pool.index.get(dev)
                         if units and i is not None:
                             acquire()
@@ -356,7 +350,7 @@ def _free_several(
     try:
         # validate every entry first (a refused free changes nothing), in one pass
         for dev, raw in per_device.items():
-            units = units_of.get(raw) if raw.__class__ is Decimal else None
+            units = units_of.get(str(raw)) if raw.__class__ is Decimal else None
             i = index.get(dev)
             # the room test fails always for an unavailable device (its gate is -1)
             if not units or i is None or units > gate[i] - free[i]:

@@ -67,7 +67,7 @@ def _allocate(
 
     def remember(raw: Decimal, granted: DeviceAllocation) -> DeviceAllocation:
         """The grant to hand out for ``raw`` once the general path granted it as ``granted``."""
-        units = units_of.get(raw)
+        units = units_of.get(str(raw))
         if not units or len(grant_of) >= CACHE_LIMIT:
             return granted
         grant: DeviceAllocation = frozendict({slot: frozendict({dev: amount(pool, units)})})
@@ -135,7 +135,7 @@ def _free(
                 per_device = alloc[slot]
                 raw = per_device[dev]
                 one = len(alloc) == 1 and len(per_device) == 1
-                units = units_of[raw] if one and raw.__class__ is Decimal else 0
+                units = units_of[str(raw)] if one and raw.__class__ is Decimal else 0
             except (KeyError, TypeError):
                 units = 0
         if units:

@@ -60,11 +60,13 @@ class MapOperations(ABC):
         """Grants for a request the pool has enough free units for (nothing is changed)."""
 
     def _units(self, pool: SlotPool, amount: Decimal) -> int:
-        units = pool.units_of.get(amount)
+        # Keyed by str(amount) (see SlotPool.units_of); a subclass may print itself otherwise.
+        key = str(amount) if type(amount) is Decimal else None
+        units = pool.units_of.get(key) if key is not None else None
         if units is None:
             units = self._convert(pool, amount)
-            if len(pool.units_of) < CACHE_LIMIT:
-                pool.units_of[amount] = units
+            if key is not None and len(pool.units_of) < CACHE_LIMIT:
+                pool.units_of[key] = units
         return units
 
     def _amount(self, pool: SlotPool, units: int) -> Decimal:
@@ -140,7 +142,7 @@ class MapOperations(ABC):
         try:
             if type(raw) is Decimal:
                 pool = self._pools[slot]
-                units = pool.units_of[raw]
+                units = pool.units_of[str(raw)]
                 if units > pool.total_free:
                     raise insufficient(pool, raw, self._amount(pool, pool.total_free), context_tag)
                 return pool, raw, units
@@ -216,7 +218,7 @@ class MapOperations(ABC):
                     if type(raw) is not Decimal:
                         raise TypeError
                     i = index[dev]
-                    units = units_of[raw]
+                    units = units_of[str(raw)]
                 except (KeyError, TypeError):
                     checked = self._check_entry(pool, dev, raw, freeing)
                     if checked is None:

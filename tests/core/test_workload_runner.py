@@ -286,6 +286,7 @@ def _trapping_sigterm(pidfile: str) -> list[str]:
 def test_concurrent_runs_of_one_process_each_get_a_forwarded_signal(mock_node, tmp_path):
     config = load_host_config(mock_node(cpus=2))
     pids = [tmp_path / "a.pid", tmp_path / "b.pid"]
+    said: list[str] = []
 
     async def main() -> list[int]:
         async with Node.open(config) as host:
@@ -297,11 +298,14 @@ def test_concurrent_runs_of_one_process_each_get_a_forwarded_signal(mock_node, t
                         {SlotName("cpu"): Decimal(1)},
                         _trapping_sigterm(str(pid)),
                         grace=30,
+                        echo=said.append,
                     )
                 )
                 for pid in pids
             ]
             while not all(p.exists() and p.read_text() for p in pids):
+                if ended := [r for r in runs if r.done()]:  # it failed: say how
+                    pytest.fail(f"a run ended before its workload started: {ended[0]!r}: {said}")
                 await asyncio.sleep(0.01)
             os.kill(os.getpid(), signal.SIGTERM)  # once, to this process
             return list(await asyncio.gather(*runs))

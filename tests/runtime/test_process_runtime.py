@@ -608,3 +608,39 @@ def test_on_v1_the_leader_joins_its_cgroups_itself_as_it_is_launched(runtime):
     for controller in ("memory", "cpuset", "pids", "freezer", "devices"):
         line = next(x for x in joined.splitlines() if x.split(":")[1] == controller)
         assert line.endswith(f"/accelkit/agent-1/pid-{leader}")
+
+
+@v1
+def test_a_workload_under_an_agent_group_another_setup_just_made_gets_its_cpus(runtime):
+    # Two runs of one agent set up at once: one has made accelkit/<agent> (a v1 cpuset starts
+    # with no CPUs) and not filled it in yet when the other makes its workload's group under it.
+    agent = AgentId(f"agent-race-{os.getpid()}")
+    own = CgroupFS.read().process_directory("cpuset")
+    assert own is not None
+    level = own.path / "accelkit" / agent
+    level.mkdir(parents=True)
+    assert (level / "cpuset.cpus").read_text().strip() == ""  # as the kernel makes it
+
+    async def main() -> tuple[int, str]:
+        workload = await runtime.new_workload(agent)
+        spec = LaunchSpec(
+            agent,
+            workload,
+            ["true"],
+            WorkloadConfig(cpuset_cpus=[0]),
+            base_env=os.environ,
+            memory_limit_required=False,
+        )
+        handle = await runtime.create(spec)
+        _LAUNCHED.append(handle)
+        cpus = WorkloadCgroups.from_details(handle.ident, handle.details).dirs["cpuset"]
+        await runtime.start(handle)
+        return await runtime.wait(handle), (cpus / "cpuset.cpus").read_text().strip()
+
+    try:
+        status, cpus = run(main())
+    finally:
+        with contextlib.suppress(OSError):
+            level.rmdir()
+    assert status == 0
+    assert cpus == "0"

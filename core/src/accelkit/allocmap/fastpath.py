@@ -41,7 +41,8 @@ from accelkit.allocmap import fillscan, onedevice
 from accelkit.allocmap.affinity import AffinityHint
 from accelkit.allocmap.operations import MapOperations
 from accelkit.allocmap.placement import Grants
-from accelkit.allocmap.pool import ScannedPool, SlotPool
+from accelkit.allocmap.pool import CACHE_LIMIT, ScannedPool, SlotPool
+from accelkit.allocmap.shared import SharedGrants
 from accelkit.errors import refusal
 from accelkit.types import DeviceAllocation, DeviceId, SlotName
 
@@ -72,12 +73,14 @@ def install(m: MapOperations, quick_place: QuickPlace) -> None:
 def _install_one_pool(m: MapOperations, pool: SlotPool, quick_place: QuickPlace) -> None:
     """W1, W2, W3 EVENLY: a map of one slot over several devices.
 
-    The general closures, except that allocate knows its pool: the slot is found with one
-    lookup and the pool's indexes are held in cells (a free gains nothing measurable so).
+    The general closures, except that allocate knows its pool (the slot is found with one
+    lookup and the pool's indexes are held in cells) and hands out the grants of
+    :mod:`accelkit.allocmap.shared`, so a free of one of them is one lookup by ``id``.
     """
     general_allocate, general_free = m.allocate, m.free
-    allocate = _one_pool_allocate(m, pool, quick_place, general_allocate)
-    free_ = _general_free(m, general_free)
+    shared = SharedGrants(pool, m._amount)
+    allocate = _one_pool_allocate(m, pool, shared, quick_place, general_allocate)
+    free_ = _one_pool_free(m, pool, shared, _general_free(m, general_free))
     allocate.__doc__ = general_allocate.__doc__
     free_.__doc__ = general_free.__doc__
     vars(m).update(allocate=allocate, free=free_)
@@ -86,11 +89,13 @@ def _install_one_pool(m: MapOperations, pool: SlotPool, quick_place: QuickPlace)
 def _one_pool_allocate(
     m: MapOperations,
     pool: SlotPool,
+    shared: SharedGrants,
     quick_place: QuickPlace,
     general_allocate: Callable[..., DeviceAllocation],
 ) -> Callable[..., DeviceAllocation]:
     slot, units_of, amount_of, buckets = pool.name, pool.units_of, pool.amount_of, pool.buckets
     free, bits, ids = pool.free, pool.bits, pool.ids
+    by_device, make, live, adopt = shared.by_device, shared.make, shared.live, shared.adopt
     acquire, release = m._acquire, m._release
     amount, place = m._amount, m._place
     fills = m._fills_most_free()
@@ -119,7 +124,11 @@ def _one_pool_allocate(
                                 # FILL: the most free device, else the most free in turn
                                 most = max(buckets)
                                 if most < units:
-                                    return {slot: _take_most_free(pool, units, amount)}
+                                    taken: Grants = []
+                                    result = {slot: _take_most_free(pool, units, amount, taken)}
+                                    if len(live) < CACHE_LIMIT:
+                                        live[id(result)] = (result, taken)
+                                    return result
                                 rest = buckets[most]
                                 bit = rest & -rest
                                 i = bit.bit_length() - 1
@@ -131,12 +140,15 @@ def _one_pool_allocate(
                                 )
                                 if len(grants) > 1:
                                     pool.shift(grants, 1)
-                                    return {
+                                    result = {
                                         slot: {
                                             ids[i]: amount_of.get(u) or amount(pool, u)
                                             for i, u in grants
                                         }
                                     }
+                                    if len(live) < CACHE_LIMIT:
+                                        live[id(result)] = (result, grants)
+                                    return result
                                 ((i, _),) = grants
                                 bit = bits[i]
                             # one device, one bucket move
@@ -150,13 +162,63 @@ def _one_pool_allocate(
                                 del buckets[old]
                             if new:
                                 buckets[new] = buckets.get(new, 0) | bit
-                            return {slot: {ids[i]: raw}}
+                            return by_device[i].get(units) or make(i, units)
                     finally:
                         release()
                     # another thread took the room since the snapshot: the general path says so
-        return general_allocate(slots, affinity_hint=affinity_hint, context_tag=context_tag)
+        return adopt(general_allocate(slots, affinity_hint=affinity_hint, context_tag=context_tag))
 
     return allocate
+
+
+def _one_pool_free(
+    m: MapOperations,
+    pool: SlotPool,
+    shared: SharedGrants,
+    checked: Callable[[DeviceAllocation], None],
+) -> Callable[[DeviceAllocation], None]:
+    """A free that knows this map's grants by ``id``; any other goes to ``checked``."""
+    free, gate, bits = pool.free, pool.gate, pool.bits
+    acquire, release = m._acquire, m._release
+    issued, live = shared.issued, shared.live
+
+    def free_(alloc: DeviceAllocation) -> None:
+        hit = issued.get(id(alloc))
+        if hit is not None:  # a shared grant of this map: one device, one bucket move
+            i, units = hit
+            acquire()
+            try:
+                old = free[i]
+                new = old + units
+                if new <= gate[i]:  # -1 when unavailable
+                    buckets, bit = pool.buckets, bits[i]
+                    free[i] = new
+                    pool.total_free += units
+                    if old:
+                        rest = buckets[old] ^ bit
+                        if rest:
+                            buckets[old] = rest
+                        else:
+                            del buckets[old]
+                    buckets[new] = buckets.get(new, 0) | bit
+                    return
+            finally:
+                release()
+        elif (split := live.pop(id(alloc), None)) is not None:  # a split this map handed out
+            taken = split[1]
+            acquire()
+            try:
+                for i, units in taken:  # the room test first: a refused free changes nothing
+                    if units > gate[i] - free[i]:
+                        break
+                else:
+                    pool.shift(taken, -1)
+                    return
+            finally:
+                release()
+        checked(alloc)
+
+    return free_
 
 
 def _install_general(m: MapOperations, quick_place: QuickPlace) -> None:
@@ -209,7 +271,7 @@ def _general_allocate(
                                 # FILL: the most free device, else the most free in turn
                                 most = max(buckets)
                                 if most < units:
-                                    return {slot: _take_most_free(pool, units, amount)}
+                                    return {slot: _take_most_free(pool, units, amount, [])}
                                 bits = buckets[most]
                                 i = (bits & -bits).bit_length() - 1
                             else:
@@ -249,9 +311,10 @@ def _general_allocate(
 
 
 def _take_most_free(
-    pool: SlotPool, units: int, amount: Callable[[SlotPool, int], Decimal]
+    pool: SlotPool, units: int, amount: Callable[[SlotPool, int], Decimal], taken: Grants
 ) -> dict[DeviceId, Decimal]:
-    """Allocate ``units`` from the most free devices in turn (FILL's split) and return the grant.
+    """Allocate ``units`` from the most free devices in turn (FILL's split) and return the grant;
+    ``taken`` gets each ``(device, units)`` it takes.
 
     W1/W2 FILL's multi-device requests: :func:`~accelkit.allocmap.
     placement.fill` and :meth:`~accelkit.allocmap.pool.SlotPool.shift` in one pass. Devices
@@ -270,6 +333,7 @@ def _take_most_free(
             i = low.bit_length() - 1
             if v >= units:  # the last device: it gives what is left of the request
                 out[ids[i]] = cached(units) or amount(pool, units)
+                taken.append((i, units))
                 free[i] = left = v - units
                 if rest:
                     buckets[v] = rest
@@ -279,6 +343,7 @@ def _take_most_free(
                     buckets[left] = buckets.get(left, 0) | low
                 return out
             out[ids[i]] = cached(v) or amount(pool, v)
+            taken.append((i, v))
             free[i] = 0
             units -= v
         del buckets[v]  # every device of this free amount gave all it had

@@ -106,7 +106,7 @@ def _allocate(
                     finally:
                         release()
                     # another thread took the room since the snapshot: the general path says so
-        return general(slots, affinity_hint=affinity_hint, context_tag=context_tag)
+        return shared.adopt(general(slots, affinity_hint=affinity_hint, context_tag=context_tag))
 
     return allocate
 

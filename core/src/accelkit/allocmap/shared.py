@@ -34,6 +34,9 @@ class SharedGrants:
 
     __slots__ = ("_amount", "_ids", "_pool", "_slot", "by_device", "issued", "live")
 
+    # (the general path's grants are made shared by ``adopt``, so the first grant of an
+    # amount is the shared one too)
+
     def __init__(self, pool: SlotPool, amount: Callable[[SlotPool, int], Decimal]) -> None:
         self._slot = pool.name
         self._ids = pool.ids
@@ -46,6 +49,21 @@ class SharedGrants:
         #: id(split grant) -> (the grant, its (device index, units)) until it is freed; the
         #: entry keeps the grant alive, so the id names it while it is here
         self.live: dict[int, tuple[DeviceAllocation, list[tuple[int, int]]]] = {}
+
+    def adopt(self, granted: DeviceAllocation) -> DeviceAllocation:
+        """``granted`` (from the general path), or the shared grant equal to it when it is one
+        amount on one device of this pool."""
+        if len(granted) != 1:
+            return granted
+        per_device = granted.get(self._slot)
+        if per_device is None or len(per_device) != 1:
+            return granted
+        ((dev, amount),) = per_device.items()
+        units = self._pool.units_of.get(str(amount)) if type(amount) is Decimal else None
+        i = self._pool.index.get(dev)
+        if not units or i is None:
+            return granted
+        return self.by_device[i].get(units) or self.make(i, units)
 
     def make(self, i: int, units: int) -> DeviceAllocation:
         """The grant of ``units`` on device ``i``, made (and kept, within the bound) if new."""

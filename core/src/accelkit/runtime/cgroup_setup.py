@@ -118,13 +118,15 @@ def _leaf(base: Path, relative: str, *, cpuset: bool) -> Path:
     path = base
     for part in relative.split("/"):
         parent, path = path, path / part
-        try:
+        with contextlib.suppress(FileExistsError):
             path.mkdir()
-        except FileExistsError:
-            continue
-        if cpuset:  # v1 cpuset children start with no CPUs and no memory nodes
+        if cpuset:
+            # v1 cpuset children start with no CPUs and no memory nodes, and so does a level
+            # that another workload's setup made a moment ago and has not filled in yet: a
+            # task joining a cpuset without CPUs fails (ENOSPC)
             for name in ("cpuset.cpus", "cpuset.mems"):
-                write_control(path / name, (parent / name).read_text().strip())
+                if not (path / name).read_text().strip():
+                    write_control(path / name, (parent / name).read_text().strip())
     procs = path / "cgroup.procs"
     if procs.exists() and procs.read_text().split():
         msg = f"cgroup {path} already exists and has processes: another workload uses it"

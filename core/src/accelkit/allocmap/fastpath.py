@@ -37,6 +37,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 
+from frozendict import frozendict
+
 from accelkit.allocmap import fillscan, onedevice
 from accelkit.allocmap.affinity import AffinityHint
 from accelkit.allocmap.operations import MapOperations
@@ -45,6 +47,10 @@ from accelkit.allocmap.pool import CACHE_LIMIT, ScannedPool, SlotPool
 from accelkit.allocmap.shared import SharedGrants
 from accelkit.errors import refusal
 from accelkit.types import DeviceAllocation, DeviceId, SlotName
+
+#: the mapping types the fast paths of free read directly (grants as allocate returns them and
+#: as JSON restores them); any other goes to the general path, which checks it is a mapping
+_PLAIN = (dict, frozendict)
 
 #: the placement of a request without a hint: ``(pool, units, requested) -> grants``
 QuickPlace = Callable[[SlotPool, int, Decimal], Grants]
@@ -106,7 +112,7 @@ def _one_pool_allocate(
         affinity_hint: AffinityHint | None = None,
         context_tag: str | None = None,
     ) -> DeviceAllocation:
-        if len(slots) == 1:
+        if slots.__class__ is dict and len(slots) == 1:  # else the general path judges it
             raw = slots.get(slot)
             if raw.__class__ is Decimal:
                 units = units_of.get(str(raw))
@@ -248,7 +254,8 @@ def _general_allocate(
         affinity_hint: AffinityHint | None = None,
         context_tag: str | None = None,
     ) -> DeviceAllocation:
-        if len(slots) == 1:
+        # (a request that is no dict, or no mapping at all, is the general path's to judge)
+        if slots.__class__ is dict and len(slots) == 1:
             (slot,) = slots  # cheaper than unpacking items()
             raw = slots[slot]
             pool = quick.get(slot)
@@ -358,7 +365,7 @@ def _general_free(
     acquire, release = m._acquire, m._release
 
     def free_(alloc: DeviceAllocation) -> None:
-        if len(alloc) == 1:
+        if alloc.__class__ in _PLAIN and len(alloc) == 1:  # else the general path judges it
             (slot,) = alloc
             per_device = alloc[slot]
             pool = quick.get(slot)

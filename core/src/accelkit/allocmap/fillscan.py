@@ -52,60 +52,55 @@ def _allocate(
         affinity_hint: AffinityHint | None = None,
         context_tag: str | None = None,
     ) -> DeviceAllocation:
-        if len(slots) == 1:
-            raw = slots.get(slot)
-            if raw.__class__ is Decimal:
-                units = units_of.get(str(raw))
-                if units:
-                    left = pool.total_free
-                    if units > left and not pool.hidden:
-                        # refused on a snapshot, as in fastpath's closures
-                        raise refusal(
-                            slot, raw, amount_of.get(left) or amount(pool, left), context_tag
-                        )
-                    acquire()
-                    try:
-                        if units <= pool.total_free:
-                            if affinity_hint is None:
-                                pool.total_free -= units
-                                most = max(free)
-                                i = where(most)  # the first device of the most free
-                                if most >= units:
-                                    free[i] = most - units
-                                    return by_device[i].get(units) or make(i, units)
-                                # W3 FILL's splits: the most free devices in turn
-                                out: dict[DeviceId, Decimal] = {}
-                                taken = []
-                                while most < units:
-                                    if not most:  # cannot be: total_free said there was room
-                                        msg = "the pool had less free than its total said"
-                                        raise AssertionError(msg)
-                                    out[ids[i]] = amount_of.get(most) or amount(pool, most)
-                                    taken.append((i, most))
-                                    free[i] = 0
-                                    units -= most
-                                    most = max(free)
-                                    i = where(most)
-                                free[i] = most - units
-                                out[ids[i]] = amount_of.get(units) or amount(pool, units)
-                                taken.append((i, units))
-                                result = {slot: out}
-                                if len(live) < CACHE_LIMIT:
-                                    live[id(result)] = (result, taken)
-                                return result
-                            grants = place(pool, units, affinity_hint, raw)
-                            pool.shift(grants, 1)
-                            if len(grants) == 1:
-                                i = grants[0][0]
-                                return by_device[i].get(units) or make(i, units)
-                            return {
-                                slot: {
-                                    ids[i]: amount_of.get(u) or amount(pool, u) for i, u in grants
-                                }
-                            }
-                    finally:
-                        release()
-                    # another thread took the room since the snapshot: the general path says so
+        try:
+            raw = slots[slot]  # one lookup, and one conversion of an amount seen before
+            units = units_of[str(raw)] if raw.__class__ is Decimal and len(slots) == 1 else 0
+        except (KeyError, TypeError):  # not this slot, not a mapping, or a new amount
+            units = 0
+        if units:
+            left = pool.total_free
+            if units > left and not pool.hidden:
+                # refused on a snapshot, as in fastpath's closures
+                raise refusal(slot, raw, amount_of.get(left) or amount(pool, left), context_tag)
+            acquire()
+            try:
+                if units <= pool.total_free:
+                    if affinity_hint is None:
+                        pool.total_free -= units
+                        most = max(free)
+                        i = where(most)  # the first device of the most free
+                        if most >= units:
+                            free[i] = most - units
+                            return by_device[i].get(units) or make(i, units)
+                        # W3 FILL's splits: the most free devices in turn
+                        out: dict[DeviceId, Decimal] = {}
+                        taken = []
+                        while most < units:
+                            if not most:  # cannot be: total_free said there was room
+                                msg = "the pool had less free than its total said"
+                                raise AssertionError(msg)
+                            out[ids[i]] = amount_of.get(most) or amount(pool, most)
+                            taken.append((i, most))
+                            free[i] = 0
+                            units -= most
+                            most = max(free)
+                            i = where(most)
+                        free[i] = most - units
+                        out[ids[i]] = amount_of.get(units) or amount(pool, units)
+                        taken.append((i, units))
+                        result = {slot: out}
+                        if len(live) < CACHE_LIMIT:
+                            live[id(result)] = (result, taken)
+                        return result
+                    grants = place(pool, units, affinity_hint, raw)
+                    pool.shift(grants, 1)
+                    if len(grants) == 1:
+                        i = grants[0][0]
+                        return by_device[i].get(units) or make(i, units)
+                    return {slot: {ids[i]: amount_of.get(u) or amount(pool, u) for i, u in grants}}
+            finally:
+                release()
+            # another thread took the room since the snapshot: the general path says so
         return shared.adopt(general(slots, affinity_hint=affinity_hint, context_tag=context_tag))
 
     return allocate
@@ -135,16 +130,21 @@ def _free(
             finally:
                 release()
         elif (split := live.pop(id(alloc), None)) is not None:  # a split this map handed out
+            taken = split[1]
             acquire()
             try:
-                for i, units in split[1]:  # the room test first: a refused free changes nothing
-                    if units > gate[i] - free[i]:
+                total = 0
+                for i, units in taken:
+                    new = free[i] + units
+                    if new > gate[i]:  # no room (or unavailable): undo, so nothing changes
+                        for j, back in taken:
+                            if j == i:
+                                break
+                            free[j] -= back
                         break
+                    free[i] = new
+                    total += units
                 else:
-                    total = 0
-                    for i, units in split[1]:
-                        free[i] += units
-                        total += units
                     pool.total_free += total
                     return
             finally:

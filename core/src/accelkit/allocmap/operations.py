@@ -97,6 +97,7 @@ class MapOperations(ABC):
         """
         # The common single-slot case never gets here: the fast path of
         # :mod:`accelkit.allocmap.fastpath` handles it and hands over only what it does not.
+        _check_mapping(slots, "allocate", "slot names to amounts")
         if self._exclusive and len(slots) > 1:
             check_exclusive(self._exclusive, slots, context_tag)
         with self._lock:
@@ -197,6 +198,7 @@ class MapOperations(ABC):
         """Validate ``alloc`` entirely and return its changes as ``(pool, grants)``."""
         changes: list[tuple[SlotPool, Grants]] = []
         pools = self._pools
+        _check_mapping(alloc, "free" if freeing else "apply", "slot names to grants")
         for slot, per_device in alloc.items():
             pool = pools.get(slot)
             if pool is None:
@@ -263,3 +265,10 @@ def _offered_by_none(
     return InsufficientResource(
         msg, slot=slot, requested=requested, allocatable=_ZERO, context_tag=context_tag
     )
+
+
+def _check_mapping(value: object, op: str, of: str) -> None:
+    """Requests and allocations are mappings: anything else is refused, naming its type."""
+    if not isinstance(value, Mapping):
+        msg = f"cannot {op}: expected a mapping of {of}, not {type(value).__name__} {value!r:.80}"
+        raise InvalidResourceArgument(msg)

@@ -144,79 +144,64 @@ def fraction_evenly(pool: SlotPool, mask: int, amount: int, limit: int | None) -
     fit = best_fit(pool, mask, amount)
     if fit >= 0:
         return [(fit, amount)]
-    groups = pool.groups(mask)
-    frees: list[int] = []
-    idxs: list[int] = []
+    # the devices most free first (the first device on a tie), as (free, index)
+    ordered: list[tuple[int, int]] = []
+    for v, group in reversed(pool.groups(mask)):
+        todo = group
+        while todo:
+            bit = todo & -todo
+            todo ^= bit
+            ordered.append((v, bit.bit_length() - 1))
+    # a request may use ``limit`` devices at most, but any run of them
+    within = ordered if limit is None else ordered[:limit]
     total = 0
-    fallback = 0
+    fallback = 0  # the fewest devices that hold the request at all
     near = 0  # the fewest devices whose shares can be one quantum apart
-    for v, bits in reversed(groups):
-        for i in iter_bits(bits):
-            frees.append(v)
-            idxs.append(i)
-            total += v
-            k = len(frees)
-            if limit is not None and k > limit:
-                break
-            fits = _even_shares_fit(frees, amount)
-            if fits is _EQUAL:
-                return _least_free_window(groups, k, amount // k, 0)
-            if fits is _NEAR:
-                near = near or k
-            if not fallback and total >= amount:
-                fallback = k
-        else:
+    for k, (v, _) in enumerate(within, 1):
+        total += v
+        if not fallback and total >= amount:
+            fallback = k
+        if k < 2:
             continue
-        break
+        low, rest = divmod(amount, k)
+        # the k-th device must hold the small share, the rest-th (the last of those taking
+        # one quantum more) the large one
+        if v < low or (rest and ordered[rest - 1][0] <= low):
+            continue
+        if not rest:
+            return _least_free_window(ordered, k, low, 0)
+        near = near or k
     if near:
-        return _least_free_window(groups, near, *divmod(amount, near))
+        return _least_free_window(ordered, near, *divmod(amount, near))
     if not fallback:
         return None
-    return _most_even_fill(frees, idxs, amount, fallback, limit)
+    return _most_even_fill(within, amount, fallback)
 
 
-def _most_even_fill(
-    frees: list[int], idxs: list[int], amount: int, fewest: int, limit: int | None
-) -> Grants:
-    """``amount`` water-filled over the ``k`` most free devices (``fewest`` at least) whose
-    shares are closest to each other; fewest devices on a tie."""
-    top = len(frees) if limit is None else min(len(frees), limit)
+def _most_even_fill(ordered: list[tuple[int, int]], amount: int, fewest: int) -> Grants:
+    """``amount`` water-filled over the ``k`` most free devices of ``ordered`` (``fewest`` at
+    least) whose shares are closest to each other; fewest devices on a tie."""
+    frees = [v for v, _ in ordered]
     best_k, best_gap = fewest, _gap(frees, fewest, amount)
-    for k in range(fewest + 1, top + 1):
+    for k in range(fewest + 1, len(frees) + 1):
         if best_gap <= 1:
             break
         if (gap := _gap(frees, k, amount)) < best_gap:
             best_k, best_gap = k, gap
-    return list(zip(idxs, spread(frees[:best_k], amount), strict=False))
+    shares = spread(frees[:best_k], amount)
+    return [(ordered[j][1], share) for j, share in enumerate(shares)]
 
 
-_EQUAL, _NEAR = "equal", "near"
-
-
-def _even_shares_fit(frees: list[int], amount: int) -> str | None:
-    """Whether ``amount`` splits over the devices of ``frees`` (most free first, two or more)
-    in equal shares (``_EQUAL``), in shares one quantum apart (``_NEAR``), or neither."""
-    k = len(frees)
-    low, rest = divmod(amount, k)
-    # the k-th must hold the small share, the rest-th (last of those taking one more quantum)
-    # the large one
-    if k < 2 or frees[-1] < low or (rest and frees[rest - 1] <= low):
-        return None
-    return _NEAR if rest else _EQUAL
-
-
-def _least_free_window(groups: list[tuple[int, int]], k: int, low: int, rest: int) -> Grants:
+def _least_free_window(ordered: list[tuple[int, int]], k: int, low: int, rest: int) -> Grants:
     """``rest`` shares of ``low + 1`` and ``k - rest`` of ``low`` on ``k`` devices next to each
-    other in most-free-first order: the least free such run whose devices hold their shares
-    (the most free run does)."""
-    ordered = [(v, i) for v, bits in reversed(groups) for i in iter_bits(bits)]
+    other in ``ordered`` (most free first): the least free such run whose devices hold their
+    shares (the most free run does)."""
     start = 0
     for s in range(1, len(ordered) - k + 1):
         if ordered[s + k - 1][0] < low or (rest and ordered[s + rest - 1][0] <= low):
             break  # frees only shrink further down: no later run holds the shares either
         start = s
-    run = ordered[start : start + k]
-    return [(run[j][1], low + 1 if j < rest else low) for j in range(k)]
+    return [(ordered[start + j][1], low + 1 if j < rest else low) for j in range(k)]
 
 
 def _gap(frees: list[int], k: int, amount: int) -> int:

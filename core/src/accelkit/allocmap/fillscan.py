@@ -130,21 +130,16 @@ def _free(
             finally:
                 release()
         elif (split := live.pop(id(alloc), None)) is not None:  # a split this map handed out
-            taken = split[1]
             acquire()
             try:
-                total = 0
-                for i, units in taken:
-                    new = free[i] + units
-                    if new > gate[i]:  # no room (or unavailable): undo, so nothing changes
-                        for j, back in taken:
-                            if j == i:
-                                break
-                            free[j] -= back
+                for i, units in split[1]:  # the room test first: a refused free changes nothing
+                    if units > gate[i] - free[i]:
                         break
-                    free[i] = new
-                    total += units
                 else:
+                    total = 0
+                    for i, units in split[1]:
+                        free[i] += units
+                        total += units
                     pool.total_free += total
                     return
             finally:

@@ -144,14 +144,20 @@ def test_costs_and_ratios_come_from_the_same_run(bench: tuple[ModuleType, ...]) 
     assert ref.cost == pytest.approx(20.0)
     assert ours.reference_cost == pytest.approx(20.0)
     assert ours.ratio == pytest.approx(10.0)
-    assert ours.goal_met is True  # 10x cheaper than the reference beside it
-    # Without the reference, the goal (measured elsewhere) decides, and no ratio is made up.
+    assert ours.ratio_met is True  # 10x cheaper than the reference beside it
+    assert ours.goal_met is False  # and still over the goal measured elsewhere: 2.0 > 1.5
+    # Without the reference, no ratio is made up: only the goal is judged.
     _, alone = harness.measure_many(benches[:2], repeats=1, warmup=0)
     assert alone.ratio is None
-    assert alone.goal_met is False  # cost 2.0 over a goal of 1.5
+    assert alone.ratio_met is None
+    assert alone.goal_met is False
     table = harness.format_table([ours, alone])
-    assert "| 10.0x |" in table
-    assert table.count("| - | 1.50 | no |") == 1
+    assert "| 10.0x | 1.50 | no | yes |" in table
+    assert table.count("| - | 1.50 | no | - |") == 1
+    cheap = harness.Benchmark("g.ours", _fixed(0.002), group="g", goal=1.5)
+    _, within = harness.measure_many([benches[0], cheap], repeats=3, warmup=0)
+    assert within.cost == pytest.approx(1.0)
+    assert within.goal_met is True
 
 
 def test_selecting_a_row_brings_its_floor_and_reference(bench: tuple[ModuleType, ...]) -> None:

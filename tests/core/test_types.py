@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from accelkit.metrics import Measurement, MetricContext, MetricType, NodeMetric
 from accelkit.types import (
+    MESSAGE_DIGITS,
     ComputeDevice,
     DeviceSlotInfo,
     Mount,
@@ -17,6 +18,7 @@ from accelkit.types import (
     Workload,
     WorkloadConfig,
     WorkloadType,
+    describe_amount,
     format_amount,
     to_decimal,
 )
@@ -65,6 +67,32 @@ def test_format_amount_round_trips(value):
     assert "E" not in text
     assert "e" not in text
     assert Decimal(text) == value
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (Decimal("5.36870912E+9"), "5368709120"),  # plain, as format_amount, while short
+        (Decimal("0.40"), "0.4"),
+        (Decimal("1" + "0" * 40), "1" + "0" * 40),
+        (Decimal("1E+41"), "1E+41"),  # past MESSAGE_DIGITS: scientific, not 42 digits
+        (Decimal("1E+999999"), "1E+999999"),  # not a million digits
+        (Decimal("-1E+999999"), "-1E+999999"),
+        (Decimal("1E-999999"), "1E-999999"),
+        (Decimal("NaN"), "NaN"),
+    ],
+)
+def test_describe_amount_keeps_absurd_amounts_short(value, text):
+    assert describe_amount(value) == text
+
+
+@given(st.decimals(allow_nan=False, allow_infinity=False).filter(lambda d: d.adjusted() < 10**6))
+def test_describe_amount_is_exact_and_short(value):
+    text = describe_amount(value)
+    assert Decimal(text) == value
+    # bounded by its digits and MESSAGE_DIGITS, however large or small its exponent
+    digits = len(value.as_tuple().digits)
+    assert len(text) <= digits + 2 * MESSAGE_DIGITS + 10
 
 
 def test_slot_info_validates_amount_and_converts():

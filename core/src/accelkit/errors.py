@@ -116,12 +116,12 @@ class InsufficientResource(ResourceError):
 
     def __str__(self) -> str:
         if self._message is None:
-            from accelkit.types import format_amount
+            from accelkit.types import describe_amount
 
             tag = f"[{self.context_tag}] " if self.context_tag else ""
             self._message = (
-                f"{tag}slot {self.slot!r}: requested {format_amount(self.requested)}, "
-                f"only {format_amount(self.allocatable)} allocatable"
+                f"{tag}slot {self.slot!r}: requested {describe_amount(self.requested)}, "
+                f"only {describe_amount(self.allocatable)} allocatable"
             )
         return self._message
 

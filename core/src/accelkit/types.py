@@ -72,6 +72,20 @@ def format_amount(value: Decimal) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
+#: amounts with more digits than this before or after the point are shown in scientific form
+#: in messages (:func:`describe_amount`)
+MESSAGE_DIGITS = 40
+
+
+def describe_amount(value: Decimal) -> str:
+    """An amount as a message shows it: its plain form (:func:`format_amount`), or, for an
+    amount of more than :data:`MESSAGE_DIGITS` digits before or after the point (an absurd
+    request such as ``1E+999999``), its scientific form, which is as exact and stays short."""
+    if value.is_finite() and abs(value.adjusted()) > MESSAGE_DIGITS:
+        return format(value, "E")
+    return format_amount(value)
+
+
 class SlotType(enum.StrEnum):
     """How a slot's amounts are counted."""
 

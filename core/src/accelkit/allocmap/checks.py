@@ -13,7 +13,7 @@ from accelkit.errors import (
     InvalidResourceCombination,
     refusal,
 )
-from accelkit.types import DeviceId, DeviceSlotInfo, SlotName, format_amount, to_decimal
+from accelkit.types import DeviceId, DeviceSlotInfo, SlotName, describe_amount, to_decimal
 
 
 def as_strings(value: Iterable[str] | str, what: str) -> tuple[str, ...]:
@@ -101,8 +101,8 @@ def over(
     """The error for applying more than is free, or freeing more than is allocated."""
     op, what = ("free", "allocated") if freeing else ("apply", "free")
     msg = (
-        f"cannot {op} {format_amount(amount)} of {pool.name!r} on {dev!r}: "
-        f"only {format_amount(room)} {what}"
+        f"cannot {op} {describe_amount(amount)} of {pool.name!r} on {dev!r}: "
+        f"only {describe_amount(room)} {what}"
     )
     return InvalidResourceArgument(msg)
 

@@ -24,7 +24,14 @@ from accelkit.errors import (
     InvalidResourceArgument,
     NotMultipleOfQuantum,
 )
-from accelkit.types import DeviceId, DeviceSlotInfo, SlotType, format_amount, to_decimal
+from accelkit.types import (
+    DeviceId,
+    DeviceSlotInfo,
+    SlotType,
+    describe_amount,
+    format_amount,
+    to_decimal,
+)
 
 # Products of a unit count and the quantum must never round.
 #: amounts of more digits than this before the point are not converted exactly
@@ -116,13 +123,16 @@ class FractionAllocMap(AbstractAllocMap):
             # building the exact ratio of an amount such as 1E+999999
             return self._beyond_capacity
         if amount < self._quantum:  # below one quantum and above zero (zero is skipped)
-            msg = f"slot {pool.name!r}: {amount} is not a multiple of the quantum {self._quantum}"
+            msg = (
+                f"slot {pool.name!r}: {describe_amount(amount)} is not a multiple of the "
+                f"quantum {format_amount(self._quantum)}"
+            )
             raise NotMultipleOfQuantum(msg)
         n, d = amount.as_integer_ratio()
         units, rest = divmod(n * self._qd, d * self._qn)
         if rest:
             msg = (
-                f"slot {pool.name!r}: {format_amount(amount)} is not a multiple of the "
+                f"slot {pool.name!r}: {describe_amount(amount)} is not a multiple of the "
                 f"quantum {format_amount(self._quantum)}"
             )
             raise NotMultipleOfQuantum(msg)
@@ -166,7 +176,7 @@ class FractionAllocMap(AbstractAllocMap):
         self, pool: SlotPool, requested: Decimal, limit: int | None
     ) -> FractionalResourceFragmented:
         msg = (
-            f"slot {pool.name!r}: {format_amount(requested)} cannot be placed on "
+            f"slot {pool.name!r}: {describe_amount(requested)} cannot be placed on "
             f"{limit} device(s) without fragmenting it"
         )
         return FractionalResourceFragmented(msg)

@@ -229,9 +229,9 @@ class MapOperations(ABC):
                 left = hidden[i] if hidden and i in hidden else free[i]
                 room = cap[i] - left if freeing else left
                 if units > room:
-                    raise over(
-                        pool, dev, self._amount(pool, units), self._amount(pool, room), freeing
-                    )
+                    # the amount as given: an absurd one is held as one unit past capacity
+                    given = coerce(raw, pool.name, None)
+                    raise over(pool, dev, given, self._amount(pool, room), freeing)
                 grants.append((i, units))
             changes.append((pool, grants))
         return changes

@@ -132,7 +132,15 @@ def test_the_launcher_execs_the_plan_with_its_environment_bytes_and_affinity():
 def test_the_launcher_reports_a_command_that_cannot_run():
     status, _, message = _launch(encode_plan(["/nonexistent/cmd"], {}))
     assert status == launcher.EXIT_FAILED
-    assert message.startswith("cannot run '/nonexistent/cmd': ")
+    assert message == "cannot run '/nonexistent/cmd': [Errno 2] No such file or directory"
+
+
+def test_the_launcher_reports_a_file_it_may_not_run(tmp_path: Path):
+    data = tmp_path / "data.txt"
+    data.write_text("not a program\n")
+    status, _, message = _launch(encode_plan([str(data)], {}))
+    assert status == launcher.EXIT_FAILED
+    assert message == f"cannot run '{data}': [Errno 13] Permission denied"
 
 
 def test_the_launcher_reports_a_plan_it_cannot_read():

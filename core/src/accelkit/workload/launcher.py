@@ -118,7 +118,7 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def _fail(status_fd: int, stage: str, exc: BaseException) -> None:
+def _fail(status_fd: int, stage: str, exc: BaseException | str) -> None:
     os.write(status_fd, f"{stage}: {exc}".encode(errors="replace"))
     os._exit(EXIT_FAILED)
 
@@ -152,7 +152,9 @@ def main(argv: list[str]) -> None:
             os.execve(program, command, env)  # noqa: S606 - running the user's command is the point
         os.execvpe(program, command, env)  # noqa: S606
     except OSError as exc:
-        _fail(status_fd, f"cannot run {os.fsdecode(command[0])!r}", exc)
+        # the stage names the program; the error's own text would name it again, as bytes
+        reason = f"[Errno {exc.errno}] {exc.strerror}" if exc.strerror else str(exc)
+        _fail(status_fd, f"cannot run {os.fsdecode(command[0])!r}", reason)
 
 
 if __name__ == "__main__":

@@ -180,6 +180,14 @@ def test_defaults_of_the_later_sections(tmp_path):
         ("[bridge.slurm]\nnodes = 1", "bridge.slurm.nodes", "unknown key"),
         ("[bridge.lsf]\n", "bridge.lsf", "unknown key (allowed: k8s, slurm)"),
         ("[resource]\nnuma-aware-split = 'yes'", "resource.numa-aware-split", "true or false"),
+        # paths: a non-empty string, said so (not Python's "expected str, bytes or os.PathLike")
+        ("[bridge.k8s]\nkubelet-dir = 5", "bridge.k8s.kubelet-dir", "expected a path"),
+        ("[bridge.k8s]\nkubelet-dir = ''", "bridge.k8s.kubelet-dir", "non-empty string"),
+        (
+            "[bridge.k8s]\npod-resources-socket = ['a']",
+            "bridge.k8s.pod-resources-socket",
+            "expected a path (a non-empty string), got ['a']",
+        ),
     ],
 )
 def test_later_sections_refuse_bad_keys(tmp_path, text, key, words):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
+from pathlib import Path
 from typing import Annotated, Any, TypeVar, get_args, get_origin, get_type_hints
 
 import attrs
@@ -175,11 +176,20 @@ def _strict(kind: type[Any], what: str) -> Callable[[Any, Any], Any]:
     return structure_exact
 
 
+def _structure_path(value: Any, _type: Any) -> Path:
+    """A path is a non-empty string in TOML (resolved against the file's folder later)."""
+    if type(value) is not str or not value:
+        msg = f"expected a path (a non-empty string), got {value!r}"
+        raise ValueError(msg)
+    return Path(value)
+
+
 def _make_converter() -> cattrs.Converter:
     converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
     converter.register_structure_hook(bool, _strict(bool, "true or false"))
     converter.register_structure_hook(str, _strict(str, "a string"))
     converter.register_structure_hook(int, _strict(int, "a whole number"))
+    converter.register_structure_hook(Path, _structure_path)
     converter.register_structure_hook_factory(attrs.has, _table_hook_factory)
     converter.register_structure_hook_factory(_is_homogeneous_sequence, _array_hook_factory)
     converter.register_structure_hook_factory(is_mapping, _table_of_hook_factory)

@@ -154,6 +154,12 @@ def test_quantum_in_exponent_form_still_gives_plain_amounts() -> None:
     assert m.quantum_size == 100
 
 
+@pytest.mark.parametrize("quantum", ["1E-30", "1E+30"])
+def test_a_quantum_whose_grants_the_ledger_could_not_hold_is_refused(quantum: str) -> None:
+    with pytest.raises(InvalidResourceArgument, match=r"quantum_size .* is out of range"):
+        FractionAllocMap(gpus([1]), quantum_size=D(quantum))
+
+
 def test_capacity_is_rounded_down_to_the_quantum() -> None:
     m = FractionAllocMap(gpus(["1.0", "0.55"]), quantum_size=D("0.25"))
     assert m.capacity() == {S: D("1.5")}

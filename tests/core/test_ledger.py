@@ -13,12 +13,14 @@ from decimal import Decimal
 
 import psutil
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from accelkit.errors import ConfigError
 from accelkit.events import WorkloadPhase
-from accelkit.types import AgentId, DeviceName, Workload
+from accelkit.types import AgentId, DeviceName, Workload, amount_in_range
 from accelkit.workload import Ledger, LedgerFormatError, LedgerRecord, ProcessStamp
-from accelkit.workload.ledger import MAX_RECORD_BYTES, REMOVALS_KEPT, parse_record
+from accelkit.workload.ledger import MAX_RECORD_BYTES, REMOVALS_KEPT, parse_record, record_text
 
 
 def record(agent="agent-1", workload="pid:42", **changes) -> LedgerRecord:
@@ -393,3 +395,35 @@ def test_reading_works_in_a_directory_nobody_may_write(tmp_path):
         assert list(Ledger(tmp_path / "state").read_all()) == [(AgentId("agent-1"), "pid:42")]
     finally:
         subprocess.run(["chattr", "-i", str(tmp_path / "state")], check=True)
+
+
+@settings(max_examples=300)
+@given(
+    st.decimals(allow_nan=False, allow_infinity=False, min_value=0).filter(
+        lambda d: abs(d.adjusted()) < 10_000
+    )
+)
+def test_a_record_holds_exactly_the_amounts_it_can_read_back(amount):
+    """What a record writes, it reads back: an amount out of range is refused when written
+    (the booking fails) instead of being written and then set aside as unreadable."""
+    rec = record(
+        allocation={DeviceName("npx"): {"npx.shares": {"n0": amount}}}, order=(DeviceName("npx"),)
+    )
+    if amount_in_range(amount):
+        again = parse_record(record_text(rec))
+        assert again.allocation[DeviceName("npx")]["npx.shares"]["n0"] == amount
+    else:
+        with pytest.raises(LedgerFormatError, match="out of range"):
+            record_text(rec)
+
+
+def test_a_booking_past_the_ledgers_range_is_refused_and_writes_nothing(tmp_path):
+    ledger = Ledger(tmp_path)
+    huge = record(
+        allocation={DeviceName("npx"): {"npx.device": {"n0": Decimal("1E+26")}}},
+        order=(DeviceName("npx"),),
+    )
+    with pytest.raises(LedgerFormatError, match="100000000000000000000000000 is out of range"):
+        ledger.write(huge)
+    assert ledger.read_all() == {}
+    assert ledger.set_aside_rows() == []

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import Decimal, localcontext
+from fractions import Fraction
 
 import pytest
 from hypothesis import given
@@ -18,8 +19,10 @@ from accelkit.types import (
     Workload,
     WorkloadConfig,
     WorkloadType,
+    amount_in_range,
     describe_amount,
     format_amount,
+    is_multiple,
     to_decimal,
 )
 
@@ -93,6 +96,40 @@ def test_describe_amount_is_exact_and_short(value):
     # bounded by its digits and MESSAGE_DIGITS, however large or small its exponent
     digits = len(value.as_tuple().digits)
     assert len(text) <= digits + 2 * MESSAGE_DIGITS + 10
+
+
+@pytest.mark.parametrize("amount", ["1E+25", "1E+999999", "0.0000000000000000000000001"])
+def test_slot_info_refuses_a_capacity_out_of_range(amount):
+    with pytest.raises(ValueError, match=r"slot 'x': capacity .* is out of range \(at most 25"):
+        DeviceSlotInfo(SlotType.COUNT, "x", amount)
+
+
+@pytest.mark.parametrize(
+    ("amount", "within"),
+    [
+        ("9" * 25, True),
+        ("1" + "0" * 25, False),
+        ("0." + "0" * 23 + "1", True),  # 24 places
+        ("0." + "0" * 24 + "1", False),
+        ("1." + "0" * 40, True),  # trailing zeros are no places
+        ("0", True),
+        ("-0", True),
+    ],
+)
+def test_amount_in_range_counts_digits_before_and_places_after(amount, within):
+    assert amount_in_range(Decimal(amount)) is within
+
+
+_AMOUNTS = st.decimals(allow_nan=False, allow_infinity=False, min_value=0, max_value=10**25)
+
+
+@given(_AMOUNTS, _AMOUNTS.filter(lambda q: q > 0))
+def test_is_multiple_is_exact_for_any_quotient(amount, quantum):
+    assert is_multiple(amount, quantum) == ((Fraction(amount) / Fraction(quantum)).denominator == 1)
+    with localcontext() as exact:
+        exact.prec = 200  # seven times the quantum, without rounding
+        seven = quantum * 7
+    assert is_multiple(seven, quantum)
 
 
 def test_slot_info_validates_amount_and_converts():

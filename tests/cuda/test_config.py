@@ -51,6 +51,13 @@ def test_integer_amounts_are_accepted():
         ({"quantum": "-0.1"}, "quantum", "greater than zero"),
         ({"quantum": "NaN"}, "quantum", "decimal string"),
         ({"shares-per-device": "1", "quantum": "0.3"}, "shares-per-device", "multiple"),
+        # a quotient of 31 digits: checked exactly, not raised from Decimal's %
+        (
+            {"shares-per-device": "10000000000.000000000000000000001", "quantum": "1E-20"},
+            "shares-per-device",
+            "multiple",
+        ),
+        ({"quantum": "1E-30"}, "quantum", "out of range"),
         ({"allow-fragmentation": "no"}, "allow-fragmentation", "true or false"),
         ({"health-interval": "0"}, "health-interval", "seconds between"),
         ({"health-interval": "often"}, "health-interval", "number of seconds"),

@@ -92,7 +92,17 @@ def test_malformed_slots_are_usage_errors(node, slots, message):
 
 
 @pytest.mark.parametrize(
-    "amount", ["1e40", "1e999999", "1e-50", "0.0000000000000000000000000000001"]
+    "amount",
+    [
+        "1e40",
+        "1e999999",
+        "1e-50",
+        "0.0000000000000000000000000000001",
+        # past what a device or the ledger holds (25 digits before the point, 24 after): a
+        # booking of it could not have been read back
+        "1e26",
+        "0.0000000000000000000000001",
+    ],
 )
 def test_absurd_amounts_are_usage_errors(node, amount):
     result = accelkit(node, "run", "--agent", "agent-1", "--slots", f"cpu={amount}", "--", "true")

@@ -69,7 +69,27 @@ def test_mem_kind_defaults_to_root_sized_by_memory():
         (
             [{"key": "cuda", "allocation": "sliced"}],
             "kinds[0].allocation",
-            "unknown allocation mode",
+            r"unknown allocation mode 'sliced' \(use 'discrete' or 'fractional'\)$",
+        ),
+        (
+            [{"key": "cuda", "devices": [{"id": "a", "amount": "abc"}]}],
+            "kinds[0].devices[0].amount",
+            r"amount': not a decimal amount: 'abc'$",  # said once
+        ),
+        (  # a capacity the ledger could not hold a booking of
+            [{"key": "cuda", "devices": [{"id": "a", "amount": "1E+999999"}]}],
+            "kinds[0].devices[0].amount",
+            r"amount': 1E\+999999 is out of range \(at most 25 digits before the decimal point",
+        ),
+        (
+            [{"key": "mem", "devices": [{"memory": "100000000000000T"}]}],
+            "kinds[0].devices[0].memory",
+            "is out of range",
+        ),
+        (
+            [{"key": "cuda", "allocation": "fractional", "quantum": "1E-30"}],
+            "kinds[0].quantum",
+            "is out of range",
         ),
         ([{"key": "Bad Key"}], "kinds[0].key", "lower-case key"),
         ([{"key": "cuda", "colour": "red"}], "kinds[0].colour", "unknown key"),
@@ -135,6 +155,27 @@ def test_malformed_entries_name_the_key(kinds, key, message):
         load_kinds({"kinds": kinds})
     assert info.value.key == key
     assert info.value.file is None  # the loader names the host config file
+
+
+def test_a_quantum_far_below_the_amount_is_checked_exactly():
+    # 1E+20 / 1E-20 has 41 digits: a Decimal % under the default context raises instead
+    kinds = [
+        {
+            "key": "npx",
+            "allocation": "fractional",
+            "quantum": "1E-20",
+            "devices": [
+                {"id": "a", "amount": "1E+20"},
+                {"id": "b", "amount": "1.00000000000000000001"},
+            ],
+        }
+    ]
+    (kind,) = load_kinds({"kinds": kinds})
+    assert [d.amount for d in kind.devices] == [Decimal("1E+20"), Decimal("1.00000000000000000001")]
+    kinds[0]["devices"] = [{"id": "a", "amount": "1.000000000000000000001"}]
+    with pytest.raises(ConfigError, match="not a multiple of quantum") as info:
+        load_kinds({"kinds": kinds})
+    assert info.value.key == "kinds[0].devices[0].amount"
 
 
 def test_errors_in_a_file_name_the_file(tmp_path):

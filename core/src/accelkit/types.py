@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 import enum
 from collections.abc import Iterable, Mapping
 from decimal import Decimal, InvalidOperation
@@ -11,6 +12,8 @@ import attrs
 from frozendict import frozendict
 
 __all__ = [
+    "AMOUNT_DIGITS",
+    "MESSAGE_DIGITS",
     "AgentId",
     "ComputeDevice",
     "DeviceAllocation",
@@ -26,7 +29,11 @@ __all__ = [
     "Workload",
     "WorkloadConfig",
     "WorkloadType",
+    "amount_in_range",
+    "describe_amount",
     "format_amount",
+    "is_multiple",
+    "range_problem",
     "to_decimal",
 ]
 
@@ -72,6 +79,52 @@ def format_amount(value: Decimal) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
+#: the digits an amount may have after the decimal point, and one less than it may have
+#: before: far beyond any device, and every amount within it stays exact under the default
+#: decimal context (28 digits) when it is added, compared or rendered. Device capacities, the
+#: CLI's requests and ledger records are held to it.
+AMOUNT_DIGITS = 24
+
+
+def amount_in_range(value: Decimal) -> bool:
+    """Whether a finite ``value`` is below ``10 ** (AMOUNT_DIGITS + 1)`` and has at most
+    :data:`AMOUNT_DIGITS` decimal places (trailing zeros are no places: ``1.000`` has none)."""
+    if not value:
+        return True
+    _sign, digits, exponent = value.as_tuple()
+    if not isinstance(exponent, int):  # NaN or infinity
+        return False
+    if value.adjusted() > AMOUNT_DIGITS:
+        return False
+    places = -exponent
+    end = len(digits)
+    while places > 0 and end > 1 and digits[end - 1] == 0:
+        end -= 1
+        places -= 1
+    return places <= AMOUNT_DIGITS
+
+
+def is_multiple(amount: Decimal, quantum: Decimal) -> bool:
+    """Whether ``amount`` is a whole multiple of a positive ``quantum``, exactly.
+
+    ``amount % quantum`` needs the quotient within the decimal context's 28 digits: ``1 %
+    Decimal("1E-30")`` raises ``InvalidOperation`` instead of answering.
+    """
+    n, d = amount.as_integer_ratio()
+    qn, qd = quantum.as_integer_ratio()
+    return (n * qd) % (d * qn) == 0
+
+
+def range_problem(value: Decimal, given: str | None = None) -> str:
+    """What :func:`amount_in_range` refuses ``value`` for, in words; ``given`` is the text it
+    was written as, when there is one (it is quoted as written)."""
+    shown = repr(given) if given is not None else describe_amount(value)
+    return (
+        f"{shown} is out of range (at most {AMOUNT_DIGITS + 1} digits before the decimal point "
+        f"and {AMOUNT_DIGITS} after)"
+    )
+
+
 #: amounts with more digits than this before or after the point are shown in scientific form
 #: in messages (:func:`describe_amount`)
 MESSAGE_DIGITS = 40
@@ -82,7 +135,10 @@ def describe_amount(value: Decimal) -> str:
     amount of more than :data:`MESSAGE_DIGITS` digits before or after the point (an absurd
     request such as ``1E+999999``), its scientific form, which is as exact and stays short."""
     if value.is_finite() and abs(value.adjusted()) > MESSAGE_DIGITS:
-        return format(value, "E")
+        # without its trailing zeros (exact: the context holds every digit it has)
+        digits = max(1, len(value.as_tuple().digits))
+        exact = decimal.Context(prec=digits, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
+        return format(value.normalize(exact), "E")
     return format_amount(value)
 
 
@@ -158,6 +214,9 @@ class DeviceSlotInfo:
     def _check_amount(self, _attribute: attrs.Attribute[Decimal], value: Decimal) -> None:
         if value < 0:
             msg = f"slot {self.slot_name!r}: capacity must not be negative, got {value}"
+            raise ValueError(msg)
+        if not amount_in_range(value):
+            msg = f"slot {self.slot_name!r}: capacity {range_problem(value)}"
             raise ValueError(msg)
 
 

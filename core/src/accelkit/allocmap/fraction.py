@@ -28,8 +28,10 @@ from accelkit.types import (
     DeviceId,
     DeviceSlotInfo,
     SlotType,
+    amount_in_range,
     describe_amount,
     format_amount,
+    range_problem,
     to_decimal,
 )
 
@@ -73,6 +75,9 @@ class FractionAllocMap(AbstractAllocMap):
             raise InvalidResourceArgument(msg) from exc
         if quantum <= 0:
             msg = f"quantum_size must be positive, got {quantum}"
+            raise InvalidResourceArgument(msg)
+        if not amount_in_range(quantum):  # its grants could not be booked in the ledger
+            msg = f"quantum_size {range_problem(quantum)}"
             raise InvalidResourceArgument(msg)
         if quantum.as_tuple().exponent > 0:  # type: ignore[operator]
             # Keep grants in plain integer form (100, not 1E+2).

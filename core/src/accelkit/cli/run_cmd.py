@@ -14,12 +14,8 @@ from accelkit.cli.options import config_option, echo_warnings, read_config
 from accelkit.errors import InsufficientResource
 from accelkit.node import Node
 from accelkit.sizes import parse_binary_size
-from accelkit.types import AgentId, SlotName
+from accelkit.types import AgentId, SlotName, amount_in_range, range_problem
 from accelkit.workload.runner import run_workload
-
-#: amounts may have at most this many digits before, and after, the decimal point: far beyond any
-#: device's capacity, and small enough that converting them is instant
-MAX_AMOUNT_DIGITS = 30
 
 
 def parse_slots(text: str) -> dict[SlotName, Decimal]:
@@ -44,31 +40,14 @@ def parse_slots(text: str) -> dict[SlotName, Decimal]:
         if not amount.is_finite() or amount < 0:
             msg = f"slot {name!r}: amount must be a non-negative number, got {value!r}"
             raise click.BadParameter(msg, param_hint="--slots")
-        if not _within_bounds(amount):
-            msg = (
-                f"slot {name!r}: {value!r} is out of range (at most {MAX_AMOUNT_DIGITS} digits "
-                "before and after the decimal point)"
-            )
+        if not amount_in_range(amount):  # what a device, a grant and the ledger can hold
+            msg = f"slot {name!r}: {range_problem(amount, value)}"
             raise click.BadParameter(msg, param_hint="--slots")
         slots[SlotName(name)] = amount
     if not slots:
         msg = "no slot requested"
         raise click.BadParameter(msg, param_hint="--slots")
     return slots
-
-
-def _within_bounds(amount: Decimal) -> bool:
-    """Whether a finite ``amount`` has few enough digits (before and after the point)."""
-    if not amount:
-        return True
-    _sign, digits, exponent = amount.as_tuple()
-    if not isinstance(exponent, int):  # NaN or infinity
-        return False
-    significant = len(digits)
-    while significant > 1 and digits[significant - 1] == 0:  # 1.000 has no decimal places
-        significant -= 1
-        exponent += 1
-    return amount.adjusted() < MAX_AMOUNT_DIGITS and -exponent <= MAX_AMOUNT_DIGITS
 
 
 def _check_grace(_ctx: click.Context, _param: click.Parameter, value: float) -> float:

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from accelkit.config.converter import Rule
 from accelkit.sizes import parse_binary_size
-from accelkit.types import to_decimal
+from accelkit.types import amount_in_range, range_problem, to_decimal
 
 __all__ = [
     "AGENT_ID",
@@ -111,6 +111,8 @@ def positive_decimal(example: str) -> Rule:
         if amount <= 0:
             msg = f"must be greater than zero, got {value!r}"
             raise ValueError(msg)
+        if not amount_in_range(amount):
+            raise ValueError(range_problem(amount))
         return amount
 
     return Rule(parse)

@@ -37,22 +37,25 @@ import attrs
 from accelkit.events import WorkloadPhase
 from accelkit.runtime.base import WorkloadHandle
 from accelkit.types import (
+    AMOUNT_DIGITS,
     AgentId,
     DeviceAllocation,
     DeviceId,
     DeviceName,
     SlotName,
     Workload,
+    amount_in_range,
     format_amount,
+    range_problem,
     to_decimal,
 )
 from accelkit.workload.liveness import ProcessStamp
 
 FORMAT = "accelkit-ledger/1"
 
-#: amounts are refused beyond 10**(this+1) and below 10**-this: no device comes near, and amounts
-#: in range stay exact under the default decimal context (28 digits) when rendered and compared
-MAX_AMOUNT_EXPONENT = 24
+#: amounts are refused beyond 10**(this+1) and below 10**-this
+#: (:data:`accelkit.types.AMOUNT_DIGITS`)
+MAX_AMOUNT_EXPONENT = AMOUNT_DIGITS
 _MAX_AMOUNT_TEXT = 64
 
 
@@ -151,7 +154,7 @@ class LedgerRecord:
             "order": list(self.order),
             "allocation": {
                 plugin: {
-                    slot: {dev: format_amount(amount) for dev, amount in per_device.items()}
+                    slot: {dev: _amount_text(amount) for dev, amount in per_device.items()}
                     for slot, per_device in device_alloc.items()
                 }
                 for plugin, device_alloc in self.allocation.items()
@@ -215,6 +218,14 @@ def _text(value: Any, what: str) -> str:
         msg = f"{what} must be a non-empty string, got {value!r}"
         raise LedgerFormatError(msg)
     return value
+
+
+def _amount_text(amount: Decimal) -> str:
+    """An amount as a record stores it; one the ledger could not read back is refused here."""
+    if not amount_in_range(amount):
+        msg = f"amount {range_problem(amount)}"
+        raise LedgerFormatError(msg)
+    return format_amount(amount)
 
 
 def _amount(value: Any) -> Decimal:

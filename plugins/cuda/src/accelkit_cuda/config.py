@@ -11,6 +11,7 @@ import attrs
 
 from accelkit.config import SECONDS, choice, positive_decimal, read_section
 from accelkit.errors import ConfigError
+from accelkit.types import is_multiple
 
 
 class DeviceIdMode(enum.StrEnum):
@@ -45,7 +46,7 @@ class CUDAConfig:
     def from_mapping(cls, config: Mapping[str, Any]) -> CUDAConfig:
         """Parse ``[plugins.config.cuda]``; a bad key or value is a :class:`ConfigError`."""
         settings = read_section(cls, config)
-        if settings.shares_per_device % settings.quantum != 0:
+        if not is_multiple(settings.shares_per_device, settings.quantum):
             msg = (
                 f"shares-per-device {settings.shares_per_device} is not a multiple of the "
                 f"quantum {settings.quantum}"

@@ -39,7 +39,7 @@ from accelkit.config.reading import read_toml
 from accelkit.config.rules import BYTE_SIZE, NON_NEGATIVE_INT, positive_decimal
 from accelkit.errors import ConfigError
 from accelkit.sizes import parse_binary_size
-from accelkit.types import to_decimal
+from accelkit.types import amount_in_range, is_multiple, range_problem, to_decimal
 
 ALLOCATIONS = ("discrete", "fractional")
 HEALTH_STATES = ("healthy", "degraded", "unhealthy", "unknown")
@@ -57,7 +57,7 @@ def _kind_key(value: Any) -> str:
 
 def _allocation(value: Any) -> str:
     if value not in ALLOCATIONS:
-        msg = f"unknown allocation mode {value!r} (use {ALLOCATIONS})"
+        msg = f"unknown allocation mode {value!r} (use {' or '.join(map(repr, ALLOCATIONS))})"
         raise ValueError(msg)
     return str(value)
 
@@ -172,14 +172,17 @@ Problem = tuple[KeyPath, str]
 def _amount(kind: KindEntry, entry: DeviceEntry, at: KeyPath) -> Decimal:
     """The device's capacity in its slot: bytes for ``mem``, else a decimal amount."""
     if kind.key == "mem":
-        return Decimal(entry.memory if entry.amount is None else parse_binary_size(entry.amount))
-    try:
-        amount = to_decimal("1" if entry.amount is None else entry.amount)
-    except (TypeError, ValueError) as exc:
-        msg = f"not a decimal amount: {exc}"
-        raise _Refused((*at, "amount"), msg) from None
-    if amount < 0:
-        raise _Refused((*at, "amount"), f"amount must not be negative, got {entry.amount!r}")
+        amount = Decimal(entry.memory if entry.amount is None else parse_binary_size(entry.amount))
+    else:
+        try:
+            amount = to_decimal("1" if entry.amount is None else entry.amount)
+        except (TypeError, ValueError) as exc:
+            raise _Refused((*at, "amount"), str(exc)) from None  # it says what it was given
+        if amount < 0:
+            raise _Refused((*at, "amount"), f"amount must not be negative, got {entry.amount!r}")
+    if not amount_in_range(amount):  # no device's capacity could be booked in the ledger
+        key = "memory" if kind.key == "mem" and entry.amount is None else "amount"
+        raise _Refused((*at, key), range_problem(amount))
     return amount
 
 
@@ -219,7 +222,7 @@ def _device_problems(
             yield (*here, "mig-profile"), f"kind {kind.key!r} cannot have MIG profiles"
         if device.mig_profile and device.amount != 1:
             yield (*here, "amount"), "a MIG-like device is handed out whole: amount 1"
-        if kind.allocation == "fractional" and device.amount % kind.quantum != 0:
+        if kind.allocation == "fractional" and not is_multiple(device.amount, kind.quantum):
             msg = f"amount {device.amount} is not a multiple of quantum {kind.quantum}"
             yield (*here, "amount"), msg
         if kind.allocation == "discrete" and device.amount != device.amount.to_integral_value():

@@ -113,8 +113,8 @@ def test_absurd_amounts_are_usage_errors(node, amount):
     assert records(node) == []
 
 
-def test_a_request_beyond_28_digits_is_refused_with_its_amount_in_full(node):
-    amount = "1" + "0" * 29
+def test_a_request_at_the_top_of_the_range_is_refused_with_its_amount_in_full(node):
+    amount = "9" * 25  # the largest whole amount there is
     result = accelkit(node, "run", "--agent", "agent-1", "--slots", f"cpu={amount}", "--", "true")
     assert result.returncode == 2
     assert result.stderr.startswith("error: cannot allocate on agent 'agent-1'")

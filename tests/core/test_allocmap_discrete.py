@@ -369,6 +369,19 @@ def test_mask_with_unknown_devices_is_refused() -> None:
         DiscretePropertyAllocMap(slots([1]), device_mask=[DeviceId("d0"), DeviceId("ghost")])
 
 
+def test_a_device_without_slot_info_is_refused_naming_it() -> None:
+    bad: dict[DeviceId, object] = {DeviceId("d0"): 5}
+    with pytest.raises(InvalidResourceArgument, match="device 'd0': expected a DeviceSlotInfo"):
+        DiscretePropertyAllocMap(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("strategy", ["FILL", "most-free", ""])
+def test_an_unknown_strategy_is_refused_listing_the_strategies(strategy: str) -> None:
+    with pytest.raises(InvalidResourceArgument, match="use one of 'fill', 'evenly'"):
+        DiscretePropertyAllocMap(slots([1]), strategy=strategy)  # type: ignore[arg-type]
+    assert DiscretePropertyAllocMap(slots([1]), strategy="fill").strategy is AllocationStrategy.FILL  # type: ignore[arg-type]
+
+
 def test_slot_whose_devices_are_all_masked_out_is_insufficient_not_unknown() -> None:
     devices = {**slots([1]), **slots([1], slot="cuda.device", prefix="cuda")}
     m = DiscretePropertyAllocMap(devices, device_mask=[DeviceId("d0")])

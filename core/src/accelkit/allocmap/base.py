@@ -45,6 +45,10 @@ class AbstractAllocMap(MapOperations):
         strategy: AllocationStrategy = AllocationStrategy.EVENLY,
     ) -> None:
         self._all_slots: dict[DeviceId, DeviceSlotInfo] = dict(device_slots)
+        for dev, info in self._all_slots.items():
+            if not isinstance(info, DeviceSlotInfo):
+                msg = f"device {dev!r}: expected a DeviceSlotInfo, got {type(info).__name__}"
+                raise InvalidResourceArgument(msg)
         if device_mask is None:
             mask = frozenset(self._all_slots)
         else:
@@ -54,7 +58,12 @@ class AbstractAllocMap(MapOperations):
                 raise InvalidResourceArgument(msg)
         self._mask: frozenset[DeviceId] = mask
         self._unavailable: frozenset[DeviceId] = frozenset()
-        self._strategy = AllocationStrategy(strategy)
+        try:
+            self._strategy = AllocationStrategy(strategy)
+        except ValueError:
+            known = ", ".join(repr(s.value) for s in AllocationStrategy)
+            msg = f"unknown allocation strategy {strategy!r} (use one of {known})"
+            raise InvalidResourceArgument(msg) from None
         self._patterns = as_strings(exclusive_slot_types, "exclusive slot types")
         self._lock = threading.Lock()
         self._acquire = self._lock.acquire

@@ -9,7 +9,7 @@ from decimal import Decimal
 from fnmatch import fnmatchcase
 
 from accelkit.allocmap import fastpath
-from accelkit.allocmap.checks import as_strings
+from accelkit.allocmap.checks import as_strings, slot_infos, strategy_of
 from accelkit.allocmap.operations import MapOperations
 from accelkit.allocmap.placement import Grants
 from accelkit.allocmap.pool import SlotPool, new_pool
@@ -44,11 +44,7 @@ class AbstractAllocMap(MapOperations):
         exclusive_slot_types: Iterable[str] = (),
         strategy: AllocationStrategy = AllocationStrategy.EVENLY,
     ) -> None:
-        self._all_slots: dict[DeviceId, DeviceSlotInfo] = dict(device_slots)
-        for dev, info in self._all_slots.items():
-            if not isinstance(info, DeviceSlotInfo):
-                msg = f"device {dev!r}: expected a DeviceSlotInfo, got {type(info).__name__}"
-                raise InvalidResourceArgument(msg)
+        self._all_slots: dict[DeviceId, DeviceSlotInfo] = slot_infos(device_slots)
         if device_mask is None:
             mask = frozenset(self._all_slots)
         else:
@@ -58,12 +54,7 @@ class AbstractAllocMap(MapOperations):
                 raise InvalidResourceArgument(msg)
         self._mask: frozenset[DeviceId] = mask
         self._unavailable: frozenset[DeviceId] = frozenset()
-        try:
-            self._strategy = AllocationStrategy(strategy)
-        except ValueError:
-            known = ", ".join(repr(s.value) for s in AllocationStrategy)
-            msg = f"unknown allocation strategy {strategy!r} (use one of {known})"
-            raise InvalidResourceArgument(msg) from None
+        self._strategy = strategy_of(strategy)
         self._patterns = as_strings(exclusive_slot_types, "exclusive slot types")
         self._lock = threading.Lock()
         self._acquire = self._lock.acquire

@@ -7,6 +7,7 @@ from decimal import Decimal
 from typing import Any
 
 from accelkit.allocmap.pool import SlotPool
+from accelkit.allocmap.strategy import AllocationStrategy
 from accelkit.errors import (
     InsufficientResource,
     InvalidResourceArgument,
@@ -24,6 +25,26 @@ def as_strings(value: Iterable[str] | str, what: str) -> tuple[str, ...]:
             msg = f"{what} must be strings, got {item!r}"
             raise InvalidResourceArgument(msg)
     return items
+
+
+def slot_infos(device_slots: Mapping[DeviceId, DeviceSlotInfo]) -> dict[DeviceId, DeviceSlotInfo]:
+    """A map's devices, each checked to come with a :class:`DeviceSlotInfo`."""
+    infos = dict(device_slots)
+    for dev, info in infos.items():
+        if not isinstance(info, DeviceSlotInfo):
+            msg = f"device {dev!r}: expected a DeviceSlotInfo, got {type(info).__name__}"
+            raise InvalidResourceArgument(msg)
+    return infos
+
+
+def strategy_of(value: AllocationStrategy | str) -> AllocationStrategy:
+    """``value`` as a strategy; an unknown one is refused, naming the strategies there are."""
+    try:
+        return AllocationStrategy(value)
+    except ValueError:
+        known = ", ".join(repr(s.value) for s in AllocationStrategy)
+        msg = f"unknown allocation strategy {value!r} (use one of {known})"
+        raise InvalidResourceArgument(msg) from None
 
 
 def tag(context_tag: str | None) -> str:

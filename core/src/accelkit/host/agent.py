@@ -101,7 +101,18 @@ class AgentView:
         call changes nothing when it fails. A slot no plugin of this agent offers raises
         :class:`~accelkit.errors.InvalidResourceArgument`.
         """
-        policy = AffinityPolicy(affinity_policy or self.affinity_policy)
+        if not isinstance(slots, Mapping):
+            msg = (
+                f"agent {self.agent_id!r}: expected a mapping of slot names to amounts, "
+                f"not {type(slots).__name__}"
+            )
+            raise InvalidResourceArgument(msg)
+        try:
+            policy = AffinityPolicy(affinity_policy or self.affinity_policy)
+        except ValueError:
+            known = ", ".join(repr(p.value) for p in AffinityPolicy)
+            msg = f"unknown affinity policy {affinity_policy!r} (use one of {known})"
+            raise InvalidResourceArgument(msg) from None
         by_key: dict[DeviceName, dict[SlotName, Decimal]] = {}
         for slot, amount in slots.items():
             key = self.plugin_of(slot)

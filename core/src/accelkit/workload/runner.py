@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import signal
 import threading
@@ -200,6 +201,7 @@ async def run_workload(
         known = ", ".join(sorted(node.runtimes)) or "none"
         msg = f"unknown runtime {runtime!r} (runtimes: {known})"
         raise InvalidResourceArgument(msg)
+    _check_run(argv, grace)
     task = asyncio.current_task()
     if task is None:
         msg = "run_workload must run inside an asyncio task"
@@ -213,6 +215,23 @@ async def run_workload(
             if relay.received is None:
                 raise
             return 128 + relay.received
+
+
+def _check_run(argv: Sequence[str], grace: float) -> None:
+    """What no booking should be made for: a command that names no program, a bare string
+    (it would run its letters), or a grace that is not a number of seconds."""
+    if isinstance(argv, str | bytes) or not argv:
+        msg = (
+            "argv must be a non-empty sequence of strings (the program and its arguments), "
+            f"not {argv!r}"
+        )
+        raise InvalidResourceArgument(msg)
+    if not all(isinstance(arg, str) for arg in argv):
+        msg = f"argv must hold strings only, got {list(argv)!r}"
+        raise InvalidResourceArgument(msg)
+    if isinstance(grace, bool) or not isinstance(grace, int | float) or not 0 <= grace < math.inf:
+        msg = f"grace must be a finite number of seconds, 0 or more, not {grace!r}"
+        raise InvalidResourceArgument(msg)
 
 
 @attrs.frozen

@@ -221,3 +221,30 @@ def test_a_workload_observer_that_hangs_is_left_behind_and_the_others_are_told(c
     assert time.monotonic() - began < HANG
     assert seen == ["w1"]
     assert "timed out after 0.2 s in accelkit_workload_event" in caplog.text
+
+
+class TwiceListingPlugin(Plugin):
+    """Lists one device twice: a contract breach, reported at discovery."""
+
+    key: ClassVar[DeviceName] = DeviceName("twice")
+
+    async def list_devices(self) -> Sequence[ComputeDevice]:
+        one = ComputeDevice(self.key, DeviceId("twice0"), "here", 0, 0, 1)
+        return [one, ComputeDevice(self.key, DeviceId("twice1"), "here", 0, 0, 1), one]
+
+
+def test_a_plugin_listing_a_device_twice_fails_and_the_others_start():
+    @hookimpl
+    def accelkit_compute_plugins(config: Any) -> Any:
+        return [TwiceListingPlugin(config)]
+
+    loader = PluginLoader(PluginSelection(call_timeout=LIMIT))
+    loader.register(
+        types.SimpleNamespace(accelkit_compute_plugins=accelkit_compute_plugins), "twice"
+    )
+    loader.register(module("ok"), "ok")
+    started = asyncio.run(start(loader))
+    assert [p.key for p in started] == ["ok"]
+    record = loader.records["twice"]
+    assert record.status is PluginStatus.FAILED
+    assert "list_devices returned duplicate device ids: twice0" in (record.error or "")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from accelkit.config import AgentConfig, AgentResources, AllocationMode, ResourceConfig
 from accelkit.errors import ConfigError
@@ -73,6 +75,46 @@ def test_natural_sort_orders_numbers_by_value():
     ids = ["cuda10", "cuda2", "cuda0", "cuda1"]
     assert sorted(ids, key=natural_sort_key) == ["cuda0", "cuda1", "cuda2", "cuda10"]
     assert sorted(["10", "2", "0", "1"], key=natural_sort_key) == ["0", "1", "2", "10"]
+
+
+def test_natural_sort_orders_digit_runs_of_any_length_by_value():
+    long = "gpu" + "9" * 5000  # int() refuses more than 4,300 digits
+    longer = "gpu1" + "0" * 5000
+    assert sorted([longer, long, "gpu10", "gpu007", "gpu2"], key=natural_sort_key) == [
+        "gpu2",
+        "gpu007",
+        "gpu10",
+        long,
+        longer,
+    ]
+
+
+@given(st.lists(st.integers(min_value=0, max_value=10**30), unique=True, max_size=12))
+def test_natural_sort_matches_numeric_order(numbers):
+    ids = [f"cuda{n}" for n in numbers]
+    assert sorted(ids, key=natural_sort_key) == [f"cuda{n}" for n in sorted(numbers)]
+
+
+@pytest.mark.parametrize(
+    ("devices", "agents", "words"),
+    [
+        (["cuda0", "cuda1"], ["a", "a"], "agent id 'a' is listed twice"),  # cuda0 was lost
+        (["cuda0", "cuda0"], ["a"], "device id 'cuda0' is listed twice"),
+        ("cuda0", ["a"], "not the string 'cuda0'"),  # would split into 'c', 'u', ...
+        (["cuda0"], "ab", "not the string 'ab'"),
+    ],
+)
+def test_distribute_devices_refuses_repeated_or_string_ids(devices, agents, words):
+    with pytest.raises(ValueError, match=words):
+        distribute_devices(devices, agents)
+
+
+def test_partitions_refuse_a_string_of_ids_and_negative_amounts():
+    with pytest.raises(TypeError, match="not the string 'cuda0'"):
+        DevicePartition("cuda0")
+    with pytest.raises(ValueError, match="must not be negative"):
+        SlotPartition({"mem": -1})
+    assert DevicePartition(["cuda0"]).device_ids == ("cuda0",)
 
 
 def test_five_gpus_over_three_agents_fill_from_front():

@@ -49,6 +49,7 @@ from accelkit.registry import (
     PluginStatus,
     check_plugin_object,
     check_slots,
+    check_unique_ids,
     origin,
 )
 from accelkit.selection import PluginSelection
@@ -244,6 +245,7 @@ class PluginLoader:
             try:
                 await call_async(name, "init", limit, plugin.init)
                 devices = await call_async(name, "list_devices", limit, plugin.discover)
+                check_unique_ids(devices)
                 slots = await call_sync(
                     name, "device_slots", limit, functools.partial(plugin.device_slots, devices)
                 )

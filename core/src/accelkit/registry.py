@@ -10,7 +10,7 @@ import attrs
 
 from accelkit.errors import PluginContractError
 from accelkit.plugin import AbstractComputePlugin, PluginRole
-from accelkit.types import DeviceName, SlotName
+from accelkit.types import ComputeDevice, DeviceName, SlotName
 
 __all__ = [
     "KeyRegister",
@@ -140,6 +140,15 @@ def check_plugin_object(record: PluginRecord, plugin: object) -> AbstractCompute
         )
         raise PluginContractError(msg)
     return plugin
+
+
+def check_unique_ids(devices: Iterable[ComputeDevice]) -> None:
+    """A plugin lists each device once (a device listed twice would be counted twice)."""
+    ids = [d.device_id for d in devices]
+    if len(set(ids)) != len(ids):
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        msg = f"list_devices returned duplicate device ids: {', '.join(twice)}"
+        raise PluginContractError(msg)
 
 
 def check_slots(

@@ -21,11 +21,19 @@ from accelkit.types import (
 
 
 def _device_ids(value: Iterable[str]) -> tuple[DeviceId, ...]:
+    if isinstance(value, str):  # it would split into one-letter ids
+        msg = f"device_ids must be a collection of ids, not the string {value!r}"
+        raise TypeError(msg)
     return tuple(DeviceId(str(v)) for v in value)
 
 
 def _slot_amounts(value: Mapping[Any, Any]) -> Mapping[SlotName, Decimal]:
-    return {SlotName(str(k)): to_decimal(v) for k, v in value.items()}
+    amounts = {SlotName(str(k)): to_decimal(v) for k, v in value.items()}
+    for slot, amount in amounts.items():
+        if amount < 0:
+            msg = f"slot {slot!r}: a partition's amount must not be negative, got {amount}"
+            raise ValueError(msg)
+    return amounts
 
 
 @attrs.frozen

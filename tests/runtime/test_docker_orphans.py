@@ -26,7 +26,7 @@ from accelkit.runtime.docker import DockerRuntime
 from accelkit.runtime.docker_ops import _epoch
 from accelkit.types import AgentId, Workload
 from accelkit.workload import Ledger, LedgerRecord
-from accelkit.workload.orphans import SweepReport, note_container_engine
+from accelkit.workload.orphans import SweepReport, container_engines, note_container_engine
 
 if TYPE_CHECKING:
     from .conftest import Engine
@@ -312,7 +312,10 @@ def test_an_engine_that_is_down_makes_the_sweep_a_warning_and_the_run_works(
     down = f"tcp://127.0.0.1:{_closed_port()}"
     gone = f"unix://{tmp_path}/gone.sock"
     note_container_engine(ledger, down)
-    note_container_engine(ledger, gone)
+    with socket.socket(socket.AF_UNIX) as engine:  # an engine there once, gone since
+        engine.bind(f"{tmp_path}/gone.sock")
+        note_container_engine(ledger, gone)
+    (tmp_path / "gone.sock").unlink()
     ledger.close()
     args = ["run", "--config", str(node), "--agent", "agent-1", "--slots", "cpu=1", "--", "true"]
     result = accelkit(ACCELKIT, down, node, *args)
@@ -336,3 +339,24 @@ def test_an_engine_that_is_down_makes_the_sweep_a_warning_and_the_run_works(
         f"{tmp_path}/gone.sock; orphan containers there were not looked for"
     )
     assert took < 30
+
+
+def test_a_docker_run_on_an_engine_without_a_socket_leaves_the_sweep_nothing_to_ask(
+    mock_node: Callable[..., Path], tmp_path: Path
+) -> None:
+    """No container can be made where there is no socket: the ledger does not note that
+    engine, so later sweeps do not warn about it forever."""
+    node = mock_node(cpus=1)
+    nowhere = f"unix://{tmp_path}/nowhere.sock"
+    args = ["run", "--config", str(node), "--agent", "agent-1", "--slots", "cpu=1"]
+    result = accelkit(
+        ACCELKIT, nowhere, node, *args, "--runtime", "docker", "--image", "x", "--", "true"
+    )
+    assert result.returncode == 2
+    assert f"cannot reach the Docker engine at {nowhere}" in result.stderr
+    ledger = Ledger(node.parent / "state")
+    assert container_engines(ledger) == []
+    ledger.close()
+    result = accelkit(ACCELKIT, nowhere, node, "status")
+    assert result.returncode == 0, result.stderr
+    assert "Docker engine" not in result.stderr

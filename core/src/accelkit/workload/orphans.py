@@ -124,8 +124,12 @@ def container_engines(ledger: Ledger) -> list[str]:
 
 
 def note_container_engine(ledger: Ledger, url: str) -> None:
-    """Note that a container of this ledger is made on the engine at ``url`` (before it is)."""
-    if url in container_engines(ledger):
+    """Note that a container of this ledger is made on the engine at ``url`` (before it is).
+
+    An engine behind a unix socket that does not exist is not noted: nothing can be made
+    there, and a note would have every later sweep warn that it cannot reach it.
+    """
+    if _missing_socket(url) is not None or url in container_engines(ledger):
         return  # one read, no write, for every container after the first
     with ledger.transaction():
         try:

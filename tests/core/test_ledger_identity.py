@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
 import sqlite3
 import threading
 from decimal import Decimal
+from pathlib import Path
 
 from accelkit.runtime.docker import DockerRuntime
 from accelkit.types import AgentId, DeviceName, Workload
@@ -70,17 +72,29 @@ def test_processes_opening_a_new_ledger_at_once_agree_on_its_identity(tmp_path):
     assert len(set(seen)) == 1
 
 
+def _engine_socket(path: Path) -> str:
+    """The address of a unix socket that exists at ``path`` (an engine there, once)."""
+    with socket.socket(socket.AF_UNIX) as engine:
+        engine.bind(str(path))
+    return f"unix://{path}"
+
+
 def test_container_engines_are_noted_once_and_kept(tmp_path):
     ledger = Ledger(tmp_path)
     assert container_engines(ledger) == []
-    note_container_engine(ledger, "unix:///run/docker.sock")
-    note_container_engine(ledger, "unix:///run/docker.sock")
+    here = _engine_socket(tmp_path / "docker.sock")
+    note_container_engine(ledger, here)
+    note_container_engine(ledger, here)
     note_container_engine(ledger, "tcp://127.0.0.1:2375")
     ledger.close()
-    assert container_engines(Ledger(tmp_path)) == [
-        "tcp://127.0.0.1:2375",
-        "unix:///run/docker.sock",
-    ]
+    assert container_engines(Ledger(tmp_path)) == ["tcp://127.0.0.1:2375", here]
+
+
+def test_an_engine_without_a_socket_is_not_noted(tmp_path):
+    # nothing can be made there; a note would have every later sweep warn about it
+    ledger = Ledger(tmp_path)
+    note_container_engine(ledger, f"unix://{tmp_path}/nowhere.sock")
+    assert container_engines(ledger) == []
 
 
 def test_a_ledger_that_never_ran_a_container_asks_no_engine(tmp_path):
@@ -92,7 +106,8 @@ def test_a_ledger_that_never_ran_a_container_asks_no_engine(tmp_path):
 
 def test_an_engine_whose_socket_is_gone_is_a_problem_not_an_error(tmp_path):
     ledger = Ledger(tmp_path)
-    note_container_engine(ledger, f"unix://{tmp_path}/gone.sock")
+    note_container_engine(ledger, _engine_socket(tmp_path / "gone.sock"))
+    (tmp_path / "gone.sock").unlink()  # the engine went away since
     runtime = DockerRuntime(f"unix://{tmp_path}/gone.sock")
     report = asyncio.run(sweep_orphans(ledger, runtime, min_age=0))
     assert report.removed == ()

@@ -377,7 +377,7 @@ def test_a_device_without_slot_info_is_refused_naming_it() -> None:
 
 @pytest.mark.parametrize("strategy", ["FILL", "most-free", ""])
 def test_an_unknown_strategy_is_refused_listing_the_strategies(strategy: str) -> None:
-    with pytest.raises(InvalidResourceArgument, match="use one of 'fill', 'evenly'"):
+    with pytest.raises(InvalidResourceArgument, match="use 'fill', 'evenly'"):
         DiscretePropertyAllocMap(slots([1]), strategy=strategy)  # type: ignore[arg-type]
     assert DiscretePropertyAllocMap(slots([1]), strategy="fill").strategy is AllocationStrategy.FILL  # type: ignore[arg-type]
 

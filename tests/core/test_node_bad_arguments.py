@@ -25,7 +25,7 @@ CASES: dict[str, tuple[Callable[[Node], Coroutine[Any, Any, Any]], str]] = {
     ),
     "book: unknown affinity policy": (
         lambda n: n.book(AGENT, Workload.process_tree("w"), CPU, affinity_policy="nearest"),
-        "unknown affinity policy 'nearest' (use one of 'prefer-single-node', 'interleaved')",
+        "unknown affinity policy 'nearest' (use 'prefer-single-node', 'interleaved')",
     ),
     "run: empty argv": (lambda n: n.run(AGENT, CPU, []), "argv must be a non-empty sequence"),
     "run: argv a string": (  # would run its letters: 't' 'r' 'u' 'e'

@@ -6,7 +6,7 @@ import decimal
 import enum
 from collections.abc import Iterable, Mapping
 from decimal import Decimal, InvalidOperation
-from typing import Any, NewType
+from typing import Any, NewType, TypeVar
 
 import attrs
 from frozendict import frozendict
@@ -33,6 +33,7 @@ __all__ = [
     "describe_amount",
     "format_amount",
     "is_multiple",
+    "parse_choice",
     "range_problem",
     "to_decimal",
 ]
@@ -140,6 +141,20 @@ def describe_amount(value: Decimal) -> str:
         exact = decimal.Context(prec=digits, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
         return format(value.normalize(exact), "E")
     return format_amount(value)
+
+
+_E = TypeVar("_E", bound=enum.Enum)
+
+
+def parse_choice(enum_type: type[_E], value: object, what: str) -> _E:
+    """``value`` as a member of ``enum_type``, else a ``ValueError`` that names the values
+    there are: ``unknown allocation strategy 'most-free' (use 'fill', 'evenly')``."""
+    try:
+        return enum_type(value)
+    except ValueError:
+        choices = ", ".join(repr(m.value) for m in enum_type)
+        msg = f"unknown {what} {value!r} (use {choices})"
+        raise ValueError(msg) from None
 
 
 class SlotType(enum.StrEnum):

@@ -14,7 +14,14 @@ from accelkit.errors import (
     InvalidResourceCombination,
     refusal,
 )
-from accelkit.types import DeviceId, DeviceSlotInfo, SlotName, describe_amount, to_decimal
+from accelkit.types import (
+    DeviceId,
+    DeviceSlotInfo,
+    SlotName,
+    describe_amount,
+    parse_choice,
+    to_decimal,
+)
 
 
 def as_strings(value: Iterable[str] | str, what: str) -> tuple[str, ...]:
@@ -40,11 +47,9 @@ def slot_infos(device_slots: Mapping[DeviceId, DeviceSlotInfo]) -> dict[DeviceId
 def strategy_of(value: AllocationStrategy | str) -> AllocationStrategy:
     """``value`` as a strategy; an unknown one is refused, naming the strategies there are."""
     try:
-        return AllocationStrategy(value)
-    except ValueError:
-        known = ", ".join(repr(s.value) for s in AllocationStrategy)
-        msg = f"unknown allocation strategy {value!r} (use one of {known})"
-        raise InvalidResourceArgument(msg) from None
+        return parse_choice(AllocationStrategy, value, "allocation strategy")
+    except ValueError as exc:
+        raise InvalidResourceArgument(str(exc)) from None
 
 
 def tag(context_tag: str | None) -> str:

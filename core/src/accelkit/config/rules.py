@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from accelkit.config.converter import Rule
 from accelkit.sizes import parse_binary_size
-from accelkit.types import amount_in_range, range_problem, to_decimal
+from accelkit.types import amount_in_range, parse_choice, range_problem, to_decimal
 
 __all__ = [
     "AGENT_ID",
@@ -38,12 +38,7 @@ def choice(enum_type: type[_E], what: str) -> Rule:
     """One of an enum's values: ``unknown mode 'split' (use 'shared', …)``."""
 
     def parse(value: Any) -> _E:
-        try:
-            return enum_type(value)
-        except ValueError:
-            choices = ", ".join(repr(m.value) for m in enum_type)
-            msg = f"unknown {what} {value!r} (use {choices})"
-            raise ValueError(msg) from None
+        return parse_choice(enum_type, value, what)
 
     return Rule(parse)
 

@@ -10,7 +10,7 @@ from accelkit.allocmap import AffinityHint, AffinityPolicy
 from accelkit.errors import InvalidResourceArgument
 from accelkit.partition import natural_sort_key
 from accelkit.plugin import AbstractAgentContext, PluginRole
-from accelkit.types import AgentId, DeviceAllocation, DeviceId, DeviceName, SlotName
+from accelkit.types import AgentId, DeviceAllocation, DeviceId, DeviceName, SlotName, parse_choice
 
 log = logging.getLogger(__name__)
 
@@ -108,11 +108,11 @@ class AgentView:
             )
             raise InvalidResourceArgument(msg)
         try:
-            policy = AffinityPolicy(affinity_policy or self.affinity_policy)
-        except ValueError:
-            known = ", ".join(repr(p.value) for p in AffinityPolicy)
-            msg = f"unknown affinity policy {affinity_policy!r} (use one of {known})"
-            raise InvalidResourceArgument(msg) from None
+            policy = parse_choice(
+                AffinityPolicy, affinity_policy or self.affinity_policy, "affinity policy"
+            )
+        except ValueError as exc:
+            raise InvalidResourceArgument(str(exc)) from None
         by_key: dict[DeviceName, dict[SlotName, Decimal]] = {}
         for slot, amount in slots.items():
             key = self.plugin_of(slot)

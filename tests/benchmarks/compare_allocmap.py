@@ -9,7 +9,8 @@ that alternates every round. Each row prints the floor's µs/op and both map cos
 units, medians of the timed rounds (after one untimed round), and their ratio: this is how a
 change to the maps is shown to cost nothing (a ratio of 1 within the spread of two copies of
 the same code, about ±2% here) or to gain something. Both versions share the rest of accelkit
-(errors, types) as it is in the working tree.
+(types, ...) as it is in the working tree, except ``accelkit.errors``: the base gets its own copy,
+since the fast paths build their refusals with what that module offers.
 """
 
 from __future__ import annotations
@@ -32,10 +33,13 @@ if str(HERE) not in sys.path:
 import workloads_allocmap as w  # noqa: E402 - importable only once this folder is on sys.path
 
 from accelkit import allocmap  # noqa: E402
+from accelkit.errors import ResourceError  # noqa: E402
 from accelkit.types import SlotName  # noqa: E402
 
 PACKAGE = "core/src/accelkit/allocmap"
+ERRORS = "core/src/accelkit/errors.py"
 BASE_NAME = "allocmap_base"
+BASE_ERRORS = f"{BASE_NAME}._errors"
 
 # name, devices, slot, draw, seed, max_live, map kind, strategy
 ROWS: Sequence[tuple[str, w.Devices, str, w.Draw, int, int, str, str]] = [
@@ -92,7 +96,7 @@ def load_base(revision: str, folder: Path) -> ModuleType:
     ).stdout.split()
     target = folder / BASE_NAME
     target.mkdir()
-    for name in names:
+    for name in [*names, ERRORS]:
         if not name.endswith(".py"):
             continue
         text = subprocess.run(
@@ -102,7 +106,8 @@ def load_base(revision: str, folder: Path) -> ModuleType:
             text=True,
             check=True,
         ).stdout
-        (target / Path(name).name).write_text(text.replace("accelkit.allocmap", BASE_NAME))
+        text = text.replace("accelkit.allocmap", BASE_NAME).replace("accelkit.errors", BASE_ERRORS)
+        (target / ("_errors.py" if name == ERRORS else Path(name).name)).write_text(text)
     sys.path.insert(0, str(folder))
     return importlib.import_module(BASE_NAME)
 
@@ -128,11 +133,14 @@ def measure(
             "base": factory(base, kind, devices, strategy),
             "tree": factory(allocmap, kind, devices, strategy),
         }
+        errors = (ResourceError, importlib.import_module(BASE_ERRORS).ResourceError)
         times: dict[str, list[float]] = {k: [] for k in makers}
         for r in range(rounds + 1):
             order = ("floor", "base", "tree") if r % 2 else ("floor", "tree", "base")
             for key in order:
-                trial = w.replay(makers[key](), SlotName(slot), draw, seed=seed, max_live=live)
+                trial = w.replay(
+                    makers[key](), SlotName(slot), draw, seed=seed, max_live=live, errors=errors
+                )
                 if r:  # round 0 warms up
                     times[key].append(trial.seconds / trial.ops * 1e6)
         floor = statistics.median(times["floor"])

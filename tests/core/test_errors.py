@@ -65,7 +65,8 @@ def test_insufficient_resource_renders_its_message_when_read():
 def test_insufficient_resource_keeps_a_given_message():
     error = InsufficientResource("custom", slot="cpu", requested=Decimal(2), allocatable=Decimal(1))
     assert str(error) == "custom"
-    assert error.args == ("custom",)
+    assert error.args == ("cpu", Decimal(2), Decimal(1), None)
+    assert (error.slot, error.requested, error.allocatable, error.context_tag) == error.args
 
 
 def test_config_error_names_file_agent_and_key():

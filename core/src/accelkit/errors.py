@@ -91,12 +91,14 @@ class ResourceError(AccelkitError):
 class InsufficientResource(ResourceError):
     """Not enough free capacity for the request: ``slot``, ``requested``, ``allocatable``.
 
-    Failed allocations are routine (agents probe for room), so unless a ``message`` is given
-    the text is rendered only when it is read.
+    ``args`` holds ``(slot, requested, allocatable, context_tag)``. Failed allocations are
+    routine (agents probe for room), so unless a ``message`` is given the text is rendered
+    only when it is read.
     """
 
-    # Slots make a refusal about a quarter cheaper to raise (instances keep a __dict__ too).
-    __slots__ = ("_message", "allocatable", "context_tag", "requested", "slot")
+    # The fields live in ``args``, which ``BaseException.__new__`` fills in C: the alloc
+    # maps' fast paths build a refusal with that one call (:func:`refusal`).
+    __slots__ = ("_message",)
 
     def __init__(
         self,
@@ -107,47 +109,59 @@ class InsufficientResource(ResourceError):
         allocatable: Decimal,
         context_tag: str | None = None,
     ) -> None:
-        # No super().__init__(): BaseException.__new__ has already kept the positional args.
-        self.slot = slot
-        self.requested = requested
-        self.allocatable = allocatable
-        self.context_tag = context_tag
+        # No super().__init__(): it would set args to the positional message.
+        self.args = (slot, requested, allocatable, context_tag)
         self._message = message
 
+    @property
+    def slot(self) -> str:
+        """The slot that has too little free."""
+        slot: str = self.args[0]
+        return slot
+
+    @property
+    def requested(self) -> Decimal:
+        """The amount asked for."""
+        requested: Decimal = self.args[1]
+        return requested
+
+    @property
+    def allocatable(self) -> Decimal:
+        """What the map could still grant of the slot."""
+        allocatable: Decimal = self.args[2]
+        return allocatable
+
+    @property
+    def context_tag(self) -> str | None:
+        """The caller's tag (an agent's name), shown first in the message."""
+        tag: str | None = self.args[3]
+        return tag
+
     def __str__(self) -> str:
-        if self._message is None:
+        try:
+            message = self._message
+        except AttributeError:  # built by refusal(), which sets args only
+            message = None
+        if message is None:
             from accelkit.types import describe_amount
 
-            tag = f"[{self.context_tag}] " if self.context_tag else ""
-            self._message = (
-                f"{tag}slot {self.slot!r}: requested {describe_amount(self.requested)}, "
-                f"only {describe_amount(self.allocatable)} allocatable"
+            slot, requested, allocatable, tag = self.args
+            prefix = f"[{tag}] " if tag else ""
+            message = self._message = (
+                f"{prefix}slot {slot!r}: requested {describe_amount(requested)}, "
+                f"only {describe_amount(allocatable)} allocatable"
             )
-        return self._message
+        return message
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self)!r})"
 
 
-def refusal(
-    slot: str, requested: Decimal, allocatable: Decimal, context_tag: str | None
-) -> InsufficientResource:
-    """``InsufficientResource(slot=..., requested=..., allocatable=..., context_tag=...)``,
-    the same object built for about half the cost (for the alloc maps' fast paths).
-
-    Refusals are routine (agents probe for room; W3 of the benchmarks refuses 5,625 of its
-    20,000 operations, W4 2,370), and a call of the class with keywords builds a dict of them
-    and runs ``__init__`` through it, about 300 ns: a third of a W3 refusal. This sets the same
-    fields, the unrendered message included, on a bare instance
-    (``tests/core/test_allocmap_fastpath.py`` checks that every field matches).
-    """
-    refused = InsufficientResource.__new__(InsufficientResource)
-    refused.slot = slot
-    refused.requested = requested
-    refused.allocatable = allocatable
-    refused.context_tag = context_tag
-    refused._message = None  # rendered when read, as __init__ leaves it
-    return refused
+#: ``refusal(InsufficientResource, slot, requested, allocatable, context_tag)`` builds the
+#: refusal ``InsufficientResource(slot=..., ...)`` would, in one call into C (the keyword call
+#: of the class costs three times as much, and refusals are routine: W3 of the benchmarks
+#: refuses 5,625 of its 20,000 operations, W4 2,370). The alloc maps' fast paths raise it.
+refusal = InsufficientResource.__new__
 
 
 class InvalidResourceArgument(ResourceError):

@@ -107,7 +107,7 @@ def insufficient(
     pool's unavailable devices, if any."""
     # Failed allocations are part of normal operation (agents probe for room): the error
     # renders its message only when it is read.
-    refused = refusal(pool.name, requested, free, context_tag)
+    refused = refusal(InsufficientResource, pool.name, requested, free, context_tag)
     if not pool.hidden:
         return refused
     # Only unhealthy or cordoned devices are made unavailable (the node's health keeper).

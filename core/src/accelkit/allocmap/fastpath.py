@@ -45,7 +45,7 @@ from accelkit.allocmap.operations import MapOperations
 from accelkit.allocmap.placement import Grants
 from accelkit.allocmap.pool import CACHE_LIMIT, ScannedPool, SlotPool
 from accelkit.allocmap.shared import SharedGrants
-from accelkit.errors import refusal
+from accelkit.errors import InsufficientResource, refusal
 from accelkit.types import DeviceAllocation, DeviceId, SlotName
 
 #: the mapping types the fast paths of free read directly (grants as allocate returns them and
@@ -121,7 +121,11 @@ def _one_pool_allocate(
                     if units > left and not pool.hidden:
                         # refused on a snapshot, as in the general closure
                         raise refusal(
-                            slot, raw, amount_of.get(left) or amount(pool, left), context_tag
+                            InsufficientResource,
+                            slot,
+                            raw,
+                            amount_of.get(left) or amount(pool, left),
+                            context_tag,
                         )
                     acquire()
                     try:
@@ -268,7 +272,11 @@ def _general_allocate(
                         # lock (it is what a locked call at the moment of the read would say).
                         # With unavailable devices the general path refuses, naming them.
                         raise refusal(
-                            slot, raw, pool.amount_of.get(left) or amount(pool, left), context_tag
+                            InsufficientResource,
+                            slot,
+                            raw,
+                            pool.amount_of.get(left) or amount(pool, left),
+                            context_tag,
                         )
                     acquire()
                     try:

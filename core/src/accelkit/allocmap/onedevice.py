@@ -29,7 +29,7 @@ from frozendict import frozendict
 from accelkit.allocmap.affinity import AffinityHint
 from accelkit.allocmap.operations import MapOperations
 from accelkit.allocmap.pool import CACHE_LIMIT, SlotPool
-from accelkit.errors import refusal
+from accelkit.errors import InsufficientResource, refusal
 from accelkit.types import DeviceAllocation, SlotName
 
 
@@ -100,7 +100,13 @@ def _allocate(
                 # Refused on a snapshot: a refusal changes nothing, so it needs no lock (it
                 # is what a locked call at the moment of the read would say). With
                 # unavailable devices the general path refuses, naming them.
-                raise refusal(slot, raw, amount_of.get(left) or amount(pool, left), context_tag)
+                raise refusal(
+                    InsufficientResource,
+                    slot,
+                    raw,
+                    amount_of.get(left) or amount(pool, left),
+                    context_tag,
+                )
             lock.acquire()
             try:
                 left = free[0] - units

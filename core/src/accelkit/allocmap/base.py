@@ -57,8 +57,6 @@ class AbstractAllocMap(MapOperations):
         self._strategy = strategy_of(strategy)
         self._patterns = as_strings(exclusive_slot_types, "exclusive slot types")
         self._lock = threading.Lock()
-        self._acquire = self._lock.acquire
-        self._release = self._lock.release
 
         types: dict[SlotName, SlotType] = {}
         members: dict[SlotName, list[DeviceId]] = {}

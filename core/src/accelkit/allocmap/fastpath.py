@@ -34,6 +34,7 @@ device is unavailable is left to the general path, which names them.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 
@@ -102,7 +103,7 @@ def _one_pool_allocate(
     slot, units_of, amount_of, buckets = pool.name, pool.units_of, pool.amount_of, pool.buckets
     free, bits, ids = pool.free, pool.bits, pool.ids
     by_device, make, live, adopt = shared.by_device, shared.make, shared.live, shared.adopt
-    acquire, release = m._acquire, m._release
+    lock = m._lock
     amount, place = m._amount, m._place
     fills = m._fills_most_free()
 
@@ -127,7 +128,7 @@ def _one_pool_allocate(
                             amount_of.get(left) or amount(pool, left),
                             context_tag,
                         )
-                    acquire()
+                    lock.acquire()
                     try:
                         if units <= pool.total_free:
                             if fills and affinity_hint is None:
@@ -174,7 +175,7 @@ def _one_pool_allocate(
                                 buckets[new] = buckets.get(new, 0) | bit
                             return by_device[i].get(units) or make(i, units)
                     finally:
-                        release()
+                        lock.release()
                     # another thread took the room since the snapshot: the general path says so
         return adopt(general_allocate(slots, affinity_hint=affinity_hint, context_tag=context_tag))
 
@@ -189,14 +190,14 @@ def _one_pool_free(
 ) -> Callable[[DeviceAllocation], None]:
     """A free that knows this map's grants by ``id``; any other goes to ``checked``."""
     free, gate, bits = pool.free, pool.gate, pool.bits
-    acquire, release = m._acquire, m._release
+    lock = m._lock
     issued, live = shared.issued, shared.live
 
     def free_(alloc: DeviceAllocation) -> None:
         hit = issued.get(id(alloc))
         if hit is not None:  # a shared grant of this map: one device, one bucket move
             i, units = hit
-            acquire()
+            lock.acquire()
             try:
                 old = free[i]
                 new = old + units
@@ -213,10 +214,10 @@ def _one_pool_free(
                     buckets[new] = buckets.get(new, 0) | bit
                     return
             finally:
-                release()
+                lock.release()
         elif (split := live.pop(id(alloc), None)) is not None:  # a split this map handed out
             taken = split[1]
-            acquire()
+            lock.acquire()
             try:
                 for i, units in taken:  # the room test first: a refused free changes nothing
                     if units > gate[i] - free[i]:
@@ -225,7 +226,7 @@ def _one_pool_free(
                     pool.shift(taken, -1)
                     return
             finally:
-                release()
+                lock.release()
         checked(alloc)
 
     return free_
@@ -247,7 +248,7 @@ def _general_allocate(
     # quick pools: several devices, not UNIQUE (one-device pools of maps of several slots,
     # and UNIQUE requests, take the general path); a map's pools never change
     quick = {name: pool for name, pool in m._pools.items() if pool.quick}
-    acquire, release = m._acquire, m._release
+    lock = m._lock
     amount = m._amount
     place = m._place
     fills = m._fills_most_free()
@@ -278,7 +279,7 @@ def _general_allocate(
                             pool.amount_of.get(left) or amount(pool, left),
                             context_tag,
                         )
-                    acquire()
+                    lock.acquire()
                     try:
                         if units <= pool.total_free:
                             buckets = pool.buckets
@@ -318,7 +319,7 @@ def _general_allocate(
                                 buckets[new] = buckets.get(new, 0) | bit
                             return {slot: {pool.ids[i]: raw}}
                     finally:
-                        release()
+                        lock.release()
                     # another thread took the room since the snapshot: the general path says so
         return general(slots, affinity_hint=affinity_hint, context_tag=context_tag)
 
@@ -370,7 +371,7 @@ def _general_free(
     m: MapOperations, general: Callable[[DeviceAllocation], None]
 ) -> Callable[[DeviceAllocation], None]:
     quick = {name: pool for name, pool in m._pools.items() if pool.quick}
-    acquire, release = m._acquire, m._release
+    lock = m._lock
 
     def free_(alloc: DeviceAllocation) -> None:
         if alloc.__class__ in _PLAIN and len(alloc) == 1:  # else the general path judges it
@@ -386,7 +387,7 @@ def _general_free(
                         units = pool.units_of.get(str(raw)) if raw.__class__ is Decimal else None
                         i = pool.index.get(dev)
                         if units and i is not None:
-                            acquire()
+                            lock.acquire()
                             try:
                                 free = pool.free
                                 old = free[i]
@@ -404,8 +405,8 @@ def _general_free(
                                     buckets[new] = buckets.get(new, 0) | bit
                                     return
                             finally:
-                                release()
-                    elif _free_several(pool, per_device, acquire, release):
+                                lock.release()
+                    elif _free_several(pool, per_device, lock):
                         return
                 except (TypeError, AttributeError):  # unhashable amounts, not a mapping
                     pass
@@ -417,8 +418,7 @@ def _general_free(
 def _free_several(
     pool: SlotPool,
     per_device: Mapping[DeviceId, Decimal],
-    acquire: Callable[[], bool],
-    release: Callable[[], None],
+    lock: threading.Lock,
 ) -> bool:
     """Free a grant on several devices of ``pool`` if it is plainly valid; say whether it was.
 
@@ -426,7 +426,7 @@ def _free_several(
     """
     index, units_of, gate, free = pool.index, pool.units_of, pool.gate, pool.free
     grants: Grants = []
-    acquire()
+    lock.acquire()
     try:
         # validate every entry first (a refused free changes nothing), in one pass
         for dev, raw in per_device.items():
@@ -454,4 +454,4 @@ def _free_several(
         pool.total_free += total
         return True
     finally:
-        release()
+        lock.release()

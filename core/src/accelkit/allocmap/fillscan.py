@@ -47,7 +47,7 @@ def _allocate(  # noqa: PLR0915 - one frame for the hot path (module docstring)
     by_device, make, live = shared.by_device, shared.make, shared.live
     free, ids, where = pool.free, pool.ids, pool.free.index
     widest = pool.max_cap  # a request above it is always split
-    acquire, release = m._acquire, m._release
+    lock = m._lock
     amount, place = m._amount, m._place
 
     def allocate(  # noqa: PLR0912 - one frame for the hot path (module docstring)
@@ -72,7 +72,7 @@ def _allocate(  # noqa: PLR0915 - one frame for the hot path (module docstring)
                     amount_of.get(left) or amount(pool, left),
                     context_tag,
                 )
-            acquire()
+            lock.acquire()
             try:
                 if units <= pool.total_free:
                     if affinity_hint is None:
@@ -113,7 +113,7 @@ def _allocate(  # noqa: PLR0915 - one frame for the hot path (module docstring)
                         return by_device[i].get(units) or make(i, units)
                     return {slot: {ids[i]: amount_of.get(u) or amount(pool, u) for i, u in grants}}
             finally:
-                release()
+                lock.release()
             # another thread took the room since the snapshot: the general path says so
         return shared.adopt(general(slots, affinity_hint=affinity_hint, context_tag=context_tag))
 
@@ -127,14 +127,14 @@ def _free(
     general: Callable[[DeviceAllocation], None],
 ) -> Callable[[DeviceAllocation], None]:
     gate, free = pool.gate, pool.free
-    acquire, release = m._acquire, m._release
+    lock = m._lock
     issued, live = shared.issued, shared.live
 
     def free_(alloc: DeviceAllocation) -> None:
         hit = issued.get(id(alloc))
         if hit is not None:  # a shared grant of this map: its device and units are known
             i, units = hit
-            acquire()
+            lock.acquire()
             try:
                 new = free[i] + units
                 if new <= gate[i]:  # -1 when unavailable
@@ -142,9 +142,9 @@ def _free(
                     pool.total_free += units
                     return
             finally:
-                release()
+                lock.release()
         elif (split := live.pop(id(alloc), None)) is not None:  # a split this map handed out
-            acquire()
+            lock.acquire()
             try:
                 for i, units in split[1]:  # the room test first: a refused free changes nothing
                     if units > gate[i] - free[i]:
@@ -157,7 +157,7 @@ def _free(
                     pool.total_free += total
                     return
             finally:
-                release()
+                lock.release()
         # grants built elsewhere (restored from a ledger, copied), past the tables' bound, or
         # refused: checked in full
         general(alloc)

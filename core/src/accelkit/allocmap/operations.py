@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -33,8 +33,6 @@ class MapOperations(ABC):
     _pools: dict[SlotName, SlotPool]
     _exclusive: dict[SlotName, frozenset[str]]
     _lock: threading.Lock
-    _acquire: Callable[[], bool]
-    _release: Callable[[], None]
 
     @abstractmethod
     def _convert(self, pool: SlotPool, amount: Decimal) -> int:

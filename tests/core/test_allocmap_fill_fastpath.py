@@ -144,3 +144,23 @@ def test_a_scanned_pool_serves_hints_splits_and_unavailable_devices() -> None:
     m.free(near)
     assert m.allocatable() == {S: D(4)}
     consistent(pool)
+
+
+@pytest.mark.parametrize("hidden", [0, 1, 2])
+def test_a_split_freed_while_one_of_its_devices_is_unavailable_is_freed_whole(
+    hidden: int,
+) -> None:
+    m = FractionAllocMap(gpus([2, 2, 2, 2]), strategy=FILL, quantum_size=D(1))
+    pool = m._pools[S]
+    m.free(m.allocate({S: D(5)}))  # an amount seen before takes the fast path
+    m.allocate({S: D(1)})  # cuda0 keeps 1
+    grant = m.allocate({S: D(5)})
+    assert list(grant[S]) == ["cuda1", "cuda2", "cuda3"]
+    # the fast path frees device by device and must undo those before the unavailable one
+    m.set_unavailable(frozenset({DeviceId(list(grant[S])[hidden])}))
+    m.free(grant)
+    assert m.allocations[S] == {"cuda0": D(1), "cuda1": D(0), "cuda2": D(0), "cuda3": D(0)}
+    consistent(pool)
+    m.set_unavailable(frozenset())
+    assert m.allocatable() == {S: D(7)}
+    consistent(pool)

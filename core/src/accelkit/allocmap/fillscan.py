@@ -144,16 +144,21 @@ def _free(
             finally:
                 lock.release()
         elif (split := live.pop(id(alloc), None)) is not None:  # a split this map handed out
+            taken = split[1]
             lock.acquire()
             try:
-                for i, units in split[1]:  # the room test first: a refused free changes nothing
-                    if units > gate[i] - free[i]:
+                total = 0
+                for i, units in taken:  # each device in turn, undone if one has no room
+                    new = free[i] + units
+                    if new > gate[i]:  # a refused free changes nothing
+                        for j, back in taken:
+                            if j == i:
+                                break
+                            free[j] -= back
                         break
+                    free[i] = new
+                    total += units
                 else:
-                    total = 0
-                    for i, units in split[1]:
-                        free[i] += units
-                        total += units
                     pool.total_free += total
                     return
             finally:

@@ -1,12 +1,12 @@
 """The fast path of FILL maps of one slot over a few devices (:class:`ScannedPool`): W3 FILL.
 
 FILL takes the most free device, or the most free devices in turn when none holds the
-request. Over a few devices ``max(free)`` and ``free.index`` find it for less than keeping
+request. Over a few devices sorting ``free`` and ``free.index`` find it for less than keeping
 free-amount buckets up to date costs on every allocate and free, so the pool keeps none and
-an allocate or free changes two numbers per device. A request larger than any device is
-split without looking for one that holds it: the free amounts are sorted once and each is
-found with ``free.index`` (W3 FILL splits 2,928 of its 7,193 grants, three devices each on
-average, and one sort costs what one ``max`` does). Everything unusual goes to the general,
+an allocate or free changes two numbers per device. The free amounts are sorted once per
+allocate (sorting a few costs what one ``max`` does), and a split takes them in that order,
+finding each device with ``free.index``: W3 FILL splits 2,928 of its 7,193 grants, three
+devices each on average. Everything unusual goes to the general,
 validating methods, exactly as in :mod:`accelkit.allocmap.fastpath`, whose rules (one slot,
 a Decimal amount converted before, both paths under the map's lock) hold here too. Grants
 are those of :mod:`accelkit.allocmap.shared`: one read-only grant per device and amount, and
@@ -37,7 +37,7 @@ def install(m: MapOperations, pool: ScannedPool) -> None:
     vars(m).update(allocate=allocate, free=free_)
 
 
-def _allocate(  # noqa: PLR0915 - one frame for the hot path (module docstring)
+def _allocate(
     m: MapOperations,
     pool: ScannedPool,
     shared: SharedGrants,
@@ -46,11 +46,10 @@ def _allocate(  # noqa: PLR0915 - one frame for the hot path (module docstring)
     slot, units_of, amount_of = pool.name, pool.units_of, pool.amount_of
     by_device, make, live = shared.by_device, shared.make, shared.live
     free, ids, where = pool.free, pool.ids, pool.free.index
-    widest = pool.max_cap  # a request above it is always split
     lock = m._lock
     amount, place = m._amount, m._place
 
-    def allocate(  # noqa: PLR0912 - one frame for the hot path (module docstring)
+    def allocate(
         slots: Mapping[SlotName, Decimal],
         *,
         affinity_hint: AffinityHint | None = None,
@@ -77,18 +76,19 @@ def _allocate(  # noqa: PLR0915 - one frame for the hot path (module docstring)
                 if units <= pool.total_free:
                     if affinity_hint is None:
                         pool.total_free -= units
-                        if units <= widest:  # it may fit the most free device
-                            most = max(free)
-                            if most >= units:
-                                i = where(most)  # the first device of the most free
-                                free[i] = most - units
-                                return by_device[i].get(units) or make(i, units)
-                        # W3 FILL's splits: the most free devices in turn, their free amounts
-                        # sorted once (a device given all it had drops to 0, so ``where``
-                        # finds the next device of an amount shared by several)
+                        # the free amounts, most first: sorting a few costs what max() does
+                        order = sorted(free, reverse=True)
+                        most = order[0]
+                        if most >= units:
+                            i = where(most)  # the first device of the most free
+                            free[i] = most - units
+                            return by_device[i].get(units) or make(i, units)
+                        # W3 FILL's splits: the most free devices in turn (a device given all
+                        # it had drops to 0, so ``where`` finds the next device of an amount
+                        # shared by several)
                         out: dict[DeviceId, Decimal] = {}
                         taken = []
-                        for most in sorted(free, reverse=True):
+                        for most in order:
                             if not most:  # cannot be: total_free said there was room
                                 msg = "the pool had less free than its total said"
                                 raise AssertionError(msg)

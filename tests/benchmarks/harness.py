@@ -286,7 +286,7 @@ def format_table(rows: Iterable[Row]) -> str:
         lines.append(
             f"| {r.name} | {r.ops} | {r.ops_per_s:,.0f} | {r.us_per_op:,.2f} | "
             f"{r.spread:.0%} | {_num(r.floor_us_per_op, ',.2f')} | {_num(r.cost, ',.2f')} | "
-            f"{_num(r.reference_cost, ',.2f')} | {_num(r.ratio, ',.1f')}{'x' if r.ratio else ''} | "
+            f"{_num(r.reference_cost, ',.2f')} | {_num(r.ratio, ',.2f')}{'x' if r.ratio else ''} | "
             f"{_num(r.goal, ',.2f')} | {said[r.goal_met]} | {said[r.ratio_met]} | {outcome} | "
             f"{exact} |"
         )

@@ -152,7 +152,7 @@ def test_costs_and_ratios_come_from_the_same_run(bench: tuple[ModuleType, ...]) 
     assert alone.ratio_met is None
     assert alone.goal_met is False
     table = harness.format_table([ours, alone])
-    assert "| 10.0x | 1.50 | no | yes |" in table
+    assert "| 10.00x | 1.50 | no | yes |" in table
     assert table.count("| - | 1.50 | no | - |") == 1
     cheap = harness.Benchmark("g.ours", _fixed(0.002), group="g", goal=1.5)
     _, within = harness.measure_many([benches[0], cheap], repeats=3, warmup=0)
@@ -277,3 +277,19 @@ def test_run_with_the_reference_prints_ratios_of_the_same_run(
     assert (ref["ok"], ref["failed"]) == (ours["ok"], ours["failed"])
     assert ours["reference_cost"] == ref["cost"]
     assert ours["ratio"] == pytest.approx(ref["cost"] / ours["cost"])
+
+
+def test_a_ratio_just_under_the_goal_is_not_printed_as_the_goal(
+    bench: tuple[ModuleType, ...],
+) -> None:
+    harness = bench[0]
+    role = harness.Role
+    benches = [
+        harness.Benchmark("g.floor", _fixed(0.001), group="g", role=role.FLOOR),
+        harness.Benchmark("g.ours", _fixed(0.002), group="g"),  # cost 1.0
+        harness.Benchmark("g.ref", _fixed(0.00596), group="g", role=role.REFERENCE, of="g.ours"),
+    ]
+    _, ours, _ = harness.measure_many(benches, repeats=1, warmup=0)
+    assert ours.ratio == pytest.approx(4.96)
+    assert ours.ratio_met is False
+    assert "| 4.96x |" in harness.format_table([ours])  # not "5.0x", beside a "no"

@@ -103,8 +103,7 @@ def _one_pool_allocate(
     slot, units_of, amount_of, buckets = pool.name, pool.units_of, pool.amount_of, pool.buckets
     free, bits, ids = pool.free, pool.bits, pool.ids
     by_device, make, live, adopt = shared.by_device, shared.make, shared.live, shared.adopt
-    lock = m._lock
-    amount, place = m._amount, m._place
+    lock, amount, place = m._lock, m._amount, m._place
     fills = m._fills_most_free()
 
     def allocate(  # noqa: PLR0912 - one frame for the hot path (module docstring)
@@ -121,13 +120,8 @@ def _one_pool_allocate(
                     left = pool.total_free
                     if units > left and not pool.hidden:
                         # refused on a snapshot, as in the general closure
-                        raise refusal(
-                            InsufficientResource,
-                            slot,
-                            raw,
-                            amount_of.get(left) or amount(pool, left),
-                            context_tag,
-                        )
+                        allocatable = amount_of.get(left) or amount(pool, left)
+                        raise refusal(InsufficientResource, slot, raw, allocatable, context_tag)
                     lock.acquire()
                     try:
                         if units <= pool.total_free:
@@ -272,13 +266,8 @@ def _general_allocate(
                         # Refused on a snapshot: a refusal changes nothing, so it needs no
                         # lock (it is what a locked call at the moment of the read would say).
                         # With unavailable devices the general path refuses, naming them.
-                        raise refusal(
-                            InsufficientResource,
-                            slot,
-                            raw,
-                            pool.amount_of.get(left) or amount(pool, left),
-                            context_tag,
-                        )
+                        allocatable = pool.amount_of.get(left) or amount(pool, left)
+                        raise refusal(InsufficientResource, slot, raw, allocatable, context_tag)
                     lock.acquire()
                     try:
                         if units <= pool.total_free:

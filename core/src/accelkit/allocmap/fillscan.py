@@ -46,8 +46,7 @@ def _allocate(
     slot, units_of, amount_of = pool.name, pool.units_of, pool.amount_of
     by_device, make, live = shared.by_device, shared.make, shared.live
     free, ids, where = pool.free, pool.ids, pool.free.index
-    lock = m._lock
-    amount, place = m._amount, m._place
+    lock, amount, place = m._lock, m._amount, m._place
 
     def allocate(
         slots: Mapping[SlotName, Decimal],
@@ -64,13 +63,8 @@ def _allocate(
             left = pool.total_free
             if units > left and not pool.hidden:
                 # refused on a snapshot, as in fastpath's closures
-                raise refusal(
-                    InsufficientResource,
-                    slot,
-                    raw,
-                    amount_of.get(left) or amount(pool, left),
-                    context_tag,
-                )
+                allocatable = amount_of.get(left) or amount(pool, left)
+                raise refusal(InsufficientResource, slot, raw, allocatable, context_tag)
             lock.acquire()
             try:
                 if units <= pool.total_free:

@@ -100,13 +100,8 @@ def _allocate(
                 # Refused on a snapshot: a refusal changes nothing, so it needs no lock (it
                 # is what a locked call at the moment of the read would say). With
                 # unavailable devices the general path refuses, naming them.
-                raise refusal(
-                    InsufficientResource,
-                    slot,
-                    raw,
-                    amount_of.get(left) or amount(pool, left),
-                    context_tag,
-                )
+                allocatable = amount_of.get(left) or amount(pool, left)
+                raise refusal(InsufficientResource, slot, raw, allocatable, context_tag)
             lock.acquire()
             try:
                 left = free[0] - units

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
 from decimal import Decimal
 
 import pytest
@@ -83,3 +85,18 @@ def test_config_errors_lists_every_problem():
         "  - key 'b': two",
     ]
     assert isinstance(errors, ConfigError)
+
+
+@pytest.mark.parametrize("message", [None, "custom"])
+@pytest.mark.parametrize("duplicate", [copy.copy, copy.deepcopy])
+def test_insufficient_resource_can_be_copied(
+    message: str | None, duplicate: Callable[[InsufficientResource], InsufficientResource]
+) -> None:
+    error = InsufficientResource(
+        message, slot="cpu", requested=Decimal(2), allocatable=Decimal(1), context_tag="a"
+    )
+    twin = duplicate(error)
+    assert type(twin) is InsufficientResource
+    assert twin is not error
+    assert twin.args == error.args == ("cpu", Decimal(2), Decimal(1), "a")
+    assert str(twin) == str(error) == (message or "[a] slot 'cpu': requested 2, only 1 allocatable")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 __all__ = [
     "AccelkitError",
@@ -155,6 +156,12 @@ class InsufficientResource(ResourceError):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self)!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # copy.copy and copy.deepcopy: the fields go back into args, a given message with them
+        # (the class's own keyword-only __init__ cannot take args positionally)
+        message = getattr(self, "_message", None)
+        return (type(self).__new__, (type(self), *self.args), {"_message": message})
 
 
 #: ``refusal(InsufficientResource, slot, requested, allocatable, context_tag)`` builds the

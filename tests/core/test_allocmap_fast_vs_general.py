@@ -110,6 +110,8 @@ AMOUNTS = {
     "shares": ["0.05", "0.25", "0.5", "1", "1.5", "2.25", "3.5", "0.33", "0", "-0.5"],
     "mem": ["1", "8", "16", "33", "64", "65", "2E+1", "0.5", "-4"],
 }
+# amounts that are not plain Decimals: each is judged by the general path of either map
+ODD: list[Any] = [1.5, "1", 2, True, D("NaN"), D("1E+400"), "many"]
 HINTS = [
     None,
     AffinityHint(AffinityPolicy.PREFER_SINGLE_NODE),
@@ -120,7 +122,7 @@ HINTS = [
 step = st.one_of(
     st.tuples(
         st.just("allocate"),
-        st.sampled_from(range(10)),
+        st.sampled_from(range(16)),
         st.sampled_from(range(len(HINTS))),
         st.booleans(),
     ),
@@ -166,8 +168,8 @@ def test_fast_and_general_paths_answer_alike(
     for op, *args in steps:
         if op == "allocate":
             k, h, tagged = args
-            amounts = AMOUNTS[slot]
-            request = {SlotName(slot): D(amounts[k % len(amounts)])}
+            amounts = [D(a) for a in AMOUNTS[slot]] + ODD
+            request = {SlotName(slot): amounts[k % len(amounts)]}
             kwargs = {"affinity_hint": HINTS[h], "context_tag": "agent-1" if tagged else None}
             got = outcome(fast.allocate, dict(request), **kwargs)
             want = outcome(general.allocate, dict(request), **kwargs)

@@ -13,9 +13,6 @@ from accelkit.allocmap.strategy import AllocationStrategy
 from accelkit.errors import InvalidResourceArgument
 from accelkit.types import DeviceId, DeviceSlotInfo, SlotType
 
-#: device capacities with this many digits are refused rather than converted
-_MAX_CAPACITY_DIGITS = 4000
-
 
 class DiscretePropertyAllocMap(AbstractAllocMap):
     """Alloc map whose amounts are whole numbers: COUNT and BYTES slots, and UNIQUE slots.
@@ -49,9 +46,7 @@ class DiscretePropertyAllocMap(AbstractAllocMap):
     def _capacity_units(self, slot_type: SlotType, amount: Decimal) -> int:
         if slot_type is SlotType.UNIQUE:
             return 1 if amount > 0 else 0
-        if amount.adjusted() >= _MAX_CAPACITY_DIGITS:  # int() of it would take minutes
-            msg = f"a device capacity of {_MAX_CAPACITY_DIGITS} digits or more: {amount:e}"
-            raise InvalidResourceArgument(msg)
+        # DeviceSlotInfo keeps capacities within the amount range (types.AMOUNT_DIGITS)
         return int(amount)
 
     def _conversion_kind(self, pool: SlotPool) -> str:

@@ -93,18 +93,25 @@ def read_pinned(state_dir: Path | str, *, source: str | None = None) -> PinnedAs
     """
     path = Path(state_dir) / ASSIGNMENTS_FILE
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        # O_NONBLOCK: a FIFO put in its place is refused below instead of hanging the open
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise _error(path, f"cannot read it: {exc.strerror or exc}", source) from exc
-    with os.fdopen(fd, "rb") as file:
-        info = os.fstat(file.fileno())
+    try:
+        # the type is checked on the descriptor before any read (a directory cannot be read)
+        info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
             raise _error(path, "not a regular file of the user running accelkit", source)
         if info.st_size > _LIMIT:
             raise _error(path, "larger than 1 MiB", source)
-        raw = file.read(_LIMIT + 1)
+        with os.fdopen(fd, "rb", closefd=False) as file:
+            raw = file.read(_LIMIT + 1)
+    except OSError as exc:
+        raise _error(path, f"cannot read it: {exc.strerror or exc}", source) from exc
+    finally:
+        os.close(fd)
     try:
         data = json.loads(raw)
         if not isinstance(data, dict) or data.get("format") != FORMAT:

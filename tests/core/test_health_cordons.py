@@ -80,9 +80,11 @@ def test_a_damaged_file_is_a_config_error_naming_it(
     assert CORDONS_FILE in str(caught.value)
 
 
-def test_a_symlinked_cordon_file_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("dangling", [False, True])
+def test_a_symlinked_cordon_file_is_refused(tmp_path: Path, dangling: bool) -> None:
     target = tmp_path / "elsewhere.json"
-    target.write_text(json.dumps({"format": "accelkit-cordons/1", "cordons": []}))
+    if not dangling:  # a link to nothing is refused too: it is not "no cordons"
+        target.write_text(json.dumps({"format": "accelkit-cordons/1", "cordons": []}))
     (tmp_path / CORDONS_FILE).symlink_to(target)
     with pytest.raises(ConfigError, match="symbolic link"):
         CordonFile(tmp_path).read()

@@ -54,7 +54,7 @@ class CordonFile:
 
     def _signature(self) -> _Signature:
         try:
-            info = os.stat(self.path)
+            info = os.lstat(self.path)  # a link to nothing is a link (refused), not no file
         except FileNotFoundError:
             return None
         except OSError as exc:

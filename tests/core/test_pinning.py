@@ -35,7 +35,7 @@ def refusal(state: Path) -> ConfigError:
         read_pinned(state, source=SOURCE)
     error = refused.value
     assert error.file == SOURCE
-    assert error.key == "state-dir"
+    assert error.key == "resource.state-dir"  # the key of [resource] state-dir
     assert str(state / ASSIGNMENTS_FILE) in str(error)
     return error
 
@@ -113,6 +113,15 @@ def test_a_fifo_or_a_directory_is_refused_without_blocking(state: Path, kind: st
     else:
         path.mkdir()
     assert "not a regular file of the user running accelkit" in str(refusal(state))
+
+
+def test_a_state_dir_that_is_not_a_directory_is_named(tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "state"
+    not_a_dir.write_text("")
+    with pytest.raises(ConfigError) as refused:
+        read_pinned(not_a_dir, source=SOURCE)
+    assert refused.value.key == "resource.state-dir"
+    assert f"the state directory {str(not_a_dir)!r} is not a directory" in str(refused.value)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")

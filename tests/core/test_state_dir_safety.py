@@ -64,6 +64,19 @@ def test_a_state_dir_writable_by_others_is_refused(state, mode):
     assert os.listdir(state) == []
 
 
+@pytest.mark.parametrize("kind", ["file", "dangling link"])
+def test_a_state_dir_that_is_no_directory_says_what_it_is(tmp_path, state, kind):
+    if kind == "file":
+        state.write_text("")
+        what = "is not a directory"
+    else:
+        state.symlink_to(tmp_path / "gone")
+        what = f"is a symbolic link to {str(tmp_path / 'gone')!r}, which does not exist"
+    text = str(refused(Ledger(state)))
+    assert f"the state directory {str(state)!r} {what}" in text  # not "File exists"
+    assert not (tmp_path / "gone").exists()  # nothing was created through the link
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="handing a directory to another user needs root")
 def test_a_state_dir_that_is_a_symlink_to_another_users_directory_is_refused(tmp_path, state):
     theirs = tmp_path / "theirs"

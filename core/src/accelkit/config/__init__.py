@@ -18,6 +18,7 @@ from accelkit.config.load import (
 )
 from accelkit.config.model import (
     DEFAULT_AGENT,
+    STATE_DIR_KEY,
     AffinityPolicyName,
     AgentConfig,
     AgentResources,
@@ -50,6 +51,7 @@ __all__ = [
     "NON_NEGATIVE_INT",
     "POSITIVE_BYTE_SIZE",
     "SECONDS",
+    "STATE_DIR_KEY",
     "AffinityPolicyName",
     "AgentConfig",
     "AgentResources",

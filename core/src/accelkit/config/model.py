@@ -18,6 +18,8 @@ from accelkit.types import AgentId
 
 DEFAULT_AGENT = AgentId("agent-1")
 STATE_DIR_ENV = "ACCELKIT_STATE_DIR"
+#: the key errors about the state directory and the files in it name
+STATE_DIR_KEY = "resource.state-dir"
 
 
 class AllocationMode(enum.StrEnum):

@@ -25,6 +25,7 @@ from typing import Any
 
 import attrs
 
+from accelkit.config import STATE_DIR_KEY
 from accelkit.errors import ConfigError
 from accelkit.partition import (
     DevicePartition,
@@ -82,7 +83,7 @@ class PinnedAssignment:
 
 
 def _error(path: Path, what: str, source: str | None) -> ConfigError:
-    return ConfigError(f"assignments {str(path)!r}: {what}", file=source, key="state-dir")
+    return ConfigError(f"assignments {str(path)!r}: {what}", file=source, key=STATE_DIR_KEY)
 
 
 def read_pinned(state_dir: Path | str, *, source: str | None = None) -> PinnedAssignment | None:
@@ -97,6 +98,9 @@ def read_pinned(state_dir: Path | str, *, source: str | None = None) -> PinnedAs
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
+    except NotADirectoryError as exc:  # what the state directory should be is something else
+        msg = f"the state directory {str(path.parent)!r} is not a directory"
+        raise ConfigError(msg, file=source, key=STATE_DIR_KEY) from exc
     except OSError as exc:
         raise _error(path, f"cannot read it: {exc.strerror or exc}", source) from exc
     try:

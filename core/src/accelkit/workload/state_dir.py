@@ -16,11 +16,12 @@ import pwd
 import stat
 from pathlib import Path
 
+from accelkit.config import STATE_DIR_KEY
 from accelkit.errors import ConfigError
 
 __all__ = ["secure_file", "secure_state_dir"]
 
-KEY = "resource.state-dir"
+KEY = STATE_DIR_KEY
 
 
 def _owner(uid: int) -> str:
@@ -61,6 +62,15 @@ def secure_state_dir(path: Path, *, source: str | None = None) -> Path:
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = os.stat(path)  # a symlinked state-dir is allowed: its target is checked
+    except FileExistsError as exc:  # something that is not a directory, or a link to nothing
+        if path.is_symlink():
+            msg = (
+                f"the state directory {str(path)!r} is a symbolic link to "
+                f"{os.readlink(path)!r}, which does not exist"
+            )
+        else:
+            msg = f"the state directory {str(path)!r} is not a directory"
+        raise ConfigError(msg, file=source, key=KEY) from exc
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         msg = f"cannot use the state directory {str(path)!r}: {reason}"

@@ -195,6 +195,19 @@ def test_an_output_directory_that_cannot_be_created_is_an_error_naming_it(node, 
     assert "internal error" not in result.stderr
 
 
+@pytest.mark.parametrize("kind", ["fifo", "dangling link"])
+def test_an_output_that_is_no_directory_is_an_error_saying_so(node, tmp_path, kind):
+    out = tmp_path / "specs"
+    if kind == "fifo":
+        os.mkfifo(out)  # (a plain file is refused by the option itself)
+    else:
+        out.symlink_to(tmp_path / "gone")
+    result = accelkit("cdi", "--config", str(node), "--agent", "agent-1", "--output", str(out))
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"error: '{out}' is not a directory (--output names")
+    assert "File exists" not in result.stderr
+
+
 def test_a_spec_that_cannot_be_written_is_an_error_and_leaves_no_temp_file(node, tmp_path):
     out = tmp_path / "cdi"
     (out / "accelkit.io-agent-1.json").mkdir(parents=True)  # in the way of the rename

@@ -42,6 +42,9 @@ def _write(directory: Path, spec: dict[str, Any], *, replace: bool) -> Path:
     path = directory / f"{vendor}-{klass}.json"
     try:
         directory.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as exc:  # a file (or a link to nothing) where the directory goes
+        msg = f"{str(directory)!r} is not a directory (--output names the directory of specs)"
+        raise click.ClickException(msg) from exc
     except OSError as exc:
         msg = f"cannot create the directory {str(directory)!r}: {_reason(exc)}"
         raise click.ClickException(msg) from exc

@@ -176,7 +176,17 @@ def test_defaults_of_the_later_sections(tmp_path):
         ("[health]\nrediscover = 3", "health.rediscover", "unknown key"),
         ("[health]\nrediscover-interval = 0", "health.rediscover-interval", "seconds"),
         ("[bridge.k8s]\ndomian = 'x'", "bridge.k8s.domian", "allowed: domain, kubelet-dir"),
-        ("[bridge.k8s]\ndomain = ''", "bridge.k8s.domain", "non-empty string"),
+        ("[bridge.k8s]\ndomain = ''", "bridge.k8s.domain", "expected a domain name"),
+        ("[bridge.k8s]\ndomain = 'Example.com'", "bridge.k8s.domain", "not a DNS subdomain"),
+        ("[bridge.k8s]\ndomain = 'gpu vendor'", "bridge.k8s.domain", "not a DNS subdomain"),
+        ("[bridge.k8s]\ndomain = 'a..b'", "bridge.k8s.domain", "not a DNS subdomain"),
+        ("[bridge.k8s]\ndomain = '-a.io'", "bridge.k8s.domain", "not a DNS subdomain"),
+        ("[bridge.k8s]\ndomain = 'example.com/x'", "bridge.k8s.domain", "not a DNS subdomain"),
+        (f"[bridge.k8s]\ndomain = '{'a' * 64}.io'", "bridge.k8s.domain", "not a DNS subdomain"),
+        (f"[bridge.k8s]\ndomain = '{'a.' * 122}io'", "bridge.k8s.domain", "244 characters"),
+        ("[bridge.k8s]\ndomain = 'kubernetes.io'", "bridge.k8s.domain", "keeps for its own"),
+        ("[bridge.k8s]\ndomain = 'gpu.kubernetes.io'", "bridge.k8s.domain", "keeps for its own"),
+        ("[bridge.k8s]\ndomain = 5", "bridge.k8s.domain", "expected a domain name"),
         ("[bridge.slurm]\nnodes = 1", "bridge.slurm.nodes", "unknown key"),
         ("[bridge.lsf]\n", "bridge.lsf", "unknown key (allowed: k8s, slurm)"),
         ("[resource]\nnuma-aware-split = 'yes'", "resource.numa-aware-split", "true or false"),
@@ -352,3 +362,12 @@ def test_a_value_of_the_wrong_toml_type_is_not_coerced():
     _value, errors = structure({"name": 5, "odd": "1"}, Required, file=None)
     assert {e.key for e in errors} == {"name", "odd"}
     assert [e.message for e in errors if e.key == "name"] == ["expected a string, got 5"]
+
+
+@pytest.mark.parametrize(
+    "domain", ["accelkit.io", "example.com", "gpu-vendor.example.io", f"{'a' * 63}.io", "k8s.io"]
+)
+def test_a_dns_subdomain_outside_kubernetes_io_is_a_resource_domain(tmp_path, domain):
+    config = load_host_config(write(tmp_path, f"[bridge.k8s]\ndomain = '{domain}'"))
+    assert config.bridge.k8s is not None
+    assert config.bridge.k8s.domain == domain

@@ -5,6 +5,7 @@ allocating, listing pods through PodResources and restarting."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 
@@ -248,6 +249,26 @@ def test_the_bridge_waits_for_a_missing_kubelet(k8s_root: Path) -> None:
     asyncio.run(scenario())
 
 
+def test_something_else_in_place_of_the_kubelet_directory_is_waited_out(k8s_root: Path) -> None:
+    os.mkfifo(k8s_root / "device-plugins")  # made the bridge fail with NotADirectoryError
+
+    async def scenario() -> None:
+        bridge = BridgeProcess(write_node(k8s_root))
+        kubelet = standin(k8s_root)
+        try:
+            warning = await asyncio.to_thread(bridge.wait_event, lambda e: e["event"] == "warning")
+            assert "(something else is there, not a directory)" in warning["message"]
+            assert "trying again" in warning["message"]
+            (k8s_root / "device-plugins").unlink()
+            await kubelet.start()
+            await kubelet.wait_registered(GPU)
+        finally:
+            await kubelet.close()
+            bridge.stop()
+
+    asyncio.run(scenario())
+
+
 def test_an_unhealthy_device_is_listed_unhealthy_and_not_allocated(k8s_root: Path) -> None:
     async def scenario() -> None:
         kubelet, bridge = await started(k8s_root)
@@ -290,9 +311,11 @@ def test_an_unknown_agent_or_a_node_without_devices_is_a_clear_error(k8s_root: P
     result = bridge.accelkit("k8s-device-plugin")
     assert result.returncode == 2
     assert "has no device the kubelet can schedule" in result.stderr
-    result = bridge.accelkit("k8s-device-plugin", "--domain", " ")
-    assert result.returncode == 2
-    assert "--domain" in result.stderr
+    for domain in (" ", "BAD DOMAIN!", "kubernetes.io"):  # what [bridge.k8s] domain refuses
+        result = bridge.accelkit("k8s-device-plugin", "--domain", domain)
+        assert result.returncode == 2
+        assert "error: Invalid value for --domain: " in result.stderr
+        assert "Traceback" not in result.stderr
 
 
 def test_a_killed_bridge_leaves_bookings_that_any_accelkit_process_frees(k8s_root: Path) -> None:

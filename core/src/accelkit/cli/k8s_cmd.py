@@ -21,6 +21,7 @@ import click
 
 from accelkit.cli.options import config_option, echo_warnings, json_option, read_config
 from accelkit.config.model import K8sBridgeConfig
+from accelkit.config.rules import resource_domain
 from accelkit.types import AgentId
 
 
@@ -113,7 +114,9 @@ def k8s_device_plugin(
     Allocate books the devices in the ledger and runs the plugins' pre_create; a booking is
     freed once the kubelet's PodResources API no longer lists its devices. Runs until SIGTERM.
     """
-    if domain is not None and not domain.strip():
-        msg = "must not be empty"
-        raise click.BadParameter(msg, param_hint="--domain")
+    if domain is not None:
+        try:
+            resource_domain(domain)  # what [bridge.k8s] domain accepts
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--domain") from exc
     asyncio.run(_serve(config_path, agent, kubelet_dir, domain, as_json))

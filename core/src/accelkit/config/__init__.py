@@ -37,11 +37,13 @@ from accelkit.config.rules import (
     NON_EMPTY_STRING,
     NON_NEGATIVE_INT,
     POSITIVE_BYTE_SIZE,
+    RESOURCE_DOMAIN,
     SECONDS,
     choice,
     decimal_between,
     int_between,
     positive_decimal,
+    resource_domain,
 )
 
 __all__ = [
@@ -50,6 +52,7 @@ __all__ = [
     "NON_EMPTY_STRING",
     "NON_NEGATIVE_INT",
     "POSITIVE_BYTE_SIZE",
+    "RESOURCE_DOMAIN",
     "SECONDS",
     "STATE_DIR_KEY",
     "AffinityPolicyName",
@@ -74,4 +77,5 @@ __all__ = [
     "positive_decimal",
     "read_host_config",
     "read_section",
+    "resource_domain",
 ]

@@ -12,7 +12,7 @@ from typing import Annotated
 import attrs
 from frozendict import frozendict
 
-from accelkit.config.rules import NON_EMPTY_STRING, SECONDS
+from accelkit.config.rules import NON_EMPTY_STRING, RESOURCE_DOMAIN, SECONDS
 from accelkit.selection import PluginSelection
 from accelkit.types import AgentId
 
@@ -77,7 +77,7 @@ class HealthConfig:
 class K8sBridgeConfig:
     """``[bridge.k8s]`` (DESIGN §16): extended resources are named ``<domain>/<slot>``."""
 
-    domain: Annotated[str, NON_EMPTY_STRING] = "accelkit.io"
+    domain: Annotated[str, RESOURCE_DOMAIN] = "accelkit.io"
     #: the kubelet's device-plugins directory (``kubelet.sock`` and the plugins' sockets)
     kubelet_dir: Path = Path("/var/lib/kubelet/device-plugins")
     #: the kubelet's PodResources API, asked which pods still hold booked devices

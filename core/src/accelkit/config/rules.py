@@ -23,15 +23,22 @@ __all__ = [
     "NON_EMPTY_STRING",
     "NON_NEGATIVE_INT",
     "POSITIVE_BYTE_SIZE",
+    "RESOURCE_DOMAIN",
     "SECONDS",
     "choice",
     "decimal_between",
     "int_between",
     "positive_decimal",
+    "resource_domain",
 ]
 
 _E = TypeVar("_E", bound=enum.StrEnum)
 _AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_DNS_LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
+_DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(?:\.{_DNS_LABEL})*")
+#: Kubernetes checks ``requests.<domain>/<name>`` too, and its prefix is a DNS subdomain of at
+#: most 253 characters
+_MAX_DOMAIN = 253 - len("requests.")
 
 
 def choice(enum_type: type[_E], what: str) -> Rule:
@@ -41,6 +48,24 @@ def choice(enum_type: type[_E], what: str) -> Rule:
         return parse_choice(enum_type, value, what)
 
     return Rule(parse)
+
+
+def resource_domain(value: Any) -> str:
+    """The domain of Kubernetes extended resources (``<domain>/<slot>``): a DNS subdomain
+    outside ``kubernetes.io``, which the kubelet keeps for its own resources."""
+    if not isinstance(value, str) or not value:
+        msg = f"expected a domain name such as 'example.com', got {value!r}"
+        raise ValueError(msg)
+    if len(value) > _MAX_DOMAIN or not _DNS_SUBDOMAIN.fullmatch(value):
+        msg = (
+            f"{value!r} is not a DNS subdomain: lowercase letters, digits, '-' and '.', labels of "
+            f"at most 63 and {_MAX_DOMAIN} characters in all (e.g. 'example.com')"
+        )
+        raise ValueError(msg)
+    if value == "kubernetes.io" or value.endswith(".kubernetes.io"):
+        msg = f"{value!r} is in kubernetes.io, which Kubernetes keeps for its own resources"
+        raise ValueError(msg)
+    return value
 
 
 def _positive_size(value: Any) -> int:
@@ -168,6 +193,7 @@ BYTE_SIZE = Rule(parse_binary_size)
 POSITIVE_BYTE_SIZE = Rule(_positive_size)
 NON_NEGATIVE_INT = Rule(_non_negative_int)
 NON_EMPTY_STRING = Rule(_non_empty_string)
+RESOURCE_DOMAIN = Rule(resource_domain)
 NAMES = Rule(_names)
 AGENT_ID = Rule(_agent_id)
 SECONDS = Rule(_seconds)

@@ -95,11 +95,13 @@ class K8sBridge:
         path = self.config.kubelet_dir / resource.socket_name
         if (old := self.servers.pop(resource.name, None)) is not None:
             await old.stop(0)
+        if not self.config.kubelet_dir.is_dir():  # (checked first: the unlink needs a directory)
+            msg = f"no kubelet device-plugins directory at {self.config.kubelet_dir}"
+            if self.config.kubelet_dir.exists():
+                msg += " (something else is there, not a directory)"
+            raise RegistrationFailed(msg)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
-        if not self.config.kubelet_dir.is_dir():
-            msg = f"no kubelet device-plugins directory at {self.config.kubelet_dir}"
-            raise RegistrationFailed(msg)
         server = grpc.aio.server()
         service = DevicePluginService(
             self.node,

@@ -36,10 +36,17 @@ def test_index_lists_read_back_what_slurm_prints(indices: set[int]) -> None:
     assert index_list(_ranges(ordered)) == ordered
 
 
-@pytest.mark.parametrize("bad", ["a", "1-", "-1", "3-1", "0,x", "1.5"])
+@pytest.mark.parametrize(
+    "bad", ["a", "1-", "-1", "3-1", "0,x", "1.5", "²", "0-²", "0-99999999999999", "65536"]
+)
 def test_a_bad_index_list_is_refused(bad: str) -> None:
     with pytest.raises(InvalidResourceArgument, match="not a GRES index list"):
-        index_list(bad)
+        index_list(bad)  # at once: a huge range is refused before it is expanded
+
+
+def test_repeated_indices_are_read_once() -> None:
+    assert index_list("1,0-2,1") == [0, 1, 2]
+    assert index_list("65535") == [65535]
 
 
 def test_gpu_indices_from_the_prolog_environment() -> None:

@@ -18,20 +18,32 @@ _NODE_LINE = re.compile(r"^\s*Nodes=(\S+)\s.*?\bGRES=(\S+)", re.MULTILINE)
 _ENTRY = re.compile(r"([A-Za-z][\w.-]*)(?::[^:(\s,]*)*\(IDX:([\d,-]*)\)")
 
 
+#: more indices than any node has devices: a list naming more is refused before it is expanded
+MAX_INDICES = 1 << 16
+
+
+def _number(text: str) -> bool:
+    return text.isascii() and text.isdigit()  # ("²".isdigit() is true, and int() refuses it)
+
+
 def index_list(text: str) -> list[int]:
     """``0-1,3`` as ``[0, 1, 3]``; ``InvalidResourceArgument`` for anything else."""
-    found: list[int] = []
+    found: set[int] = set()
     for part in filter(None, text.strip().split(",")):
         low, sep, high = part.partition("-")
-        if not low.isdigit() or (sep and not high.isdigit()):
+        if not _number(low) or (sep and not _number(high)):
             msg = f"not a GRES index list: {text!r}"
             raise InvalidResourceArgument(msg)
         first, last = int(low), int(high) if sep else int(low)
         if last < first:
             msg = f"not a GRES index list: {text!r}"
             raise InvalidResourceArgument(msg)
-        found.extend(range(first, last + 1))
-    return sorted(set(found))
+        if last >= MAX_INDICES:
+            most = MAX_INDICES - 1
+            msg = f"not a GRES index list: {text[:80]!r} names index {last:,} (at most {most:,})"
+            raise InvalidResourceArgument(msg)
+        found.update(range(first, last + 1))
+    return sorted(found)
 
 
 def gpu_indices(env: Mapping[str, str]) -> list[int]:

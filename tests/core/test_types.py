@@ -22,6 +22,7 @@ from accelkit.types import (
     amount_in_range,
     describe_amount,
     format_amount,
+    is_digits,
     is_multiple,
     to_decimal,
 )
@@ -187,3 +188,14 @@ def test_metric_context_rate_needs_two_readings():
     later = MetricContext(timestamp=12.0, previous=ctx.previous)
     assert later.rate("x", Decimal(9)) == Decimal(2)
     assert later.advance().previous is later.previous
+
+
+@pytest.mark.parametrize(
+    ("text", "digits"),
+    [("0", True), ("4711", True), ("", False), ("-1", False), ("1.5", False), ("²", False),
+     ("٣", False), ("1 ", False)],
+)  # fmt: skip
+def test_is_digits_is_what_int_reads_as_a_plain_number(text: str, digits: bool) -> None:
+    assert is_digits(text) is digits
+    if digits:
+        assert int(text) >= 0  # int() reads it

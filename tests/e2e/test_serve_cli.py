@@ -248,6 +248,7 @@ def test_a_bad_interval_in_the_config_is_refused(node: Node) -> None:
         ("9464", "expected HOST:PORT"),
         ("127.0.0.1:http", "expected HOST:PORT"),
         ("127.0.0.1:70000", "expected HOST:PORT"),
+        ("127.0.0.1:²", "expected HOST:PORT"),  # a digit to str.isdigit, not to int()
         ("0.0.0.0:9464", "is not the loopback interface"),
         ("example.org:9464", "is not the loopback interface"),
     ],

@@ -32,6 +32,7 @@ __all__ = [
     "amount_in_range",
     "describe_amount",
     "format_amount",
+    "is_digits",
     "is_multiple",
     "parse_choice",
     "range_problem",
@@ -141,6 +142,12 @@ def describe_amount(value: Decimal) -> str:
         exact = decimal.Context(prec=digits, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
         return format(value.normalize(exact), "E")
     return format_amount(value)
+
+
+def is_digits(text: str) -> bool:
+    """Whether ``text`` is a non-empty run of ASCII digits: what ``int()`` reads as a plain
+    number (``str.isdigit`` is true of ``"²"`` too, which ``int()`` refuses)."""
+    return text.isascii() and text.isdigit()
 
 
 _E = TypeVar("_E", bound=enum.Enum)

@@ -1,4 +1,4 @@
-"""Reading a job's GRES indices, and the names and types gres.conf gets."""
+"""Reading a job's id and GRES indices, and the names and types gres.conf gets."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from accelkit.bridge.slurm.gres import slurm_type
+from accelkit.bridge.slurm.job_env import job_id_of
 from accelkit.bridge.slurm.job_gres import gpu_indices, index_list, scontrol_indices
 from accelkit.errors import InvalidResourceArgument
 
@@ -81,3 +82,13 @@ def test_any_model_gives_a_type_slurm_can_parse(model: str) -> None:
     assert all(c.isascii() and (c.isalnum() or c == "_") for c in kind)
     assert not kind.startswith("_")
     assert not kind.endswith("_")
+
+
+@pytest.mark.parametrize("job_id", ["", "abc", "-1", "7 8", "1/2", "²", "٣"])
+def test_a_job_id_is_ascii_digits(job_id: str) -> None:
+    with pytest.raises(InvalidResourceArgument, match="not a job id"):
+        job_id_of({"SLURM_JOB_ID": job_id})  # it names the ledger's workload and a file
+
+
+def test_a_job_id_of_digits_is_read() -> None:
+    assert job_id_of({"SLURM_JOB_ID": "4711"}) == "4711"

@@ -14,6 +14,7 @@ import click
 from accelkit.cli.node_service import serve_node
 from accelkit.cli.options import config_option, read_config
 from accelkit.metrics_export.server import MetricsServer
+from accelkit.types import is_digits
 
 #: where /metrics is served when --listen is not given
 DEFAULT_LISTEN = "127.0.0.1:9464"
@@ -22,7 +23,7 @@ DEFAULT_LISTEN = "127.0.0.1:9464"
 def parse_listen(value: str) -> int:
     """The port of ``HOST:PORT``; the host must be the loopback address (as for serve-metrics)."""
     host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
+    if not sep or not is_digits(port) or int(port) > 65535:
         msg = f"expected HOST:PORT such as 127.0.0.1:9464, got {value!r}"
         raise click.BadParameter(msg, param_hint="'--listen'")
     try:

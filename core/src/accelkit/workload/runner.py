@@ -35,7 +35,15 @@ import attrs
 from accelkit.errors import InvalidResourceArgument, WorkloadError
 from accelkit.events import WorkloadPhase
 from accelkit.runtime.base import LaunchSpec, Runtime, WorkloadHandle
-from accelkit.types import AgentId, DeviceName, SlotName, Workload, WorkloadConfig, WorkloadType
+from accelkit.types import (
+    AgentId,
+    DeviceName,
+    SlotName,
+    Workload,
+    WorkloadConfig,
+    WorkloadType,
+    is_digits,
+)
 from accelkit.workload.device_nodes import denied_device_nodes
 from accelkit.workload.lifecycle import WorkloadLifecycle
 from accelkit.workload.liveness import ProcessStamp
@@ -246,7 +254,7 @@ class _Options:
 
 def _leader_of(workload: Workload) -> ProcessStamp | None:
     kind, _, pid = workload.id.partition(":")
-    if workload.type is WorkloadType.PROCESS_TREE and kind == "pid" and pid.isdigit():
+    if workload.type is WorkloadType.PROCESS_TREE and kind == "pid" and is_digits(pid):
         return ProcessStamp.of(int(pid))
     return None
 

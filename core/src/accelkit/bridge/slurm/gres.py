@@ -22,7 +22,15 @@ from accelkit.calls import call_async
 from accelkit.host import AgentView
 from accelkit.partition import natural_sort_key
 from accelkit.plugin import AbstractAgentContext, PluginRole
-from accelkit.types import DeviceId, DeviceName, DeviceSlotInfo, MountType, SlotName, Workload
+from accelkit.types import (
+    DeviceId,
+    DeviceName,
+    DeviceSlotInfo,
+    MountType,
+    SlotName,
+    Workload,
+    is_digits,
+)
 
 __all__ = ["GresDevice", "gres_conf", "gres_devices", "indexed_devices", "node_gres", "slurm_type"]
 
@@ -81,7 +89,7 @@ def _cores_by_numa(agent: AgentView) -> dict[int, tuple[int, ...]]:
     ctx = agent.contexts[cores]
     found: dict[int, list[int]] = {}
     for device_id, info in ctx.alloc_map.device_slots.items():
-        if info.numa_node is not None and device_id.isdigit():
+        if info.numa_node is not None and is_digits(device_id):
             found.setdefault(info.numa_node, []).append(int(device_id))
     return {numa: tuple(sorted(cores)) for numa, cores in found.items()}
 

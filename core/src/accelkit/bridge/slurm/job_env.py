@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from accelkit.errors import InvalidResourceArgument
+from accelkit.types import is_digits
 
 __all__ = ["env_file", "export_lines", "job_id_of"]
 
@@ -18,7 +19,7 @@ __all__ = ["env_file", "export_lines", "job_id_of"]
 def job_id_of(env: Mapping[str, str]) -> str:
     """``SLURM_JOB_ID``; ``InvalidResourceArgument`` when it is missing or not a job id."""
     job_id = env.get("SLURM_JOB_ID", "")
-    if not job_id.isdigit():
+    if not is_digits(job_id):
         msg = f"SLURM_JOB_ID is {job_id!r}, not a job id: run this from Slurm's Prolog/Epilog"
         raise InvalidResourceArgument(msg)
     return job_id

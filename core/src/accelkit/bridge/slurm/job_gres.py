@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 
 from accelkit.errors import InvalidResourceArgument
+from accelkit.types import is_digits
 
 __all__ = ["gpu_indices", "index_list", "scontrol_indices"]
 
@@ -22,16 +23,12 @@ _ENTRY = re.compile(r"([A-Za-z][\w.-]*)(?::[^:(\s,]*)*\(IDX:([\d,-]*)\)")
 MAX_INDICES = 1 << 16
 
 
-def _number(text: str) -> bool:
-    return text.isascii() and text.isdigit()  # ("²".isdigit() is true, and int() refuses it)
-
-
 def index_list(text: str) -> list[int]:
     """``0-1,3`` as ``[0, 1, 3]``; ``InvalidResourceArgument`` for anything else."""
     found: set[int] = set()
     for part in filter(None, text.strip().split(",")):
         low, sep, high = part.partition("-")
-        if not _number(low) or (sep and not _number(high)):
+        if not is_digits(low) or (sep and not is_digits(high)):
             msg = f"not a GRES index list: {text!r}"
             raise InvalidResourceArgument(msg)
         first, last = int(low), int(high) if sep else int(low)

@@ -28,7 +28,7 @@ from accelkit.config.model import SlurmBridgeConfig
 from accelkit.errors import InvalidResourceArgument
 from accelkit.node import Node
 from accelkit.runtime.slurm_jobs import run_slurm, slurm_handle
-from accelkit.types import AgentId, DeviceAllocation, DeviceName, Workload
+from accelkit.types import AgentId, DeviceAllocation, DeviceName, Workload, is_digits
 
 __all__ = ["JobDevices", "epilog", "job_devices", "prolog", "sweep_env_files"]
 
@@ -106,7 +106,7 @@ def sweep_env_files(node: Node) -> list[str]:
     """
     folder = Path(node.config.resource.state_dir) / "slurm"
     try:
-        kept = {p.stem: p for p in folder.glob("*.json") if p.stem.isdigit()}
+        kept = {p.stem: p for p in folder.glob("*.json") if is_digits(p.stem)}
     except OSError:
         return []
     if not kept:

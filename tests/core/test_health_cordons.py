@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from accelkit.errors import ConfigError
-from accelkit.node.health_cordons import CORDONS_FILE, CordonFile
+from accelkit.errors import ConfigError, InvalidResourceArgument
+from accelkit.node.health_cordons import CORDONS_FILE, MAX_REASON, CordonFile
 from accelkit.types import DeviceId, DeviceName
 
 
@@ -97,3 +97,31 @@ def test_a_write_that_fails_says_so_and_keeps_the_old_file(tmp_path: Path) -> No
     with pytest.raises(ConfigError, match="cannot write it"):
         cordons.cordon("cuda", "cuda1", "second")
     assert list(CordonFile(tmp_path).read()) == [(DeviceName("cuda"), DeviceId("cuda0"))]
+
+
+@pytest.mark.parametrize(
+    ("reason", "said"),
+    [
+        ("a\nb", "one line of text with no control characters"),
+        ("\x1b[31mred\x1b[0m", "no control characters"),  # a terminal would act on it
+        ("bell\x07", "no control characters"),
+        ("tab\there", "no control characters"),
+        ("c1\x9b", "no control characters"),
+        ("r" * (MAX_REASON + 1), "at most 1,000 characters, got 1,001"),
+        (5, "a cordon reason is text, not int"),
+    ],
+)
+def test_a_reason_that_is_not_one_line_of_text_is_refused_and_nothing_is_written(
+    tmp_path: Path, reason: object, said: str
+) -> None:
+    cordons = CordonFile(tmp_path)
+    with pytest.raises(InvalidResourceArgument, match=said):
+        cordons.cordon("cuda", "cuda0", reason)  # type: ignore[arg-type]
+    assert not (tmp_path / CORDONS_FILE).exists()
+
+
+@pytest.mark.parametrize("reason", ["", "fan failed — replaced Tuesday (ticket #42)", "r" * 1000])
+def test_a_reason_of_one_line_is_kept_as_given(tmp_path: Path, reason: str) -> None:
+    cordons = CordonFile(tmp_path)
+    assert cordons.cordon("cuda", "cuda0", reason)
+    assert CordonFile(tmp_path).read()[(DeviceName("cuda"), DeviceId("cuda0"))].reason == reason

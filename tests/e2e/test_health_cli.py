@@ -217,3 +217,11 @@ def test_cordon_of_something_the_node_lacks_is_an_error(
         result = node.accelkit(command, *args)
         assert result.returncode == 2
         assert result.stderr.strip() == message
+
+
+def test_a_cordon_reason_with_control_characters_is_refused(node: Node) -> None:
+    result = node.accelkit("cordon", "--reason", "\x1b[2Jcleared\nscreen", "cuda", "cuda0")
+    assert result.returncode == 2
+    assert "one line of text with no control characters" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "cordoned" not in node.accelkit("status").stdout  # nothing was recorded

@@ -18,25 +18,45 @@ import contextlib
 import fcntl
 import json
 import os
+import unicodedata
 from collections.abc import Iterator, Mapping
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from accelkit.errors import ConfigError
+from accelkit.errors import ConfigError, InvalidResourceArgument
 from accelkit.health import now
 from accelkit.node.health_board import Cordon
 from accelkit.types import DeviceId, DeviceName
 from accelkit.workload.state_dir import KEY, secure_file, secure_state_dir
 
-__all__ = ["CORDONS_FILE", "CordonFile", "Cordons"]
+__all__ = ["CORDONS_FILE", "MAX_REASON", "CordonFile", "Cordons", "check_reason"]
 
 CORDONS_FILE = "cordons.json"
 LOCK_FILE = "cordons.lock"
 FORMAT = "accelkit-cordons/1"
 
+#: the longest reason a cordon keeps (it is printed by ``status``, ``devices`` and metrics)
+MAX_REASON = 1000
+
 Cordons = Mapping[tuple[DeviceName, DeviceId], Cordon]
 _Signature = tuple[int, int, int] | None
+
+
+def check_reason(reason: object) -> str:
+    """``reason`` when it is one line of at most :data:`MAX_REASON` characters with no control
+    characters (a terminal would act on them where the reason is printed); else
+    ``InvalidResourceArgument``."""
+    if not isinstance(reason, str):
+        msg = f"a cordon reason is text, not {type(reason).__name__}"
+        raise InvalidResourceArgument(msg)
+    if len(reason) > MAX_REASON:
+        msg = f"a cordon reason is at most {MAX_REASON:,} characters, got {len(reason):,}"
+        raise InvalidResourceArgument(msg)
+    if any(unicodedata.category(c) == "Cc" for c in reason):
+        msg = f"a cordon reason is one line of text with no control characters, got {reason!r}"
+        raise InvalidResourceArgument(msg)
+    return reason
 
 
 class CordonFile:
@@ -117,6 +137,7 @@ class CordonFile:
 
     def cordon(self, plugin: str, device: str, reason: str) -> bool:
         """Cordon a device; ``False`` when it already was (its first reason is kept)."""
+        check_reason(reason)
         with self._locked():
             cordons = self.read()
             key = (DeviceName(plugin), DeviceId(device))

@@ -364,7 +364,9 @@ class Node:
     async def cordon(self, plugin: str, device: str, reason: str = "") -> bool:
         """Take a device out of allocation for every process of the node; ``False`` if it was.
 
-        Raises ``InvalidResourceArgument`` for a plugin or device the node does not have.
+        Raises ``InvalidResourceArgument`` for a plugin or device the node does not have, and
+        for a reason that is not one line of at most 1,000 characters without control
+        characters.
         """
         self.health.of(plugin, device)  # names an unknown plugin or device
         changed = self.health_keeper.cordon_file.cordon(plugin, device, reason)

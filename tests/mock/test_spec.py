@@ -56,6 +56,10 @@ def test_mem_kind_defaults_to_root_sized_by_memory():
     ("kinds", "key", "message"),
     [
         ([{"key": "cuda", "devices": [{"model": "x"}]}], "kinds[0].devices[0].id", "needs an id"),
+        *(
+            ([{"key": "cuda", "devices": [{"id": bad}]}], "kinds[0].devices[0].id", "no spaces")
+            for bad in ("a,b", "x y", "a\nb", "tab\t", "bell\x07")
+        ),
         (
             [{"key": "cuda", "devices": [{"id": "a"}, {"id": "a"}]}],
             "kinds[0].devices[1].id",

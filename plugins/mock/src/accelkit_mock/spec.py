@@ -66,6 +66,10 @@ def _device_id(value: Any) -> str:
     if not isinstance(value, str) or not value:
         msg = f"device id must be a non-empty string, got {value!r}"
         raise ValueError(msg)
+    if not value.isprintable() or any(c.isspace() or c == "," for c in value):
+        # ids are listed comma-separated in MOCK_<KEY>_DEVICES, one per line in the plan
+        msg = f"device id must have no spaces, commas or control characters, got {value!r}"
+        raise ValueError(msg)
     return value
 
 

@@ -223,6 +223,11 @@ def test_unknown_key_in_agent_resources(tmp_path):
         ("[resource]\nreserved-cpu = -1", "resource.reserved-cpu", "non-negative count"),
         ("[resource]\nreserved-cpu = true", "resource.reserved-cpu", "non-negative count"),
         ("[resource]\nreserved-cpu = [0]", "resource.reserved-cpu", "list of core ids"),
+        (
+            '[resource]\nreserved-cpu = ["1", "0", "1", "0"]',
+            "resource.reserved-cpu",
+            "core id(s) '0', '1' listed twice",
+        ),
         ("[resource]\nstate-dir = 3", "resource.state-dir", "expected a directory path"),
         ("resource = 3", "resource", "expected a table"),
         ('[plugins]\nallowed = "cpu"', "plugins.allowed", "list of plugin names"),

@@ -45,6 +45,9 @@ def _reserved_cpu(value: Any) -> int | tuple[str, ...]:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
     if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
+        if twice := sorted({v for v in value if value.count(v) > 1}):
+            msg = f"core id(s) {', '.join(map(repr, twice))} listed twice"
+            raise ValueError(msg)
         return tuple(value)
     msg = f'expected a non-negative count or a list of core ids like ["0"], got {value!r}'
     raise ValueError(msg)

@@ -56,6 +56,8 @@ def test_prometheus_text_parses_and_every_name_is_prefixed(config, capsys):
         (["--watch", "1", "--json"], "--watch refreshes the table"),
         (["--watch", "1", "--prometheus"], "--watch refreshes the table"),
         (["--watch", "0"], "Invalid value for '--watch'"),
+        (["--watch", "nan"], "nan is not a finite number of seconds"),
+        (["--watch", "inf"], "inf is not a finite number of seconds"),
     ],
 )
 def test_conflicting_options_are_usage_errors(config, capsys, args, message):
@@ -96,3 +98,14 @@ def test_watch_ends_quietly_on_ctrl_c(config, monkeypatch, capsys):
     captured = capsys.readouterr()
     assert "Metrics" in captured.out
     assert "error" not in captured.err
+
+
+def test_watch_into_a_pipe_prints_each_refresh(config, monkeypatch):
+    async def no_wait(seconds):
+        pass
+
+    monkeypatch.setattr(metrics_cmd, "pause", no_wait)
+    piped = io.StringIO()
+    console = Console(file=piped, force_terminal=False, width=120)  # as `| tee log` sees it
+    asyncio.run(metrics_cmd.watch_table(load_host_config(config), 0.5, console, refreshes=3))
+    assert piped.getvalue().count("agent agent-1") >= 3  # one table per refresh, as they come

@@ -13,7 +13,13 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from accelkit.cli.options import config_option, echo_warnings, json_option, read_config
+from accelkit.cli.options import (
+    config_option,
+    echo_warnings,
+    finite_seconds,
+    json_option,
+    read_config,
+)
 from accelkit.cli.output import print_json
 from accelkit.config import HostConfig
 from accelkit.host import PartitionHost
@@ -89,6 +95,15 @@ async def watch_table(
         gatherer = MetricsGatherer(host)
         shown = 1
         table = metrics_table(await gatherer.gather())
+        if not console.is_terminal:
+            # a pipe or a file: a live display would show nothing until it ends, so each
+            # refresh is printed after the one before
+            console.print(table)
+            while refreshes is None or shown < refreshes:
+                await pause(interval)
+                console.print(metrics_table(await gatherer.gather()))
+                shown += 1
+            return
         with Live(table, console=console, auto_refresh=False) as live:
             while refreshes is None or shown < refreshes:
                 await pause(interval)
@@ -103,6 +118,7 @@ async def watch_table(
 @click.option(
     "--watch",
     type=click.FloatRange(min=0, min_open=True),
+    callback=finite_seconds,
     default=None,
     metavar="S",
     help="Refresh the table every S seconds until interrupted.",

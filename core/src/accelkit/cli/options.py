@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -17,6 +18,17 @@ config_option = click.option(
     help="Host config (TOML). Without it: the installed plugins with defaults.",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+def finite_seconds(
+    _ctx: click.Context, _param: click.Parameter, value: float | None
+) -> float | None:
+    """A click callback for seconds options: ``nan`` and ``inf`` pass a ``FloatRange``'s
+    bounds (every comparison with ``nan`` is false), so they are refused here."""
+    if value is not None and not math.isfinite(value):
+        msg = f"{value} is not a finite number of seconds"
+        raise click.BadParameter(msg)
+    return value
 
 
 def read_config(config_path: Path | None) -> HostConfig:

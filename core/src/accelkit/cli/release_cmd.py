@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import math
 from pathlib import Path
 
 import click
 
-from accelkit.cli.options import config_option, echo_warnings, read_config
+from accelkit.cli.options import config_option, echo_warnings, finite_seconds, read_config
 from accelkit.types import AgentId
 from accelkit.workload.status import ReleaseReport
 
@@ -31,13 +30,6 @@ async def _release(
         )
 
 
-def _check_grace(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
-    if not math.isfinite(value):
-        msg = f"{value} is not a finite number of seconds"
-        raise click.BadParameter(msg)
-    return value
-
-
 @click.command()
 @config_option
 @click.argument("workload")
@@ -51,7 +43,7 @@ def _check_grace(_ctx: click.Context, _param: click.Parameter, value: float) -> 
 @click.option(
     "--grace",
     type=click.FloatRange(min=0),
-    callback=_check_grace,
+    callback=finite_seconds,
     default=5.0,
     show_default=True,
     help="Seconds between SIGTERM and SIGKILL when stopping the workload.",

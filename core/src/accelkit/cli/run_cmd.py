@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import math
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import attrs
 import click
 
-from accelkit.cli.options import config_option, echo_warnings, read_config
+from accelkit.cli.options import config_option, echo_warnings, finite_seconds, read_config
 from accelkit.errors import InsufficientResource
 from accelkit.node import Node
 from accelkit.sizes import parse_binary_size
@@ -48,13 +47,6 @@ def parse_slots(text: str) -> dict[SlotName, Decimal]:
         msg = "no slot requested"
         raise click.BadParameter(msg, param_hint="--slots")
     return slots
-
-
-def _check_grace(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
-    if not math.isfinite(value):
-        msg = f"{value} is not a finite number of seconds"
-        raise click.BadParameter(msg)
-    return value
 
 
 def _echo(line: str) -> None:
@@ -115,7 +107,7 @@ async def _run(
 @click.option(
     "--grace",
     type=click.FloatRange(min=0),
-    callback=_check_grace,
+    callback=finite_seconds,
     default=5.0,
     show_default=True,
     help="Seconds between SIGTERM (or a forwarded signal) and SIGKILL for the whole workload.",

@@ -132,14 +132,7 @@ def test_a_file_of_another_user_is_refused(state: Path) -> None:
     assert "not a regular file of the user running accelkit" in str(refusal(state))
 
 
-AGENTS = """
-[[agents]]
-[agents.agent]
-id = "a"
-[[agents]]
-[agents.agent]
-id = "b"
-"""
+AGENTS = '[[agents]]\nagent = { id = "a" }\n[[agents]]\nagent = { id = "b" }\n'
 
 
 Split = tuple[dict[AgentId, tuple[DeviceId, ...]], tuple[DeviceId, ...], list[str]]

@@ -227,39 +227,27 @@ def test_a_restarted_kubelet_gets_every_plugin_registered_again(k8s_root: Path) 
     asyncio.run(scenario())
 
 
-def test_the_bridge_waits_for_a_missing_kubelet(k8s_root: Path) -> None:
+@pytest.mark.parametrize("there", ["nothing", "a fifo"])
+def test_the_bridge_waits_for_the_kubelets_directory(k8s_root: Path, there: str) -> None:
+    directory = k8s_root / "device-plugins"
+    if there == "a fifo":
+        os.mkfifo(directory)  # made the bridge fail with NotADirectoryError
+
     async def scenario() -> None:
         bridge = BridgeProcess(write_node(k8s_root))
         kubelet = standin(k8s_root)
         try:
             warning = await asyncio.to_thread(bridge.wait_event, lambda e: e["event"] == "warning")
-            assert "device-plugins directory" in warning["message"]
+            assert f"no kubelet device-plugins directory at {directory}" in warning["message"]
             assert "trying again" in warning["message"]
-            (k8s_root / "device-plugins").mkdir()
+            if there == "a fifo":
+                assert "(something else is there, not a directory)" in warning["message"]
+                directory.unlink()
+            directory.mkdir()
             await asyncio.to_thread(
                 bridge.wait_event,
                 lambda e: e["event"] == "warning" and "no kubelet socket" in e["message"],
             )
-            await kubelet.start()
-            await kubelet.wait_registered(GPU)
-        finally:
-            await kubelet.close()
-            bridge.stop()
-
-    asyncio.run(scenario())
-
-
-def test_something_else_in_place_of_the_kubelet_directory_is_waited_out(k8s_root: Path) -> None:
-    os.mkfifo(k8s_root / "device-plugins")  # made the bridge fail with NotADirectoryError
-
-    async def scenario() -> None:
-        bridge = BridgeProcess(write_node(k8s_root))
-        kubelet = standin(k8s_root)
-        try:
-            warning = await asyncio.to_thread(bridge.wait_event, lambda e: e["event"] == "warning")
-            assert "(something else is there, not a directory)" in warning["message"]
-            assert "trying again" in warning["message"]
-            (k8s_root / "device-plugins").unlink()
             await kubelet.start()
             await kubelet.wait_registered(GPU)
         finally:

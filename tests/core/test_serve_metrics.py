@@ -88,6 +88,15 @@ def test_only_metrics_is_served_and_only_on_loopback(served):
     assert [address[0] for address in served._runner.addresses] == [LOOPBACK]
 
 
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE"])
+def test_metrics_is_read_only(served, method):
+    request = urllib.request.Request(f"{served.url}", data=b"x", method=method)
+    with pytest.raises(urllib.error.HTTPError) as error:
+        urllib.request.urlopen(request, timeout=10)
+    assert error.value.code == 405
+    assert error.value.headers["Allow"] == "GET, HEAD"
+
+
 def test_a_port_in_use_is_a_plain_error(capsys, tmp_path):
     with socket.socket() as taken:
         taken.bind((LOOPBACK, 0))

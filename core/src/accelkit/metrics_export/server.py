@@ -49,6 +49,11 @@ async def _not_found(request: web.Request) -> web.Response:
     return web.Response(status=404, text=f"not found: accelkit serves {METRICS_PATH} only\n")
 
 
+async def _not_allowed(request: web.Request) -> web.Response:
+    text = f"method {request.method} not allowed: {METRICS_PATH} is read with GET or HEAD\n"
+    return web.Response(status=405, text=text, headers={"Allow": "GET, HEAD"})
+
+
 class MetricsServer:
     """``/metrics`` answered by ``render`` on ``127.0.0.1:port`` (port 0: any free port).
 
@@ -60,7 +65,8 @@ class MetricsServer:
         self._render = render
         self._wanted = port
         app = web.Application()
-        app.router.add_get(METRICS_PATH, self._metrics)
+        app.router.add_get(METRICS_PATH, self._metrics)  # and HEAD
+        app.router.add_route("*", METRICS_PATH, _not_allowed)
         app.router.add_route("*", "/{tail:.*}", _not_found)
         self._runner = web.AppRunner(
             app,

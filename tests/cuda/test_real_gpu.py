@@ -1,0 +1,121 @@
+"""Checks that only a real GPU and driver can answer (``nox -s gpu``; they skip elsewhere).
+
+A CUDA program is started through the driver's own library (``libcuda.so.1`` with ctypes, so no
+CUDA framework is needed): it must see exactly the GPU that ``CUDA_VISIBLE_DEVICES`` names, and
+the plugin must find the memory it holds in NVML's process list, per process and per workload.
+Health must read the real driver's recovery-action field (or do without it) and its event set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from accelkit.errors import PluginUnavailable
+from accelkit.health import HealthState
+from accelkit.metrics import MetricContext
+from accelkit.partition import DevicePartition
+from accelkit.types import Workload
+from accelkit_cuda import CUDAPlugin
+
+from .support import run
+
+pytestmark = pytest.mark.gpu
+
+#: device memory the CUDA program holds (NVML adds its context's own memory on top)
+HELD = 256 * 1024**2
+
+#: a CUDA program through the driver API: prints the device count and the first device's UUID
+#: (hex), then holds HELD bytes until its stdin closes
+CUDA_PROGRAM = r"""
+import ctypes, sys
+cuda = ctypes.CDLL("libcuda.so.1")
+def check(result, call):
+    if result:
+        sys.exit(f"{call} failed: CUresult {result}")
+check(cuda.cuInit(0), "cuInit")
+count = ctypes.c_int()
+check(cuda.cuDeviceGetCount(ctypes.byref(count)), "cuDeviceGetCount")
+device = ctypes.c_int()
+check(cuda.cuDeviceGet(ctypes.byref(device), 0), "cuDeviceGet")
+uuid = (ctypes.c_ubyte * 16)()
+check(cuda.cuDeviceGetUuid(uuid, device), "cuDeviceGetUuid")
+context = ctypes.c_void_p()
+check(cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), device), "cuDevicePrimaryCtxRetain")
+check(cuda.cuCtxSetCurrent(context), "cuCtxSetCurrent")
+pointer = ctypes.c_uint64()
+check(cuda.cuMemAlloc_v2(ctypes.byref(pointer), ctypes.c_size_t(int(sys.argv[1]))), "cuMemAlloc")
+print(count.value, bytes(uuid).hex(), flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.fixture
+def plugin() -> Iterator[CUDAPlugin]:
+    plugin = CUDAPlugin({"health-interval": "30"})
+    try:
+        run(plugin.init())
+    except PluginUnavailable as exc:
+        pytest.skip(f"no usable NVIDIA GPU: {exc}")
+    try:
+        run(plugin.discover())
+        yield plugin
+    finally:
+        run(plugin.cleanup())
+
+
+def whole_gpu(plugin: CUDAPlugin):
+    whole = [d for d in plugin.devices if "mig_profile" not in d.extra]
+    if not whole:
+        pytest.skip("every GPU is in MIG mode (CUDA programs then need a MIG instance)")
+    return whole[0]
+
+
+def test_a_cuda_program_sees_its_gpu_and_its_memory_is_found(plugin):
+    device = whole_gpu(plugin)
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(device.uuid)}
+    command = [sys.executable, "-c", CUDA_PROGRAM, str(HELD)]
+    with subprocess.Popen(
+        command, env=env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as program:  # fmt: skip
+        assert program.stdout is not None
+        assert program.stdin is not None
+        line = program.stdout.readline()
+        if not line:
+            pytest.fail(f"the CUDA program failed: {program.communicate(timeout=30)[1]}")
+        count, uuid = line.split()
+        assert count == "1", "CUDA_VISIBLE_DEVICES=<uuid> must show that GPU alone"
+        assert uuid == str(device.uuid).removeprefix("GPU-").replace("-", "")
+        ctx = plugin.create_agent_context("agent-1", DevicePartition.of(device.device_id))
+        (process,) = run(ctx.gather_process_metrics(MetricContext(), program.pid))
+        assert process.value.value >= HELD
+        workload = Workload.process_tree(f"pid:{program.pid}")
+        (metric,) = run(ctx.gather_workload_metrics(MetricContext(), workload))
+        assert metric.value.value >= HELD
+        program.stdin.close()
+        assert program.wait(timeout=30) == 0
+
+
+def test_gpus_read_healthy_and_a_quiet_watch_ends_when_cancelled(plugin):
+    health = run(plugin.device_health())
+    assert set(health) == {d.device_id for d in plugin.devices}
+    for device_id, reading in health.items():
+        assert reading.state is HealthState.HEALTHY, f"{device_id}: {reading.reason}"
+
+    async def watch_then_cancel() -> None:
+        task = asyncio.ensure_future(anext(plugin.watch_health()))
+        await asyncio.sleep(1)  # several of the driver's own wait timeouts
+        assert not task.done(), "a healthy GPU sent a health event"
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run(watch_then_cancel())
+    assert not [t for t in threading.enumerate() if t.name == "accelkit-cuda-events"]

@@ -88,18 +88,45 @@ def test_v2_without_delegated_controllers_lists_them_missing(tmp_path):
     assert not (made.dirs["unified"] / "memory.max").exists()
 
 
-def test_v2_with_other_processes_in_the_base_says_how_to_delegate(tmp_path, monkeypatch):
-    root = fake_v2(tmp_path)
+def busy_when_enabled_in(directory: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Enabling controllers in ``directory`` fails as the kernel's does for a group with
+    processes (cgroup v2's no-internal-process rule)."""
     real = cgroup_setup.write_control
 
     def busy(path: Path, value: str) -> None:
-        if path.name == "cgroup.subtree_control" and path.parent.name == "job":
+        if path == directory / "cgroup.subtree_control":
             raise OSError(errno.EBUSY, "Device or resource busy")
         real(path, value)
 
     monkeypatch.setattr(cgroup_setup, "write_control", busy)
-    with pytest.raises(CgroupSetupError, match="no-internal-process rule"):
+
+
+def test_v2_with_other_processes_in_the_base_makes_the_groups_beside_it(tmp_path, monkeypatch):
+    root = fake_v2(tmp_path)
+    slice_, base = root / "sys/fs/cgroup/user.slice", root / "sys/fs/cgroup/user.slice/job"
+    (base / "cgroup.procs").write_text(f"1\n{os.getpid()}\n")  # a shell's, and this one
+    busy_when_enabled_in(base, monkeypatch)
+    made = make_cgroups(CgroupFS.read(root), RELATIVE, CgroupLimits(memory=2**30))
+    leaf = slice_ / RELATIVE
+    assert made.dirs == {"unified": leaf, "memory": leaf, "cpuset": leaf, "pids": leaf}
+    for level in (slice_ / "accelkit", slice_ / "accelkit/agent-1"):
+        assert (level / "cgroup.subtree_control").read_text() == "+memory +cpuset +pids"
+    assert (leaf / "memory.max").read_text() == str(2**30)
+    assert not (base / SUPERVISOR_LEAF).exists(), "this process stays where it was"
+    assert not (base / "accelkit").exists()
+
+
+def test_v2_busy_at_the_top_of_the_hierarchy_says_how_to_delegate(tmp_path, monkeypatch):
+    root = fake_v2(tmp_path)
+    top = root / "sys/fs/cgroup"
+    (root / "proc/self/cgroup").write_text("0::/\n")  # a cgroup namespace's root
+    (top / "cgroup.controllers").write_text("memory pids\n")
+    (top / "cgroup.subtree_control").write_text("")
+    (top / "cgroup.procs").write_text(f"1\n{os.getpid()}\n")
+    busy_when_enabled_in(top, monkeypatch)
+    with pytest.raises(CgroupSetupError, match=r"no-internal-process rule.*top of the hierarchy"):
         make_cgroups(CgroupFS.read(root), RELATIVE, CgroupLimits(memory=2**30))
+    assert not (top / "accelkit").exists()
 
 
 def test_v2_unwritable_limits_are_a_setup_error_and_leave_no_group(tmp_path, monkeypatch):

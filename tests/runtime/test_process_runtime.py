@@ -1,8 +1,10 @@
-"""The process runtime against the real cgroup v1 files of this machine, with real processes.
+"""The process runtime against the real cgroup files of this machine, with real processes.
 
 Each test makes workloads under the test process's own cgroups (as ``accelkit run`` does) and
-checks the kernel's files and what the processes can do. Where the machine has no writable
-cgroup v1 hierarchy (not root, cgroup v2 only) the module skips with the reason.
+checks the kernel's files and what the processes can do. Tests marked ``v1`` or ``v2`` check one
+version's files; those marked ``contained`` check what the kernel does to the processes and run
+on either. Where the machine has no such hierarchy (not root, no memory controller) they skip
+with the reason.
 """
 
 from __future__ import annotations
@@ -50,8 +52,24 @@ def _v1_problem() -> str | None:
     return None
 
 
-_PROBLEM = _v1_problem()
-v1 = pytest.mark.skipif(_PROBLEM is not None, reason=_PROBLEM or "")
+def _v2_problem() -> str | None:
+    if os.geteuid() != 0:
+        return "cgroup tests need root"
+    own = CgroupFS.read().process_directory("memory")
+    if own is None or own.version != 2:
+        return "no cgroup v2 memory controller here (cgroup v1 or hybrid)"
+    if "memory" not in (own.read("cgroup.controllers") or "").split():
+        return f"the memory controller is not delegated to {own.path}"
+    return None
+
+
+_V1_PROBLEM, _V2_PROBLEM = _v1_problem(), _v2_problem()
+v1 = pytest.mark.skipif(_V1_PROBLEM is not None, reason=_V1_PROBLEM or "")
+v2 = pytest.mark.skipif(_V2_PROBLEM is not None, reason=_V2_PROBLEM or "")
+contained = pytest.mark.skipif(
+    _V1_PROBLEM is not None and _V2_PROBLEM is not None,
+    reason=f"{_V1_PROBLEM}; {_V2_PROBLEM}",
+)
 
 
 #: the workloads a test launched: none may outlive it, even when it fails
@@ -152,6 +170,40 @@ def test_limits_are_in_the_cgroup_files_and_the_leader_is_in_them_before_exec(ru
     assert not any(d.exists() for d in dirs.values())
 
 
+@v2
+def test_on_v2_the_limits_are_in_the_leaf_and_the_leader_is_in_it_before_exec(runtime):
+    config = WorkloadConfig(memory_limit=GIB, cpuset_cpus=[0])
+
+    async def main() -> tuple[WorkloadHandle, str, dict[str, str], bool]:
+        handle = await launch(runtime, ["sleep", "30"], config=config)
+        pid = int(handle.details["leader_pid"])
+        cgroup_text = Path(f"/proc/{pid}/cgroup").read_text()
+        leaf = WorkloadCgroups.from_details(handle.ident, handle.details).dirs["unified"]
+        seen = {}
+        for file in ("memory.max", "memory.swap.max", "cpuset.cpus", "pids.max"):
+            with contextlib.suppress(FileNotFoundError):
+                seen[file] = (leaf / file).read_text().strip()
+        alive = await runtime.is_alive(handle)
+        await runtime.stop(handle, 0)
+        return handle, cgroup_text, seen, bool(alive)
+
+    handle, cgroup_text, seen, alive = run(main())
+    dirs = WorkloadCgroups.from_details(handle.ident, handle.details).dirs
+    assert handle.ident == f"accelkit/agent-1/pid-{handle.details['leader_pid']}"
+    assert set(dirs) >= {"unified", "memory"}
+    assert seen["memory.max"] == str(GIB)
+    assert seen.get("memory.swap.max", "0") == "0"
+    if "cpuset" in dirs:
+        assert seen["cpuset.cpus"] == "0"
+    if "pids" in dirs:
+        assert seen["pids.max"] == "512"
+    (line,) = cgroup_text.splitlines()  # the exec'd command is in the leaf
+    assert line.startswith("0::")
+    assert line.endswith(handle.ident)
+    assert alive
+    assert not dirs["unified"].exists()
+
+
 def _device(path: Path, like: str) -> str:
     info = os.stat(like)
     os.mknod(path, 0o666 | stat.S_IFCHR, info.st_rdev)
@@ -226,7 +278,7 @@ def _gone(pid: int) -> bool:
         return True
 
 
-@v1
+@contained
 @pytest.mark.parametrize("kind", ["child", "daemon"])
 def test_a_dead_leader_with_a_live_child_is_alive_and_stop_kills_the_child(runtime, tmp_path, kind):
     pidfile = tmp_path / "child.pid"
@@ -262,7 +314,7 @@ while True:
 """
 
 
-@v1
+@contained
 def test_a_leader_ignoring_sigterm_is_killed_after_the_grace(runtime, tmp_path):
     marker = tmp_path / "marker"
 
@@ -281,7 +333,7 @@ def test_a_leader_ignoring_sigterm_is_killed_after_the_grace(runtime, tmp_path):
     assert status == 128 + signal.SIGKILL
 
 
-@v1
+@contained
 def test_signal_reaches_every_process_of_the_workload(runtime, tmp_path):
     pidfile = tmp_path / "child.pid"
 
@@ -302,7 +354,7 @@ while True:
 """
 
 
-@v1
+@contained
 def test_filling_the_memory_limit_is_an_oom_kill_with_status_137(runtime):
     config = WorkloadConfig(memory_limit=64 * 1024**2)
 
@@ -345,7 +397,7 @@ print("reserved", 4 * 1024**3)
 """
 
 
-@v1
+@contained
 @pytest.mark.parametrize(("code", "said"), [(THREADS, "200 threads"), (RESERVE, "reserved")])
 def test_a_1g_limit_bounds_memory_not_address_space(runtime, capfd, code, said):
     config = WorkloadConfig(memory_limit=GIB)
@@ -358,7 +410,7 @@ def test_a_1g_limit_bounds_memory_not_address_space(runtime, capfd, code, said):
     assert said in capfd.readouterr().out
 
 
-@v1
+@contained
 def test_a_command_that_cannot_start_fails_and_leaves_no_cgroup(runtime):
     async def main() -> WorkloadHandle:
         workload = await runtime.new_workload(AGENT)
@@ -374,7 +426,7 @@ def test_a_command_that_cannot_start_fails_and_leaves_no_cgroup(runtime):
     assert not any(d.exists() for d in dirs.values())
 
 
-@v1
+@contained
 def test_a_discarded_workload_runs_nothing_and_leaves_nothing(runtime):
     async def main() -> tuple[int, WorkloadHandle]:
         workload = await runtime.new_workload(AGENT)
@@ -530,7 +582,7 @@ def _spare_pid(runtime: ProcessRuntime) -> int | None:
     return runtime.spare_launcher
 
 
-@v1
+@contained
 def test_from_its_second_workload_on_the_runtime_keeps_a_launcher_ready(runtime):
     async def one() -> str:
         handle = await launch(runtime, ["true"])
@@ -560,7 +612,7 @@ def test_from_its_second_workload_on_the_runtime_keeps_a_launcher_ready(runtime)
     assert not left  # close() ended the spare
 
 
-@v1
+@contained
 def test_a_spare_launcher_that_was_killed_is_replaced(runtime):
     async def main() -> tuple[int, str]:
         for _ in range(2):

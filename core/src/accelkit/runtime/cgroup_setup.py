@@ -2,7 +2,8 @@
 
 :func:`make_cgroups` reads ``/proc/self/cgroup`` and ``mountinfo`` (through
 :class:`accelkit.cgroup.CgroupFS`), makes ``accelkit/<agent>/<workload>`` in each hierarchy it
-may write and writes the limits. What it cannot do is recorded in
+may write and writes the limits (on cgroup v2, beside this process's group when that group holds
+other processes: :func:`_parent_of_workloads`). What it cannot do is recorded in
 :attr:`~accelkit.runtime.cgroups.WorkloadCgroups.missing`; only a device rule that cannot be
 written fails the whole setup, since the workload would then reach devices it was not given.
 """
@@ -212,43 +213,57 @@ def _make_v2(fs: CgroupFS, relative: str) -> WorkloadCgroups:
         c: f"controller not delegated to {base.path}" for c in V2_CONTROLLERS if c not in offered
     }
     missing["devices"] = V2_DEVICES_NOTE
+    where = base.path
     try:
         if controllers:
-            _enable_at_base(base.path, controllers)
-        leaf = _leaf(base.path, relative, cpuset=False)
-        level = base.path
+            where = _parent_of_workloads(base, controllers)
+        leaf = _leaf(where, relative, cpuset=False)
+        level = where
         for part in relative.split("/")[:-1]:
             level = level / part
             if controllers:
                 _enable(level, controllers)
     except OSError as exc:
-        msg = f"cannot create a cgroup v2 group under {base.path}: {_why(exc)}"
+        msg = f"cannot create a cgroup v2 group under {where}: {_why(exc)}"
         raise CgroupSetupError(msg) from None
     return WorkloadCgroups(
         2, relative, {"unified": leaf, **dict.fromkeys(controllers, leaf)}, missing
     )
 
 
-def _enable_at_base(base: Path, controllers: list[str]) -> None:
-    """Enable ``controllers`` for the base's children, moving this process out of it first."""
-    present = _subtree(base)
-    if all(c in present for c in controllers):
-        return
-    if str(os.getpid()) in (CgroupDir(base, 2, base).read("cgroup.procs") or "").split():
-        supervisor = base / SUPERVISOR_LEAF
+def _parent_of_workloads(base: CgroupDir, controllers: list[str]) -> Path:
+    """The group to make ``accelkit/...`` in: ``base`` with ``controllers`` enabled for its
+    children, this process moved out of it first (cgroup v2's no-internal-process rule).
+
+    A base that holds other processes too (the shell's group of a container or a VM without
+    systemd, a login session) cannot enable them: the workloads then go under its parent, which
+    hands those controllers down already (they are in the base's ``cgroup.controllers``), so
+    ``accelkit/`` is a sibling of the base. A base at the top of the hierarchy (a cgroup
+    namespace's root) has no parent to use: that is an error that says how to delegate.
+    """
+    path = base.path
+    if all(c in _subtree(path) for c in controllers):
+        return path
+    me = str(os.getpid())
+    if set((base.read("cgroup.procs") or "").split()) == {me}:
+        supervisor = path / SUPERVISOR_LEAF
         supervisor.mkdir(exist_ok=True)
-        write_control(supervisor / "cgroup.procs", str(os.getpid()))
+        write_control(supervisor / "cgroup.procs", me)
     try:
-        _enable(base, controllers)
+        _enable(path, controllers)
     except OSError as exc:
         if exc.errno != errno.EBUSY:
             raise
+        if path != base.top:
+            return path.parent
         msg = (
-            f"cgroup {base} has other processes, so no controller can be enabled for its "
-            "children (cgroup v2's no-internal-process rule): run accelkit in a cgroup of its "
-            "own with delegation (systemd-run --scope -p Delegate=yes ...)"
+            f"cgroup {path} has other processes, so no controller can be enabled for its "
+            "children (cgroup v2's no-internal-process rule), and it is the top of the "
+            "hierarchy this process sees: run accelkit in a cgroup of its own with delegation "
+            "(systemd-run --scope -p Delegate=yes ...)"
         )
         raise CgroupSetupError(msg) from None
+    return path
 
 
 def _limit_v2(leaf: Path, controllers: list[str], limits: CgroupLimits) -> None:

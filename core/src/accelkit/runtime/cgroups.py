@@ -64,7 +64,8 @@ def safe_name(name: str) -> str:
 
 
 def workload_cgroup_path(agent: str, workload: str) -> str:
-    """The workload's cgroup, relative to the invoking process's own: ``accelkit/<a>/<w>``."""
+    """The workload's cgroup, relative to the invoking process's own (on cgroup v2 to its parent
+    where the process's group has other processes): ``accelkit/<a>/<w>``."""
     return f"accelkit/{safe_name(agent)}/{safe_name(workload)}"
 
 

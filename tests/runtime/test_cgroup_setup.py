@@ -167,6 +167,31 @@ def test_v2_without_cgroup_kill_freezes_and_kills_every_process(tmp_path):
         sleeper.wait()
 
 
+def test_v2_a_group_with_exiting_processes_is_populated_though_it_lists_none(tmp_path):
+    leaf = tmp_path / "leaf"
+    leaf.mkdir()
+    (leaf / "cgroup.procs").write_text("")  # v2 hides a process once it starts to exit
+    (leaf / "cgroup.events").write_text("populated 1\nfrozen 0\n")
+    cgroups = WorkloadCgroups(2, RELATIVE, {"unified": leaf, "memory": leaf})
+    assert cgroups.pids() == set()
+    assert cgroups.populated()
+    (leaf / "cgroup.events").write_text("populated 0\nfrozen 0\n")
+    assert not cgroups.populated()
+
+
+@pytest.mark.parametrize("events", [None, "populated one\n"])
+def test_without_a_readable_events_file_populated_is_whether_processes_are_listed(tmp_path, events):
+    leaf = tmp_path / "leaf"
+    leaf.mkdir()
+    if events is not None:
+        (leaf / "cgroup.events").write_text(events)
+    cgroups = WorkloadCgroups(2, RELATIVE, {"unified": leaf})
+    (leaf / "cgroup.procs").write_text("")
+    assert not cgroups.populated()
+    (leaf / "cgroup.procs").write_text(f"{os.getpid()}\n")
+    assert cgroups.populated()
+
+
 def test_no_cgroup_hierarchy_at_all_lists_every_controller_missing(tmp_path):
     (tmp_path / "proc/self").mkdir(parents=True)
     (tmp_path / "proc/self/mountinfo").write_text("")

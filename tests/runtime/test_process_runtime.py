@@ -16,6 +16,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -509,6 +510,37 @@ def test_without_cgroups_the_run_says_what_is_missing_and_still_runs(read_only_t
     assert any("not contained: devices" in line for line in lines)
     assert run(runtime.is_alive(handle)) is False  # by the leader's stamp
     run(runtime.stop(handle, 0))
+
+
+def test_a_v2_workload_whose_processes_are_still_exiting_is_alive_and_stop_waits_for_them(
+    tmp_path,
+):
+    """cgroup v2 stops listing a process once it starts to exit, and a CUDA program can take
+    seconds to exit while the driver frees its GPU memory: until the kernel says the group is
+    empty, the workload holds its devices, and its group cannot be removed."""
+    leaf = tmp_path / "accelkit/agent-1/pid-42"
+    leaf.mkdir(parents=True)
+    (leaf / "cgroup.procs").write_text("")
+    (leaf / "cgroup.events").write_text("populated 1\nfrozen 0\n")
+    cgroups = WorkloadCgroups(2, "accelkit/agent-1/pid-42", {"unified": leaf, "memory": leaf})
+    handle = WorkloadHandle("process", cgroups.relative, cgroups.to_details())
+    assert run(ProcessRuntime().is_alive(handle)) is True
+
+    def exit_later() -> None:  # what the kernel does once the last process is gone
+        time.sleep(0.3)
+        (leaf / "cgroup.events").unlink()
+        (leaf / "cgroup.procs").unlink()
+
+    exiting = threading.Thread(target=exit_later)
+    exiting.start()
+    started = time.monotonic()
+    try:
+        run(ProcessRuntime().stop(handle, 0))
+    finally:
+        exiting.join()
+    assert time.monotonic() - started >= 0.3
+    assert not leaf.exists()
+    assert run(ProcessRuntime().is_alive(handle)) is False
 
 
 def test_a_workload_not_made_by_this_runtime_is_refused():

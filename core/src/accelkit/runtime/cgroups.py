@@ -29,7 +29,7 @@ from pathlib import Path
 
 import attrs
 
-from accelkit.cgroup import CgroupDir
+from accelkit.cgroup import CgroupDir, CgroupFormatError
 from accelkit.runtime.base import RuntimeUnavailable
 
 __all__ = [
@@ -128,6 +128,23 @@ class WorkloadCgroups:
         for directory in self.directories:
             found |= _read_pids(directory / "cgroup.procs")
         return found
+
+    def populated(self) -> bool:
+        """Whether any process is in the groups, those still exiting included.
+
+        On cgroup v2 ``cgroup.procs`` stops listing a process as soon as it starts to exit, but
+        an exiting process still holds what it opened: a CUDA program's GPU memory is freed
+        while its device files close, which can take seconds. The leaf's ``cgroup.events``
+        says ``populated 0`` only once every process is gone, and only then can it be removed.
+        On v1 ``cgroup.procs`` lists a process until it is gone.
+        """
+        leaf = self.dirs.get("unified")
+        if self.version == 2 and leaf is not None:
+            with contextlib.suppress(OSError, CgroupFormatError):
+                events = CgroupDir(leaf, 2, leaf).read_keyed("cgroup.events")
+                if events is not None:
+                    return events.get("populated", 0) != 0
+        return bool(self.pids())
 
     def exists(self) -> bool:
         """Whether any of the groups is still there."""

@@ -255,10 +255,11 @@ class ProcessRuntime(Runtime):
             await self.stop(handle, 0)
 
     async def is_alive(self, handle: WorkloadHandle) -> bool | None:
-        """Whether the cgroup has processes; the leader stamp without cgroups."""
+        """Whether the cgroup has processes, exiting ones included (they may still hold a
+        device); the leader stamp without cgroups."""
         cgroups = _cgroups_of(handle)
         if cgroups.dirs:
-            return bool(await _in_thread(cgroups.pids))
+            return await _in_thread(cgroups.populated)
         stamp = _leader(handle)
         return None if stamp is None else stamp.is_running()
 
@@ -320,7 +321,7 @@ async def _in_thread(call: Callable[[], _T]) -> _T:
 def _wait_empty(cgroups: WorkloadCgroups, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     delay = 0.0005
-    while cgroups.pids():
+    while cgroups.populated():
         if time.monotonic() >= deadline:
             return False
         time.sleep(delay)
@@ -329,7 +330,7 @@ def _wait_empty(cgroups: WorkloadCgroups, timeout: float) -> bool:
 
 
 def _stop_cgroups(cgroups: WorkloadCgroups, grace: float) -> None:
-    if cgroups.pids():
+    if cgroups.populated():
         if grace > 0:
             cgroups.signal(signal.SIGTERM)
         deadline = time.monotonic() + KILL_TIMEOUT
@@ -340,7 +341,12 @@ def _stop_cgroups(cgroups: WorkloadCgroups, grace: float) -> None:
                     break
                 if time.monotonic() >= deadline:
                     left = sorted(cgroups.pids())
-                    msg = f"processes {left} of cgroup {cgroups.relative} do not die"
+                    msg = (
+                        f"processes {left} of cgroup {cgroups.relative} do not die"
+                        if left
+                        else f"the processes of cgroup {cgroups.relative} have not finished "
+                        f"exiting after {KILL_TIMEOUT:g} s"
+                    )
                     raise WorkloadError(msg)
     cgroups.remove()
 

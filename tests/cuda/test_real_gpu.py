@@ -9,12 +9,16 @@ Health must read the real driver's recovery-action field (or do without it) and 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
+import psutil
 import pytest
 
 from accelkit.errors import PluginUnavailable
@@ -32,9 +36,9 @@ pytestmark = pytest.mark.gpu
 HELD = 256 * 1024**2
 
 #: a CUDA program through the driver API: prints the device count and the first device's UUID
-#: (hex), then holds HELD bytes until its stdin closes
+#: (hex), then holds argv[1] bytes until its stdin closes (or for argv[2] seconds)
 CUDA_PROGRAM = r"""
-import ctypes, sys
+import ctypes, sys, time
 cuda = ctypes.CDLL("libcuda.so.1")
 def check(result, call):
     if result:
@@ -52,8 +56,12 @@ check(cuda.cuCtxSetCurrent(context), "cuCtxSetCurrent")
 pointer = ctypes.c_uint64()
 check(cuda.cuMemAlloc_v2(ctypes.byref(pointer), ctypes.c_size_t(int(sys.argv[1]))), "cuMemAlloc")
 print(count.value, bytes(uuid).hex(), flush=True)
-sys.stdin.read()
+if len(sys.argv) > 2:
+    time.sleep(float(sys.argv[2]))
+else:
+    sys.stdin.read()
 """
+ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 
 
 @pytest.fixture
@@ -119,3 +127,76 @@ def test_gpus_read_healthy_and_a_quiet_watch_ends_when_cancelled(plugin):
 
     run(watch_then_cancel())
     assert not [t for t in threading.enumerate() if t.name == "accelkit-cuda-events"]
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def accelkit(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    return subprocess.run(
+        [*ACCELKIT, *args], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
+
+
+@pytest.fixture
+def gpu_node(plugin, tmp_path) -> Path:
+    """A node of the real GPUs, one agent; the process runtime contains with cgroups (root)."""
+    whole_gpu(plugin)
+    if os.geteuid() != 0:
+        pytest.skip("the process runtime needs root to make cgroups")
+    config = tmp_path / "host.toml"
+    config.write_text(
+        f'[resource]\nallocation-mode = "auto-split"\nstate-dir = "{tmp_path / "state"}"\n'
+        '[plugins]\nallowed = ["cuda"]\n[[agents]]\n[agents.agent]\nid = "agent-1"\n'
+    )
+    return config
+
+
+def test_a_killed_runs_cuda_program_keeps_its_gpu_until_it_is_released(plugin, gpu_node):
+    """The supervisor dies; its CUDA program, in its cgroup, still holds GPU memory: the GPU
+    stays booked to it (a second run is refused) until ``accelkit release`` ends it."""
+    where = ["--config", str(gpu_node), "--agent", "agent-1", "--slots", "cuda.device=1"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    command = [sys.executable, "-c", CUDA_PROGRAM, str(HELD), "300"]
+    supervisor = subprocess.Popen(
+        [*ACCELKIT, "run", *where, "--", *command],
+        env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert supervisor.stdout is not None
+        if not supervisor.stdout.readline():
+            pytest.fail(f"the CUDA program failed: {supervisor.communicate(timeout=30)[1]}")
+        supervisor.kill()
+        supervisor.wait(30)
+
+        listed = accelkit("status", "--config", str(gpu_node), "--json")
+        assert listed.returncode == 0, listed.stderr
+        (entry,) = json.loads(listed.stdout)
+        assert entry["liveness"] == "running"
+        program = int(entry["workload"].removeprefix("pid:"))
+        ctx = plugin.create_agent_context(
+            "agent-1", DevicePartition(tuple(d.device_id for d in plugin.devices))
+        )
+        (held,) = run(ctx.gather_process_metrics(MetricContext(), program))
+        assert held.value.value >= HELD, "the orphaned program still holds its GPU memory"
+
+        second = accelkit("run", *where, "--", "true")
+        assert second.returncode == 2
+        assert f"held by {entry['workload']!r}" in second.stderr
+
+        released = accelkit("release", "--config", str(gpu_node), "--grace", "2", entry["workload"])
+        assert released.returncode == 0, released.stderr
+        assert gone(program)
+        again = accelkit("run", *where, "--", "true")
+        assert again.returncode == 0, again.stderr
+    finally:
+        supervisor.kill()
+        supervisor.communicate(timeout=30)
+        with contextlib.suppress(Exception):  # leave no program holding the GPU
+            for entry in json.loads(accelkit("status", "--config", str(gpu_node), "--json").stdout):
+                accelkit("release", "--config", str(gpu_node), "--grace", "0", entry["workload"])

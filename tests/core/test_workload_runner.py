@@ -20,10 +20,11 @@ from accelkit.config import load_host_config
 from accelkit.errors import WorkloadError
 from accelkit.node import Node
 from accelkit.runtime import RuntimeUnavailable
+from accelkit.runtime.cgroups import V2_DEVICES_NOTE
 from accelkit.runtime.process import ProcessRuntime
 from accelkit.types import AgentId, Mount, SlotName, WorkloadConfig, WorkloadType
 from accelkit.workload import Ledger
-from accelkit.workload.runner import FORWARDED_SIGNALS, run_workload
+from accelkit.workload.runner import FORWARDED_SIGNALS, announced_gaps, run_workload
 from accelkit_mock.plugin import MockLifecycleHook
 
 PROBE = """
@@ -370,3 +371,22 @@ def test_a_run_in_another_thread_works_and_leaves_the_handlers_alone(config):
     thread.join(60)
     assert results == [0]
     assert {signum: signal.getsignal(signum) for signum in FORWARDED_SIGNALS} == before
+
+
+@pytest.mark.parametrize(
+    ("missing", "warned"),
+    [
+        ("", ""),
+        (f"devices: {V2_DEVICES_NOTE}", ""),
+        (
+            f"cpuset: controller not delegated to /g; devices: {V2_DEVICES_NOTE}",
+            "cpuset: controller not delegated to /g",
+        ),
+        (
+            "memory: cannot create a cgroup under /g: Permission denied",
+            "memory: cannot create a cgroup under /g: Permission denied",
+        ),
+    ],
+)
+def test_a_run_warns_of_what_it_cannot_contain_but_v2_device_isolation(missing, warned):
+    assert announced_gaps(missing) == warned

@@ -116,6 +116,18 @@ def test_no_agent_figure_without_device_readings_or_a_factor():
     )
 
 
+@pytest.mark.parametrize("by_amount", [False, True])
+def test_an_agent_without_devices_of_the_plugin_has_no_figure_for_it(by_amount):
+    util = NodeMetric(
+        "util", MetricType.UTILIZATION, "percent", reading("90"), {"g0": reading("90")}
+    )
+    used = NodeMetric(
+        "used", MetricType.GAUGE, "bytes", reading("5", "10"), {"g0": reading("5", "10")}
+    )
+    for metric in (util, used):  # not the other agents' load, nor "0 of 0"
+        assert agent_measurement(metric, set(), D(0), shared_by_amount=by_amount) is None
+
+
 def test_the_plugin_factor_is_that_of_its_first_slot():
     scaling = {
         SlotName("cuda.device"): D("0.4"),

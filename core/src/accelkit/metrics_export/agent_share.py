@@ -35,7 +35,13 @@ def agent_measurement(
     *,
     shared_by_amount: bool,
 ) -> tuple[Measurement, str] | None:
-    """The agent's reading of ``metric`` and how it was found, or ``None`` when it has none."""
+    """The agent's reading of ``metric`` and how it was found, or ``None`` when it has none.
+
+    An agent with none of the plugin's devices has none: the node's figure times a factor of 0
+    would say "0 of 0", and a utilisation, never scaled, would be the other agents' load.
+    """
+    if not device_ids:
+        return None
     readings = [metric.per_device[d] for d in device_ids if d in metric.per_device]
     if readings and not shared_by_amount:
         return combine(metric.type, readings), BASIS_DEVICES

@@ -512,12 +512,11 @@ def test_without_cgroups_the_run_says_what_is_missing_and_still_runs(read_only_t
     run(runtime.stop(handle, 0))
 
 
-def test_a_v2_workload_whose_processes_are_still_exiting_is_alive_and_stop_waits_for_them(
-    tmp_path,
-):
+@pytest.mark.parametrize("call", ["wait", "stop"])
+def test_a_v2_workload_whose_processes_are_still_exiting_is_alive_and_waited_for(tmp_path, call):
     """cgroup v2 stops listing a process once it starts to exit, and a CUDA program can take
     seconds to exit while the driver frees its GPU memory: until the kernel says the group is
-    empty, the workload holds its devices, and its group cannot be removed."""
+    empty, the workload holds its devices, is waited for, and its group cannot be removed."""
     leaf = tmp_path / "accelkit/agent-1/pid-42"
     leaf.mkdir(parents=True)
     (leaf / "cgroup.procs").write_text("")
@@ -535,11 +534,14 @@ def test_a_v2_workload_whose_processes_are_still_exiting_is_alive_and_stop_waits
     exiting.start()
     started = time.monotonic()
     try:
-        run(ProcessRuntime().stop(handle, 0))
+        if call == "wait":  # another process's wait: through the handle alone
+            assert run(ProcessRuntime().wait(handle)) == 0
+        else:
+            run(ProcessRuntime().stop(handle, 0))
     finally:
         exiting.join()
     assert time.monotonic() - started >= 0.3
-    assert not leaf.exists()
+    assert leaf.exists() is (call == "wait")
     assert run(ProcessRuntime().is_alive(handle)) is False
 
 

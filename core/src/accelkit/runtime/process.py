@@ -176,7 +176,7 @@ class ProcessRuntime(Runtime):
         cgroups = _cgroups_of(handle)
         if cgroups.dirs:
             delay = 0.0005
-            while await _in_thread(cgroups.pids):
+            while await _in_thread(cgroups.populated):
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 0.05)
         elif pending is None:

@@ -1,13 +1,36 @@
-"""Workloads: the lifecycle driver, config merging, renderers and the allocation ledger (§9)."""
+"""Workloads: the lifecycle driver, config merging, renderers and the allocation ledger (§9).
+
+The names below are imported when first used: a command that needs one module of this package
+(the state directory's checks, say) does not import the ledger and the lifecycle with it.
+"""
 
 from __future__ import annotations
 
-from accelkit.workload.ledger import Ledger, LedgerScan, SetAside
-from accelkit.workload.lifecycle import HookTarget, LifecycleState, WorkloadLifecycle
-from accelkit.workload.liveness import ProcessStamp
-from accelkit.workload.merge import merge_configs
-from accelkit.workload.record import LedgerFormatError, LedgerRecord
-from accelkit.workload.validate import validate_config
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from accelkit.workload.ledger import Ledger, LedgerScan, SetAside
+    from accelkit.workload.lifecycle import HookTarget, LifecycleState, WorkloadLifecycle
+    from accelkit.workload.liveness import ProcessStamp
+    from accelkit.workload.merge import merge_configs
+    from accelkit.workload.record import LedgerFormatError, LedgerRecord
+    from accelkit.workload.validate import validate_config
+
+#: each name, and the module of this package that defines it
+_MODULE_OF = {
+    "HookTarget": "lifecycle",
+    "Ledger": "ledger",
+    "LedgerFormatError": "record",
+    "LedgerRecord": "record",
+    "LedgerScan": "ledger",
+    "LifecycleState": "lifecycle",
+    "ProcessStamp": "liveness",
+    "SetAside": "ledger",
+    "WorkloadLifecycle": "lifecycle",
+    "merge_configs": "merge",
+    "validate_config": "validate",
+}
 
 __all__ = [
     "HookTarget",
@@ -22,3 +45,11 @@ __all__ = [
     "merge_configs",
     "validate_config",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
+    return getattr(import_module(f"{__name__}.{module}"), name)

@@ -1,0 +1,40 @@
+"""``accelkit.node`` and ``accelkit.workload`` import their names when first used.
+
+Read-only commands (``accelkit plan``, ``accelkit devices``) use the health modules of
+``accelkit.node`` and the state directory's checks of ``accelkit.workload``; importing the node,
+the ledger and the runtimes with them cost a sixth of such a command's start.
+"""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+LAZY = ["accelkit.node", "accelkit.workload"]
+
+
+@pytest.mark.parametrize("package", LAZY)
+def test_every_exported_name_resolves_and_others_are_attribute_errors(package):
+    module = importlib.import_module(package)
+    for name in module.__all__:
+        assert getattr(module, name).__name__ == name
+    with pytest.raises(AttributeError, match="has no attribute 'nothing_here'"):
+        _ = module.nothing_here
+    namespace: dict[str, object] = {}
+    exec(f"from {package} import *", namespace)  # the star import resolves too
+    assert set(module.__all__) <= set(namespace)
+
+
+def test_the_health_view_of_plan_and_devices_imports_no_node_ledger_or_runtime():
+    code = (
+        "import sys, accelkit.node.health_view, accelkit.workload.state_dir\n"
+        "heavy = ['accelkit.node.node', 'accelkit.workload.ledger', 'accelkit.runtime.process']\n"
+        "print([m for m in heavy if m in sys.modules])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"

@@ -8,7 +8,6 @@ from decimal import Decimal
 from pathlib import Path
 
 import click
-from prometheus_client import CollectorRegistry, generate_latest
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
@@ -24,12 +23,8 @@ from accelkit.cli.output import print_json
 from accelkit.config import HostConfig
 from accelkit.host import PartitionHost
 from accelkit.metrics import Measurement
-from accelkit.metrics_export import (
-    MetricsGatherer,
-    MetricsSnapshot,
-    ScrapeErrorCollector,
-    SnapshotCollector,
-)
+from accelkit.metrics_export.gather import MetricsGatherer
+from accelkit.metrics_export.snapshot import MetricsSnapshot
 from accelkit.types import format_amount
 
 _CENT = Decimal("0.01")
@@ -73,6 +68,12 @@ def metrics_table(snapshot: MetricsSnapshot) -> Table:
 
 def prometheus_text(snapshot: MetricsSnapshot) -> str:
     """``snapshot`` in the Prometheus text exposition format."""
+    # prometheus_client is imported here: it takes longer than the rest of a --json run
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from accelkit.metrics_export.prometheus import SnapshotCollector
+    from accelkit.metrics_export.scrape_errors import ScrapeErrorCollector
+
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SnapshotCollector(lambda: snapshot))
     registry.register(ScrapeErrorCollector(lambda: snapshot))

@@ -43,9 +43,14 @@ def test_the_health_view_of_plan_and_devices_imports_no_node_ledger_or_runtime()
     assert result.stdout.strip() == "[]"
 
 
-def test_the_metrics_command_imports_no_http_server():
-    code = "import sys, accelkit.cli.metrics_cmd\nprint('aiohttp' in sys.modules)\n"
+def test_the_metrics_command_imports_no_http_server_or_prometheus_client():
+    """Both are for other outputs: the server for ``serve-metrics``, the client for
+    ``--prometheus`` (imported when that output is asked for)."""
+    code = (
+        "import sys, accelkit.cli.metrics_cmd\n"
+        "print([m for m in ('aiohttp', 'prometheus_client') if m in sys.modules])\n"
+    )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
-    assert result.stdout.strip() == "False"
+    assert result.stdout.strip() == "[]"

@@ -6,8 +6,9 @@ needs no HTTP server, whose import (aiohttp) took longer than the rest of the co
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from accelkit.lazy import lazy_names
 
 if TYPE_CHECKING:
     from accelkit.metrics_export.agent_share import agent_measurement, plugin_factor
@@ -20,21 +21,21 @@ if TYPE_CHECKING:
 
 #: each name, and the module of this package that defines it
 _MODULE_OF = {
-    "LOOPBACK": "server",
-    "SCRAPE_ERROR": "scrape_errors",
-    "AgentMetric": "snapshot",
-    "Exposition": "exposition",
-    "MetricsGatherer": "gather",
-    "MetricsServer": "server",
-    "MetricsServerError": "server",
-    "MetricsSnapshot": "snapshot",
-    "ScrapeErrorCollector": "scrape_errors",
-    "SnapshotCollector": "prometheus",
-    "WorkloadSample": "snapshot",
-    "agent_measurement": "agent_share",
-    "families": "prometheus",
-    "family_name": "prometheus",
-    "plugin_factor": "agent_share",
+    "LOOPBACK": ".server",
+    "SCRAPE_ERROR": ".scrape_errors",
+    "AgentMetric": ".snapshot",
+    "Exposition": ".exposition",
+    "MetricsGatherer": ".gather",
+    "MetricsServer": ".server",
+    "MetricsServerError": ".server",
+    "MetricsSnapshot": ".snapshot",
+    "ScrapeErrorCollector": ".scrape_errors",
+    "SnapshotCollector": ".prometheus",
+    "WorkloadSample": ".snapshot",
+    "agent_measurement": ".agent_share",
+    "families": ".prometheus",
+    "family_name": ".prometheus",
+    "plugin_factor": ".agent_share",
 }
 
 __all__ = [
@@ -56,9 +57,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        msg = f"module {__name__!r} has no attribute {name!r}"
-        raise AttributeError(msg)
-    return getattr(import_module(f"{__name__}.{module}"), name)
+__getattr__ = lazy_names(__name__, _MODULE_OF)

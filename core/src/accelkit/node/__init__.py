@@ -6,8 +6,9 @@ the health modules of this package and need neither the node nor its ledger and 
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from accelkit.lazy import lazy_names
 
 if TYPE_CHECKING:
     from accelkit.node.node import Node
@@ -23,9 +24,4 @@ _MODULE_OF = {
 __all__ = ["Node", "ReleaseReport", "WorkloadStatus"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        msg = f"module {__name__!r} has no attribute {name!r}"
-        raise AttributeError(msg)
-    return getattr(import_module(module), name)
+__getattr__ = lazy_names(__name__, _MODULE_OF)

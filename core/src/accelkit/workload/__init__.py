@@ -6,8 +6,9 @@ The names below are imported when first used: a command that needs one module of
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from accelkit.lazy import lazy_names
 
 if TYPE_CHECKING:
     from accelkit.workload.ledger import Ledger, LedgerScan, SetAside
@@ -19,17 +20,17 @@ if TYPE_CHECKING:
 
 #: each name, and the module of this package that defines it
 _MODULE_OF = {
-    "HookTarget": "lifecycle",
-    "Ledger": "ledger",
-    "LedgerFormatError": "record",
-    "LedgerRecord": "record",
-    "LedgerScan": "ledger",
-    "LifecycleState": "lifecycle",
-    "ProcessStamp": "liveness",
-    "SetAside": "ledger",
-    "WorkloadLifecycle": "lifecycle",
-    "merge_configs": "merge",
-    "validate_config": "validate",
+    "HookTarget": ".lifecycle",
+    "Ledger": ".ledger",
+    "LedgerFormatError": ".record",
+    "LedgerRecord": ".record",
+    "LedgerScan": ".ledger",
+    "LifecycleState": ".lifecycle",
+    "ProcessStamp": ".liveness",
+    "SetAside": ".ledger",
+    "WorkloadLifecycle": ".lifecycle",
+    "merge_configs": ".merge",
+    "validate_config": ".validate",
 }
 
 __all__ = [
@@ -47,9 +48,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        msg = f"module {__name__!r} has no attribute {name!r}"
-        raise AttributeError(msg)
-    return getattr(import_module(f"{__name__}.{module}"), name)
+__getattr__ = lazy_names(__name__, _MODULE_OF)

@@ -116,7 +116,9 @@ def test_v2_with_other_processes_in_the_base_makes_the_groups_beside_it(tmp_path
     assert not (base / "accelkit").exists()
 
 
-def test_v2_busy_at_the_top_of_the_hierarchy_says_how_to_delegate(tmp_path, monkeypatch):
+def test_v2_busy_at_the_top_of_the_hierarchy_is_no_group_and_says_how_to_delegate(
+    tmp_path, monkeypatch
+):
     root = fake_v2(tmp_path)
     top = root / "sys/fs/cgroup"
     (root / "proc/self/cgroup").write_text("0::/\n")  # a cgroup namespace's root
@@ -124,9 +126,35 @@ def test_v2_busy_at_the_top_of_the_hierarchy_says_how_to_delegate(tmp_path, monk
     (top / "cgroup.subtree_control").write_text("")
     (top / "cgroup.procs").write_text(f"1\n{os.getpid()}\n")
     busy_when_enabled_in(top, monkeypatch)
-    with pytest.raises(CgroupSetupError, match=r"no-internal-process rule.*top of the hierarchy"):
-        make_cgroups(CgroupFS.read(root), RELATIVE, CgroupLimits(memory=2**30))
+    made = make_cgroups(CgroupFS.read(root), RELATIVE, CgroupLimits(memory=2**30))
+    assert made.dirs == {}  # as without cgroups: the leader's process group, memory missing
+    assert "no-internal-process rule" in made.missing["memory"]
+    assert "top of the hierarchy" in made.missing["memory"]
+    assert "Delegate=yes" in made.missing["memory"]
     assert not (top / "accelkit").exists()
+
+
+def test_v2_a_group_this_user_may_not_change_is_no_group_and_says_why(tmp_path, monkeypatch):
+    """A login session's scope belongs to root: another user's run makes no group there."""
+    root = fake_v2(tmp_path)
+    base = root / "sys/fs/cgroup/user.slice/job"
+    (base / "cgroup.procs").write_text(f"{os.getpid()}\n")
+    real = cgroup_setup.write_control
+
+    def refuse(path: Path, value: str) -> None:
+        if path.name in ("cgroup.subtree_control", "cgroup.procs"):
+            raise PermissionError(errno.EACCES, "Permission denied")
+        real(path, value)
+
+    monkeypatch.setattr(cgroup_setup, "write_control", refuse)
+    made = make_cgroups(CgroupFS.read(root), RELATIVE, CgroupLimits(memory=2**30))
+    assert made.dirs == {}
+    for controller in ("memory", "cpuset", "pids"):
+        assert made.missing[controller] == (
+            f"cannot create a cgroup v2 group under {base}: Permission denied (run accelkit "
+            "as root, or in a cgroup delegated to its user)"
+        )
+    assert made.missing["devices"] == V2_DEVICES_NOTE
 
 
 def test_v2_unwritable_limits_are_a_setup_error_and_leave_no_group(tmp_path, monkeypatch):

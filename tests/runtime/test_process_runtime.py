@@ -441,35 +441,50 @@ def test_a_discarded_workload_runs_nothing_and_leaves_nothing(runtime):
     assert run(runtime.is_alive(handle)) is False
 
 
-def _fake_v1_root(tmp_path: Path) -> tuple[Path, Path]:
-    """A root whose cgroup v1 hierarchies live on a read-only file system."""
+def _fake_root(tmp_path: Path, version: int) -> Path:
+    """A root whose cgroup hierarchies (v1, or v2) are to live on a read-only file system."""
     root = tmp_path / "root"
     (root / "proc/self").mkdir(parents=True)
     lines, memberships = [], []
+    if version == 2:  # in a group of its own, with a shell's process beside this one
+        lines.append("30 25 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw")
+        memberships.append("0::/job")
     for number, controller in enumerate(("memory", "cpuset", "pids", "freezer", "devices")):
-        lines.append(
-            f"{40 + number} 31 0:{40 + number} / /sys/fs/cgroup/{controller} rw - cgroup cgroup "
-            f"rw,{controller}"
-        )
-        memberships.append(f"{number + 1}:{controller}:/")
+        if version == 1:
+            lines.append(
+                f"{40 + number} 31 0:{40 + number} / /sys/fs/cgroup/{controller} rw - cgroup "
+                f"cgroup rw,{controller}"
+            )
+            memberships.append(f"{number + 1}:{controller}:/")
     (root / "proc/self/mountinfo").write_text("\n".join(lines) + "\n")
     (root / "proc/self/cgroup").write_text("\n".join(memberships) + "\n")
-    tree = root / "sys/fs/cgroup"
-    tree.mkdir(parents=True)
-    return root, tree
+    (root / "sys/fs/cgroup").mkdir(parents=True)
+    return root
 
 
-@pytest.fixture
-def read_only_tree(tmp_path) -> Iterator[Path]:
+def _fill(tree: Path, version: int) -> None:
+    if version == 1:
+        for controller in ("memory", "cpuset", "pids", "freezer", "devices"):
+            (tree / controller).mkdir()
+        return
+    job = tree / "job"
+    job.mkdir()
+    (job / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    (job / "cgroup.subtree_control").write_text("")
+    (job / "cgroup.procs").write_text(f"1\n{os.getpid()}\n")
+
+
+@pytest.fixture(params=[1, 2], ids=["v1", "v2"])
+def read_only_tree(request, tmp_path) -> Iterator[Path]:
     if os.geteuid() != 0:
         pytest.skip("mounting a read-only tmpfs needs root")
-    root, tree = _fake_v1_root(tmp_path)
+    root = _fake_root(tmp_path, request.param)
+    tree = root / "sys/fs/cgroup"
     mounted = subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(tree)], check=False)
     if mounted.returncode != 0:
         pytest.skip("cannot mount a tmpfs here")
     try:
-        for controller in ("memory", "cpuset", "pids", "freezer", "devices"):
-            (tree / controller).mkdir()
+        _fill(tree, request.param)
         subprocess.run(["mount", "-o", "remount,ro", str(tree)], check=True)
         yield root
     finally:
@@ -503,8 +518,14 @@ def test_without_cgroups_the_run_says_what_is_missing_and_still_runs(read_only_t
     assert status == 0
     assert marker.exists()
     missing = handle.details["missing"]
-    for controller in ("memory", "cpuset", "pids", "freezer", "devices"):
+    if handle.details["cgroup_version"] == "1":
+        controllers = ("memory", "cpuset", "pids", "freezer", "devices")
+    else:  # v2's device isolation is never the process runtime's: it says so instead
+        controllers = ("memory", "cpuset", "pids")
+        assert "devices: device isolation on cgroup v2 needs the container runtime" in missing
+    for controller in controllers:
         assert f"{controller}: cannot create a cgroup" in missing
+        assert "Read-only file system" in missing
     lines = runtime.describe(handle)
     assert lines[0].startswith("process runtime: no cgroup")
     assert any("not contained: devices" in line for line in lines)

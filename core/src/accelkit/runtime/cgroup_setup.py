@@ -223,12 +223,30 @@ def _make_v2(fs: CgroupFS, relative: str) -> WorkloadCgroups:
             level = level / part
             if controllers:
                 _enable(level, controllers)
+    except _NoPlace as exc:
+        return _without_groups(relative, str(exc))
     except OSError as exc:
-        msg = f"cannot create a cgroup v2 group under {where}: {_why(exc)}"
-        raise CgroupSetupError(msg) from None
+        why = f"cannot create a cgroup v2 group under {where}: {_why(exc)}"
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            why += " (run accelkit as root, or in a cgroup delegated to its user)"
+        return _without_groups(relative, why)
     return WorkloadCgroups(
         2, relative, {"unified": leaf, **dict.fromkeys(controllers, leaf)}, missing
     )
+
+
+def _without_groups(relative: str, why: str) -> WorkloadCgroups:
+    """No group, as on v1 where none can be made: every controller missing, saying ``why``.
+
+    The leader's process group then contains the workload, and a run that needs a memory limit
+    is refused (unless ``--no-memory-limit``), with ``why`` in its message.
+    """
+    missing = {**dict.fromkeys(V2_CONTROLLERS, why), "devices": V2_DEVICES_NOTE}
+    return WorkloadCgroups(2, relative, {}, missing)
+
+
+class _NoPlace(Exception):
+    """No group can have children with controllers: why (see :func:`_parent_of_workloads`)."""
 
 
 def _parent_of_workloads(base: CgroupDir, controllers: list[str]) -> Path:
@@ -262,7 +280,7 @@ def _parent_of_workloads(base: CgroupDir, controllers: list[str]) -> Path:
             "hierarchy this process sees: run accelkit in a cgroup of its own with delegation "
             "(systemd-run --scope -p Delegate=yes ...)"
         )
-        raise CgroupSetupError(msg) from None
+        raise _NoPlace(msg) from None
     return path
 
 

@@ -116,6 +116,35 @@ def test_v2_with_other_processes_in_the_base_makes_the_groups_beside_it(tmp_path
     assert not (base / "accelkit").exists()
 
 
+def test_v2_a_delegated_scope_of_this_process_and_its_launcher_keeps_the_groups(
+    tmp_path, monkeypatch
+):
+    """``systemd-run --scope -p Delegate=yes accelkit run``: the scope holds accelkit and the
+    launcher it started for the workload, and nothing else. Both move to the supervisor leaf,
+    and the workload's groups stay inside the scope."""
+    root = fake_v2(tmp_path)
+    base = root / "sys/fs/cgroup/user.slice/job"
+    launcher = subprocess.Popen(["sleep", "60"])
+    moved: list[str] = []
+    real = cgroup_setup.write_control
+
+    def record(path: Path, value: str) -> None:
+        if path == base / SUPERVISOR_LEAF / "cgroup.procs":
+            moved.append(value)
+        real(path, value)
+
+    monkeypatch.setattr(cgroup_setup, "write_control", record)
+    try:
+        (base / "cgroup.procs").write_text(f"{os.getpid()}\n{launcher.pid}\n")
+        made = make_cgroups(CgroupFS.read(root), RELATIVE, CgroupLimits(memory=2**30))
+    finally:
+        launcher.kill()
+        launcher.wait()
+    assert sorted(moved) == sorted([str(os.getpid()), str(launcher.pid)])
+    assert made.dirs["memory"] == base / RELATIVE  # inside the scope, not beside it
+    assert (base / "cgroup.subtree_control").read_text() == "+memory +cpuset +pids"
+
+
 def test_v2_busy_at_the_top_of_the_hierarchy_is_no_group_and_says_how_to_delegate(
     tmp_path, monkeypatch
 ):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import os
 from pathlib import Path
 
 import attrs
@@ -251,7 +250,8 @@ class _NoPlace(Exception):
 
 def _parent_of_workloads(base: CgroupDir, controllers: list[str]) -> Path:
     """The group to make ``accelkit/...`` in: ``base`` with ``controllers`` enabled for its
-    children, this process moved out of it first (cgroup v2's no-internal-process rule).
+    children, this process (and the launchers it started) moved out of it first (cgroup v2's
+    no-internal-process rule): a scope or service delegated to accelkit.
 
     A base that holds other processes too (the shell's group of a container or a VM without
     systemd, a login session) cannot enable them: the workloads then go under its parent, which
@@ -262,11 +262,12 @@ def _parent_of_workloads(base: CgroupDir, controllers: list[str]) -> Path:
     path = base.path
     if all(c in _subtree(path) for c in controllers):
         return path
-    me = str(os.getpid())
-    if set((base.read("cgroup.procs") or "").split()) == {me}:
+    inside = set((base.read("cgroup.procs") or "").split())
+    if inside and inside <= _this_process_and_its_children():
         supervisor = path / SUPERVISOR_LEAF
         supervisor.mkdir(exist_ok=True)
-        write_control(supervisor / "cgroup.procs", me)
+        for pid in sorted(inside):  # a launcher moves on into its workload's group
+            write_control(supervisor / "cgroup.procs", pid)
     try:
         _enable(path, controllers)
     except OSError as exc:
@@ -282,6 +283,17 @@ def _parent_of_workloads(base: CgroupDir, controllers: list[str]) -> Path:
         )
         raise _NoPlace(msg) from None
     return path
+
+
+def _this_process_and_its_children() -> set[str]:
+    """This process's pid and its descendants' (a workload's launcher is started before its
+    groups are made, in this process's group), as ``cgroup.procs`` writes them."""
+    me = psutil.Process()
+    try:
+        children = me.children(recursive=True)
+    except psutil.Error:
+        children = []
+    return {str(me.pid), *(str(child.pid) for child in children)}
 
 
 def _limit_v2(leaf: Path, controllers: list[str], limits: CgroupLimits) -> None:

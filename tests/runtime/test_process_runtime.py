@@ -4,7 +4,8 @@ Each test makes workloads under the test process's own cgroups (as ``accelkit ru
 checks the kernel's files and what the processes can do. Tests marked ``v1`` or ``v2`` check one
 version's files; those marked ``contained`` check what the kernel does to the processes and run
 on either. Where the machine has no such hierarchy (not root, no memory controller) they skip
-with the reason.
+with the reason. The last test runs the v2 code on the unified hierarchy, which a hybrid host
+mounts too (without controllers), so that real v2 groups are made, killed and removed there.
 """
 
 from __future__ import annotations
@@ -752,3 +753,92 @@ def test_a_workload_under_an_agent_group_another_setup_just_made_gets_its_cpus(r
             level.rmdir()
     assert status == 0
     assert cpus == "0"
+
+
+# -- the real unified hierarchy, on any host that mounts one ----------------------------------
+
+
+def _unified_mount() -> Path | None:
+    for mount in CgroupFS.read().mounts:
+        if mount.version == 2 and mount.mount_root == "/":
+            return Path(mount.mount_point)
+    return None
+
+
+def _drain_and_remove(group: Path) -> None:
+    """Kill whatever a failed test left in ``group`` and remove it with its subgroups."""
+    if (group / "cgroup.kill").exists():
+        with contextlib.suppress(OSError):
+            (group / "cgroup.kill").write_text("1")
+    deadline = time.monotonic() + 10
+    while "populated 1" in (group / "cgroup.events").read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    levels = [p for p in group.rglob("*") if p.is_dir()]
+    for level in sorted(levels, key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            level.rmdir()
+    group.rmdir()
+
+
+@pytest.fixture
+def unified_root(tmp_path) -> Iterator[tuple[Path, Path]]:
+    """A root whose ``proc/self`` lists only the unified hierarchy, and a group of the test's
+    own in it as "this process's cgroup": the runtime's v2 code then makes real groups there.
+
+    A hybrid host (cgroup v1 controllers) mounts it without controllers, but its groups still
+    hold processes, say ``populated`` in ``cgroup.events``, freeze and kill; on a v2 host the
+    group gets the controllers the hierarchy hands down.
+    """
+    if os.geteuid() != 0:
+        pytest.skip("making groups in the unified hierarchy needs root")
+    mount = _unified_mount()
+    if mount is None:
+        pytest.skip("no cgroup v2 hierarchy is mounted here")
+    group = mount / f"accelkit-test-{os.getpid()}-{tmp_path.name}"
+    try:
+        group.mkdir()
+    except OSError as exc:
+        pytest.skip(f"cannot make a group in {mount}: {exc.strerror}")
+    root = tmp_path / "root"
+    (root / "proc/self").mkdir(parents=True)
+    (root / "proc/self/mountinfo").write_text(
+        "41 31 0:38 / /sys/fs/cgroup rw,relatime - cgroup2 cgroup2 rw\n"
+    )
+    (root / "proc/self/cgroup").write_text(f"0::/{group.name}\n")
+    (root / "sys/fs").mkdir(parents=True)
+    (root / "sys/fs/cgroup").symlink_to(mount)
+    try:
+        yield root, group
+    finally:
+        _drain_and_remove(group)
+
+
+def test_on_the_unified_hierarchy_a_workload_is_contained_stopped_and_removed(
+    unified_root, tmp_path
+):
+    """A daemon that left the leader's session is still in the workload's group, keeps it
+    alive after the leader exits, and dies when the workload is stopped; the group goes."""
+    root, group = unified_root
+    runtime = ProcessRuntime(root=root)
+    pidfile = tmp_path / "daemon.pid"
+
+    async def main() -> tuple[WorkloadHandle, Path, int, str, bool]:
+        argv = [*py(CHILD_OUTLIVES_LEADER), str(pidfile), "daemon"]
+        handle = await launch(runtime, argv, required=False)
+        daemon = _pid_from(pidfile)
+        leaf = WorkloadCgroups.from_details(handle.ident, handle.details).dirs["unified"]
+        with contextlib.suppress(psutil.NoSuchProcess):
+            psutil.Process(int(handle.details["leader_pid"])).wait(30)
+        joined = Path(f"/proc/{daemon}/cgroup").read_text()
+        alive = await ProcessRuntime(root=root).is_alive(handle)  # another process's view
+        await runtime.stop(handle, 1)
+        return handle, leaf, daemon, joined, bool(alive)
+
+    handle, leaf, daemon, joined, alive = run(main())
+    assert handle.details["cgroup_version"] == "2"
+    line = next(x for x in joined.splitlines() if x.startswith("0::"))
+    assert line == f"0::/{group.name}/{handle.ident}"
+    assert alive
+    assert _gone(daemon)
+    assert not leaf.exists()
+    assert run(ProcessRuntime(root=root).is_alive(handle)) is False

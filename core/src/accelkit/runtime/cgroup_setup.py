@@ -257,7 +257,7 @@ def _parent_of_workloads(base: CgroupDir, controllers: list[str]) -> Path:
     systemd, a login session) cannot enable them: the workloads then go under its parent, which
     hands those controllers down already (they are in the base's ``cgroup.controllers``), so
     ``accelkit/`` is a sibling of the base. A base at the top of the hierarchy (a cgroup
-    namespace's root) has no parent to use: that is an error that says how to delegate.
+    namespace's root) has no parent to use: :class:`_NoPlace` then says how to delegate.
     """
     path = base.path
     if all(c in _subtree(path) for c in controllers):

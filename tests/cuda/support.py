@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
+
+import pytest
 
 T = TypeVar("T")
+
+#: set by ``nox -s gpu``: a machine without a usable GPU fails the real-NVML checks
+REQUIRE_GPU = "ACCELKIT_REQUIRE_GPU"
+
+
+def no_gpu(reason: str) -> NoReturn:
+    """Skip a check that needs a real GPU, saying why; fail instead under ``REQUIRE_GPU=1``."""
+    if os.environ.get(REQUIRE_GPU) == "1":
+        pytest.fail(f"no usable NVIDIA GPU: {reason} ({REQUIRE_GPU}=1: these checks must run)")
+    pytest.skip(f"no usable NVIDIA GPU: {reason}")
 
 
 def run(coroutine: Coroutine[Any, Any, T]) -> T:

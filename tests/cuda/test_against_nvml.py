@@ -28,7 +28,7 @@ from accelkit.types import SlotType, Workload
 from accelkit_cuda import CUDAPlugin
 
 from . import fake_nvml as fk
-from .support import run
+from .support import no_gpu, run
 
 BACKENDS = [
     pytest.param("fake", id="fake"),
@@ -99,7 +99,7 @@ def make(backend, start, monkeypatch, simulated_libraries, sysfs, proc) -> Itera
         try:
             run(plugin.init())
         except PluginUnavailable as exc:
-            pytest.skip(f"no usable NVIDIA GPU: {exc}")
+            no_gpu(str(exc))
         real.append(plugin)
         run(plugin.discover())
         return plugin

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -127,3 +128,30 @@ def test_accelkit_plugins_reports_cuda_unavailable_on_a_machine_without_nvml():
     rows = {row["name"]: row for row in json.loads(result.stdout)}
     assert rows["cuda"]["status"] == "unavailable"
     assert "NVML could not start" in rows["cuda"]["error"]
+
+
+@pytest.mark.parametrize(("required", "outcome"), [("1", "error"), ("", "skipped")])
+def test_without_a_gpu_the_real_checks_skip_or_fail_when_one_is_required(required, outcome):
+    """``nox -s gpu`` sets ``ACCELKIT_REQUIRE_GPU=1``: there a machine without a usable GPU is a
+    failure, not a run of skips that looks like a pass."""
+    try:
+        run(CUDAPlugin({}).init())
+    except PluginUnavailable:
+        pass
+    else:
+        pytest.skip("this machine has a working NVIDIA driver")
+    real = Path(__file__).with_name("test_real_gpu.py")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "gpu", str(real)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ACCELKIT_REQUIRE_GPU": required},
+        timeout=120,
+        check=False,
+    )
+    summary = result.stdout.strip().splitlines()[-1]
+    assert outcome in summary, result.stdout  # a fixture that fails: an error of each test
+    assert "passed" not in summary
+    assert (result.returncode == 0) is (not required)
+    if required:
+        assert "ACCELKIT_REQUIRE_GPU=1: these checks must run" in result.stdout

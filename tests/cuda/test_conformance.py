@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from accelkit.errors import PluginUnavailable
 from accelkit.testing import PluginConformance
 from accelkit_cuda import CUDAPlugin
 
 from . import fake_nvml as fk
+from .support import no_gpu, run
 
 
 class TestDiscreteGPUs(PluginConformance):
@@ -32,8 +34,14 @@ class TestMIGAndWholeGPUs(PluginConformance):
 
 @pytest.mark.gpu
 class TestRealNVML(PluginConformance):
-    """Skips (through the suite's ``started`` fixture) without a driver or GPU."""
+    """Skips without a driver or GPU (fails under ``ACCELKIT_REQUIRE_GPU=1``)."""
 
     @pytest.fixture
     def plugin(self):
+        probe = CUDAPlugin({})
+        try:
+            run(probe.init())
+        except PluginUnavailable as exc:
+            no_gpu(str(exc))
+        run(probe.cleanup())
         return CUDAPlugin({})

@@ -1,4 +1,5 @@
-"""Checks that only a real GPU and driver can answer (``nox -s gpu``; they skip elsewhere).
+"""Checks that only a real GPU and driver can answer (``nox -s gpu``; they skip elsewhere,
+and fail there under ``ACCELKIT_REQUIRE_GPU=1``, which the nox session sets).
 
 A CUDA program is started through the driver's own library (``libcuda.so.1`` with ctypes, so no
 CUDA framework is needed): it must see exactly the GPU that ``CUDA_VISIBLE_DEVICES`` names, and
@@ -28,7 +29,7 @@ from accelkit.partition import DevicePartition
 from accelkit.types import Workload
 from accelkit_cuda import CUDAPlugin
 
-from .support import run
+from .support import no_gpu, run
 
 pytestmark = pytest.mark.gpu
 
@@ -70,7 +71,7 @@ def plugin() -> Iterator[CUDAPlugin]:
     try:
         run(plugin.init())
     except PluginUnavailable as exc:
-        pytest.skip(f"no usable NVIDIA GPU: {exc}")
+        no_gpu(str(exc))
     try:
         run(plugin.discover())
         yield plugin

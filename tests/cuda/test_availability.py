@@ -134,11 +134,13 @@ def test_accelkit_plugins_reports_cuda_unavailable_on_a_machine_without_nvml():
 def test_without_a_gpu_the_real_checks_skip_or_fail_when_one_is_required(required, outcome):
     """``nox -s gpu`` sets ``ACCELKIT_REQUIRE_GPU=1``: there a machine without a usable GPU is a
     failure, not a run of skips that looks like a pass."""
+    probe = CUDAPlugin({})
     try:
-        run(CUDAPlugin({}).init())
+        run(probe.init())
     except PluginUnavailable:
         pass
     else:
+        run(probe.cleanup())
         pytest.skip("this machine has a working NVIDIA driver")
     real = Path(__file__).with_name("test_real_gpu.py")
     result = subprocess.run(

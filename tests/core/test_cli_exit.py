@@ -8,11 +8,11 @@ import subprocess
 import sys
 
 SCRIPT = """
-import atexit, sys, threading, time
+import atexit, sys, threading
 from accelkit.cli.app import run
 atexit.register(lambda: print("atexit ran", file=sys.stderr, flush=True))
 def late():
-    time.sleep(0.2)
+    threading.main_thread().join()  # returns once the command is done and the exit begins
     print("thread joined", file=sys.stderr, flush=True)
 threading.Thread(target=late).start()  # not a daemon: the exit waits for it
 sys.argv = ["accelkit", *sys.argv[1:]]

@@ -3,8 +3,9 @@
 Each engine is started once per test session with its data, state and socket under a fresh
 directory, and gets a test image imported from a tarball of Debian's ``busybox-static`` (no
 registry is reachable). Where an engine cannot run here (not root, no binary) its tests skip
-with the reason; with ``ACCELKIT_REQUIRE_DOCKER=1`` (set by ``.ci/run``) a dockerd that cannot
-run fails them instead.
+with the reason; with ``ACCELKIT_REQUIRE_DOCKER=1`` / ``ACCELKIT_REQUIRE_PODMAN=1`` (set by
+``.ci/run``) an engine that cannot run fails them instead. podman runs its containers with runc
+where runc is installed: crun refuses cgroup v1 hybrid hosts.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import pytest
 
 #: set to 1 where the docker tests must run (CI): a dockerd that cannot start fails them
 REQUIRE_DOCKER = "ACCELKIT_REQUIRE_DOCKER"
+REQUIRE_PODMAN = "ACCELKIT_REQUIRE_PODMAN"
 IMAGE = "accelkit-test:busybox"
 _START_S = 60.0
 
@@ -48,9 +50,9 @@ class Engine:
         return done.stdout
 
 
-def _unavailable(reason: str, *, required: bool) -> None:
-    if required and os.environ.get(REQUIRE_DOCKER) == "1":
-        pytest.fail(f"{reason} ({REQUIRE_DOCKER}=1: CI must run these tests)")
+def _unavailable(reason: str, *, required: bool, require_env: str = REQUIRE_DOCKER) -> None:
+    if required and os.environ.get(require_env) == "1":
+        pytest.fail(f"{reason} ({require_env}=1: CI must run these tests)")
     pytest.skip(reason)
 
 
@@ -137,19 +139,25 @@ def _engine_root(prefix: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
 
 
-def _preconditions(binary: str, *, required: bool) -> str:
+def _preconditions(binary: str, *, required: bool, require_env: str = REQUIRE_DOCKER) -> str:
     if os.geteuid() != 0:
         _unavailable(
-            f"{binary} needs root (this process runs as uid {os.geteuid()})", required=required
+            f"{binary} needs root (this process runs as uid {os.geteuid()})",
+            required=required,
+            require_env=require_env,
         )
     path = shutil.which(binary)
     if path is None:
         _unavailable(
-            f"no {binary} binary (Debian: apt-get install docker.io podman)", required=required
+            f"no {binary} binary (Debian: apt-get install docker.io podman)",
+            required=required,
+            require_env=require_env,
         )
     if _static_busybox() is None:
         _unavailable(
-            "no static busybox for the test image (Debian: busybox-static)", required=required
+            "no static busybox for the test image (Debian: busybox-static)",
+            required=required,
+            require_env=require_env,
         )
     assert path is not None
     return path
@@ -191,14 +199,17 @@ netns = "none"
 cgroup_manager = "cgroupfs"
 events_logger = "file"
 """
+#: crun refuses a cgroup v1 hybrid host ("cgroups in hybrid mode not supported"); runc runs there
+_PODMAN_RUNC = 'runtime = "runc"\n'
 
 
 @pytest.fixture(scope="session")
 def podman_service() -> Iterator[Engine]:
     """podman's Docker-compatible API service of this test session, with the test image."""
-    binary = _preconditions("podman", required=False)
+    binary = _preconditions("podman", required=True, require_env=REQUIRE_PODMAN)
     root = _engine_root("akp-")
-    (root / "containers.conf").write_text(_PODMAN_CONF)
+    runc = _PODMAN_RUNC if shutil.which("runc") else ""
+    (root / "containers.conf").write_text(_PODMAN_CONF + runc)
     env = {**os.environ, "CONTAINERS_CONF": str(root / "containers.conf")}
     cli = (binary, "--root", str(root / "storage"), "--runroot", str(root / "run"),
            "--storage-driver", "vfs", "--tmpdir", str(root / "tmp"))  # fmt: skip
@@ -210,7 +221,11 @@ def podman_service() -> Iterator[Engine]:
     engine = Engine(f"unix://{sock}", f"localhost/{IMAGE}", cli, env)
     try:
         if (why := _await_engine(proc, sock, log)) is not None:
-            _unavailable(f"podman's service cannot run here: {why}", required=False)
+            _unavailable(
+                f"podman's service cannot run here: {why}",
+                required=True,
+                require_env=REQUIRE_PODMAN,
+            )
         engine.run_cli("import", str(busybox_image_tar(root / "busybox.tar")), IMAGE)
         yield engine
     finally:

@@ -1,13 +1,30 @@
-"""Fixtures of the Kubernetes bridge tests."""
+"""Fixtures of the Kubernetes bridge tests.
+
+``k8s_cluster`` is one real single-node cluster per test session (see ``real_cluster.py``),
+started on first use and stopped at the end. Where it cannot run (not root, no containerd, no
+``../shared/k8s`` beside the repository) its tests skip with the reason; with
+``ACCELKIT_REQUIRE_K8S=1`` (set by ``.ci/run`` as root) that is a failure instead.
+"""
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from . import real_cluster
+
+REQUIRE_K8S = "ACCELKIT_REQUIRE_K8S"
+
+
+def unavailable(reason: str) -> None:
+    if os.environ.get(REQUIRE_K8S) == "1":
+        pytest.fail(f"{reason} ({REQUIRE_K8S}=1: CI must run these tests)")
+    pytest.skip(reason)
 
 
 @pytest.fixture
@@ -16,3 +33,20 @@ def k8s_root() -> Iterator[Path]:
     root = Path(tempfile.mkdtemp(prefix="ak8s-", dir="/tmp"))
     yield root
     shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def k8s_cluster() -> Iterator[real_cluster.Cluster]:
+    """A running cluster: ``.env`` (``KUBECONFIG``, ``K8S_*``), ``.kubectl(...)``, and more."""
+    reason = real_cluster.missing()
+    if reason is not None:
+        unavailable(reason)
+    try:
+        cluster = real_cluster.start()
+    except (OSError, RuntimeError, TimeoutError) as exc:
+        unavailable(f"the Kubernetes test cluster cannot start here: {exc}")
+        raise
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -322,6 +322,8 @@ def test_the_signal_handlers_of_the_process_are_back_after_a_run(config):
         seen.append(signum)
 
     previous = signal.signal(signal.SIGTERM, own)
+    # a run started in the background inherits SIGINT ignored: the test sets its own disposition
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         handlers: list[object] = []
 
@@ -348,6 +350,7 @@ def test_the_signal_handlers_of_the_process_are_back_after_a_run(config):
         assert seen == [signal.SIGTERM]
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 def test_a_run_in_another_thread_works_and_leaves_the_handlers_alone(config):

@@ -18,6 +18,12 @@ from accelkit.sizes import format_binary_size, parse_binary_size
         ("1.5g", 3 * 512 * 1024**2),
         ("2T", 2 * 1024**4),
         ("16GiB", 16 * 1024**3),
+        ("16gib", 16 * 1024**3),
+        ("1GB", 10**9),
+        ("1.5kB", 1500),
+        ("2TB", 2 * 10**12),
+        ("512B", 512),
+        ("512b", 512),
         (" 4M ", 4 * 1024**2),
         (7, 7),
     ],
@@ -35,6 +41,10 @@ def test_parse(text, size):
         ("", "not a size"),
         ("G", "not a size"),
         ("1.5", "whole number"),
+        ("\uff11\uff16G", "not a size"),  # full-width digits
+        ("\u0661G", "not a size"),  # Arabic-Indic digit
+        ("1iB", "not a size"),
+        ("1GBB", "not a size"),
         (True, "not a size"),
         (1.5, "string like"),
         (None, "string like"),

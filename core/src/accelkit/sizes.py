@@ -1,4 +1,8 @@
-"""Binary sizes as operators write them: ``"16G"``, ``"512m"``, ``"0"``."""
+"""Sizes as operators write them: ``"16G"``, ``"512m"``, ``"16GiB"``, ``"1GB"``, ``"0"``.
+
+``K/M/G/T/P`` and ``KiB/MiB/GiB/TiB/PiB`` are binary (powers of 1024), ``KB/MB/GB/TB/PB``
+decimal (powers of 1000), as DESIGN §7 says. Digits are ASCII only.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +12,18 @@ from decimal import Decimal
 __all__ = ["format_binary_size", "parse_binary_size"]
 
 _UNITS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
-_SIZE = re.compile(r"(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[kmgtp]?)(?:i?b)?", re.IGNORECASE)
+_SIZE = re.compile(
+    r"(?P<number>[0-9]+(?:\.[0-9]+)?)\s*(?:(?P<unit>[kmgtp])(?P<suffix>ib|b)?|(?P<bytes>b))?",
+    re.IGNORECASE | re.ASCII,
+)
 
 
 def parse_binary_size(text: str | int) -> int:
-    """Parse a byte count with an optional binary suffix (powers of 1024).
+    """Parse a byte count with an optional unit.
 
-    Accepts ``"0"``, ``"512m"``, ``"16G"``, ``"1.5g"``, ``"16GiB"`` and plain integers.
-    A fractional size must come out as a whole number of bytes.
+    Accepts ``"0"``, ``"512m"``, ``"16G"``, ``"1.5g"``, ``"16GiB"`` (binary), ``"1GB"``
+    (decimal: 10**9), ``"512B"`` and plain integers. A fractional size must come out as a whole
+    number of bytes.
 
     Raises:
         ValueError: the text is not a size, is negative, or is not a whole number of bytes.
@@ -37,9 +45,14 @@ def parse_binary_size(text: str | int) -> int:
         raise ValueError(msg)
     match = _SIZE.fullmatch(stripped)
     if match is None:
-        msg = f"not a size: {text!r} (expected a number with an optional k, m, g, t suffix)"
+        msg = (
+            f"not a size: {text!r} (expected a number with an optional unit: K, M, G, T or"
+            " KiB, MiB, GiB, TiB are binary, KB, MB, GB, TB decimal)"
+        )
         raise ValueError(msg)
-    value = Decimal(match["number"]) * (1024 ** _UNITS[match["unit"].lower()])
+    unit = (match["unit"] or "").lower()
+    base = 1000 if (match["suffix"] or "").lower() == "b" else 1024
+    value = Decimal(match["number"]) * (base ** _UNITS[unit])
     if value != value.to_integral_value():
         msg = f"size {text!r} is not a whole number of bytes"
         raise ValueError(msg)

@@ -251,6 +251,9 @@ def test_a_bad_interval_in_the_config_is_refused(node: Node) -> None:
         ("127.0.0.1:²", "expected HOST:PORT"),  # a digit to str.isdigit, not to int()
         ("0.0.0.0:9464", "is not the loopback interface"),
         ("example.org:9464", "is not the loopback interface"),
+        ("[::]:9464", "is not the loopback interface"),
+        ("[2001:db8::1]:9464", "is not the loopback interface"),
+        ("::1:9464", "an IPv6 address goes in brackets"),
     ],
 )
 def test_a_bad_listen_address_is_refused(node: Node, listen: str, said: str) -> None:
@@ -258,6 +261,19 @@ def test_a_bad_listen_address_is_refused(node: Node, listen: str, said: str) -> 
     assert result.returncode == 2
     assert said in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_ipv6_loopback_is_served_where_asked(node: Node) -> None:
+    if not socket.has_ipv6:
+        pytest.skip("this Python has no IPv6")
+    serve = Serve(node, "--listen", "[::1]:0")
+    try:
+        serve.wait_for("serving http://[::1]:")
+        with urllib.request.urlopen(serve.url, timeout=30) as answer:
+            assert b"accelkit_device_health" in answer.read()
+        assert serve.stop() == 0
+    finally:
+        serve.kill()
 
 
 def test_a_port_in_use_is_refused(node: Node) -> None:

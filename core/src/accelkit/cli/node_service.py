@@ -20,7 +20,7 @@ from accelkit.errors import AccelkitError
 from accelkit.health import DeviceHealth
 from accelkit.metrics_export.exposition import Exposition
 from accelkit.metrics_export.gather import MetricsGatherer
-from accelkit.metrics_export.server import MetricsServer
+from accelkit.metrics_export.server import LOOPBACK, MetricsServer
 from accelkit.node import Node
 from accelkit.node.health_board import DeviceChange, Subscription
 
@@ -116,6 +116,7 @@ async def serve_node(
     stop: asyncio.Event,
     say: Say,
     on_ready: Callable[[MetricsServer], None] | None = None,
+    host: str = LOOPBACK,
 ) -> None:
     """Run the node service until ``stop`` is set (see the module docstring).
 
@@ -135,7 +136,8 @@ async def serve_node(
         )
         rediscover = _Rediscovery(node, say)
         changes = node.health.changes()
-        async with MetricsServer(exposition.render, port) as server, node.watching_health():
+        serving = MetricsServer(exposition.render, port, host=host)
+        async with serving as server, node.watching_health():
             teller = asyncio.create_task(_say_changes(changes, say), name="serve:changes")
             try:
                 await rediscover()

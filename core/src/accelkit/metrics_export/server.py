@@ -55,15 +55,24 @@ async def _not_allowed(request: web.Request) -> web.Response:
 
 
 class MetricsServer:
-    """``/metrics`` answered by ``render`` on ``127.0.0.1:port`` (port 0: any free port).
+    """``/metrics`` answered by ``render`` on ``host:port`` (port 0: any free port).
 
-    Use it as ``async with MetricsServer(render, port) as server:`` inside the running event
-    loop; :attr:`port` is the port actually bound.
+    ``host`` is a loopback address, ``127.0.0.1`` unless told (``::1`` for IPv6). Use it as
+    ``async with MetricsServer(render, port) as server:`` inside the running event loop;
+    :attr:`port` is the port actually bound.
     """
 
-    def __init__(self, render: Render, port: int, *, idle_timeout: float = IDLE_TIMEOUT) -> None:
+    def __init__(
+        self,
+        render: Render,
+        port: int,
+        *,
+        host: str = LOOPBACK,
+        idle_timeout: float = IDLE_TIMEOUT,
+    ) -> None:
         self._render = render
         self._wanted = port
+        self._host = host
         app = web.Application()
         app.router.add_get(METRICS_PATH, self._metrics)  # and HEAD
         app.router.add_route("*", METRICS_PATH, _not_allowed)
@@ -91,12 +100,13 @@ class MetricsServer:
             MetricsServerError: the port cannot be bound.
         """
         await self._runner.setup()
-        site = web.TCPSite(self._runner, LOOPBACK, self._wanted, backlog=BACKLOG)
+        site = web.TCPSite(self._runner, self._host, self._wanted, backlog=BACKLOG)
         try:
             await site.start()
         except OSError as exc:
             await self._runner.cleanup()
-            msg = f"cannot serve metrics on {LOOPBACK}:{self._wanted}: {exc.strerror or exc}"
+            where = f"{self._netloc_host}:{self._wanted}"
+            msg = f"cannot serve metrics on {where}: {exc.strerror or exc}"
             raise MetricsServerError(msg) from exc
         self._site = site
         self._port = int(self._runner.addresses[0][1])
@@ -109,8 +119,12 @@ class MetricsServer:
         return self._port
 
     @property
+    def _netloc_host(self) -> str:
+        return f"[{self._host}]" if ":" in self._host else self._host
+
+    @property
     def url(self) -> str:
-        return f"http://{LOOPBACK}:{self.port}{METRICS_PATH}"
+        return f"http://{self._netloc_host}:{self.port}{METRICS_PATH}"
 
     async def __aenter__(self) -> MetricsServer:
         await self.start()

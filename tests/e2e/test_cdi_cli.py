@@ -195,6 +195,15 @@ def test_an_output_directory_that_cannot_be_created_is_an_error_naming_it(node, 
     assert "internal error" not in result.stderr
 
 
+def test_an_output_whose_parent_is_missing_is_an_error_and_creates_nothing(node, tmp_path):
+    out = tmp_path / "missing" / "deeper" / "cdi"
+    result = accelkit("cdi", "--config", str(node), "--agent", "agent-1", "--output", str(out))
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"error: cannot create the directory '{out}': its parent")
+    assert "does not exist" in result.stderr
+    assert not (tmp_path / "missing").exists()
+
+
 @pytest.mark.parametrize("kind", ["fifo", "dangling link"])
 def test_an_output_that_is_no_directory_is_an_error_saying_so(node, tmp_path, kind):
     out = tmp_path / "specs"

@@ -33,15 +33,22 @@ async def _spec(config_path: Path | None, agent: str, kind: str | None) -> dict[
 def _write(directory: Path, spec: dict[str, Any], *, replace: bool) -> Path:
     """Write ``<vendor>-<class>.json`` atomically (temp file, fsync, rename).
 
-    A directory that cannot be created or written to is a :class:`click.ClickException` naming
-    the path; no temp file is left behind. A file already there with other contents (another
-    agent's spec under the same kind, or this agent's before its devices changed) is replaced
-    only with ``replace``.
+    The directory is created when missing, its parent never (a mistyped path does not grow a
+    tree of directories). A directory that cannot be created or written to is a
+    :class:`click.ClickException` naming the path; no temp file is left behind. A file already
+    there with other contents (another agent's spec under the same kind, or this agent's before
+    its devices changed) is replaced only with ``replace``.
     """
     vendor, _, klass = spec["kind"].partition("/")
     path = directory / f"{vendor}-{klass}.json"
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(exist_ok=True)
+    except FileNotFoundError as exc:
+        msg = (
+            f"cannot create the directory {str(directory)!r}: its parent"
+            f" {str(directory.parent)!r} does not exist"
+        )
+        raise click.ClickException(msg) from exc
     except FileExistsError as exc:  # a file (or a link to nothing) where the directory goes
         msg = f"{str(directory)!r} is not a directory (--output names the directory of specs)"
         raise click.ClickException(msg) from exc

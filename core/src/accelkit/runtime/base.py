@@ -79,7 +79,8 @@ class LaunchSpec:
     mounts. ``memory_limit_required`` is false when the operator accepted a run without one
     (``--no-memory-limit``). ``ledger_id`` is the identity of the ledger that booked the
     workload (:attr:`accelkit.workload.Ledger.ledger_id`): a runtime that labels what it makes
-    labels it with that, so that what no record names can be found again.
+    labels it with that, so that what no record names can be found again. ``pids_max`` and
+    ``terminal`` are said where they are declared.
     """
 
     agent_id: AgentId
@@ -97,6 +98,11 @@ class LaunchSpec:
 class Runtime(abc.ABC):
     """Contains workloads of one kind; see the module docstring for the order of the calls."""
 
+    #: the most processes (and threads) the workload may have at once (``pids.max``)
+    pids_max: int | None = None
+    #: ``<fds>:<path>``: a pseudo-terminal the workload gets as its controlling terminal on
+    #: those descriptors (``012:/dev/pts/3``); empty for none (the process runtime's)
+    terminal: str = ""
     #: the name recorded in the ledger and given to ``accelkit run --runtime``
     name: ClassVar[str]
     #: the type of the workloads it runs

@@ -93,16 +93,16 @@ class LaunchSpec:
     node_device_nodes: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
     memory_limit_required: bool = True
     ledger_id: str = ""
-
-
-class Runtime(abc.ABC):
-    """Contains workloads of one kind; see the module docstring for the order of the calls."""
-
     #: the most processes (and threads) the workload may have at once (``pids.max``)
     pids_max: int | None = None
     #: ``<fds>:<path>``: a pseudo-terminal the workload gets as its controlling terminal on
     #: those descriptors (``012:/dev/pts/3``); empty for none (the process runtime's)
     terminal: str = ""
+
+
+class Runtime(abc.ABC):
+    """Contains workloads of one kind; see the module docstring for the order of the calls."""
+
     #: the name recorded in the ledger and given to ``accelkit run --runtime``
     name: ClassVar[str]
     #: the type of the workloads it runs

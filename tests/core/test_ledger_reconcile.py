@@ -188,17 +188,33 @@ def test_corrupt_files_are_set_aside_and_start_up_goes_on(config):
     with_host(config, body)
 
 
-def test_records_this_host_cannot_handle_are_reported_and_left(config):
+def test_records_of_an_agent_this_host_lacks_hold_their_devices(config):
+    """A record booked under another partition (its agent is not one of this config's) keeps
+    its devices in the maps of the agents that have them now; a dead one is finished."""
+
     async def body(host, ledger):
         ledger.write(foreign("elsewhere", agent=AgentId("agent-7"), leader=ALIVE))
-        ledger.write(foreign("orphan", agent=AgentId("agent-7")))
-        ledger.write(foreign("box", kind="container", owner=None, leader=None, device="cuda1"))
-        report = await Bookkeeper(ledger, host).reconcile()
-        text = "\n".join(report.problems)
-        assert "unknown agent 'agent-7'" in text
-        assert "cannot finish the teardown of workload 'orphan'" in text
-        assert "cannot tell whether workload 'box' is alive" in text
-        assert len(ledger.scan().records) == 3
+        ledger.write(foreign("orphan", agent=AgentId("agent-7"), device="cuda1", core="0"))
+        ledger.write(
+            foreign("box", kind="container", owner=None, leader=None, device="cuda1", core="0")
+        )
+        keeper = Bookkeeper(ledger, host)
+        report = await keeper.reconcile()
+        assert used(host) == {
+            ("cuda", "cuda0"): 1,
+            ("cuda", "cuda1"): 1,
+            ("cpu", "0"): 1,
+            ("cpu", "1"): 1,
+        }
+        assert "cannot tell whether workload 'box' is alive" in "\n".join(report.problems)
+        assert [t.workload_id for t in report.torn_down] == ["orphan"]
+        assert sorted(k[1] for k in ledger.scan().records) == ["box", "elsewhere"]
+        with pytest.raises(
+            InsufficientResource, match=r"'elsewhere' of agent 'agent-7'.*another partition"
+        ):
+            await keeper.book(
+                AGENT, Workload.process_tree("more"), {SlotName("cuda.device"): Decimal(1)}
+            )
 
     with_host(config, body)
 

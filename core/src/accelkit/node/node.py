@@ -25,6 +25,7 @@ from accelkit.host import AgentView, PartitionHost
 from accelkit.node.health_board import HealthBoard
 from accelkit.node.health_cordons import CordonFile
 from accelkit.node.health_keeper import HealthKeeper
+from accelkit.node.held_devices import partition_notes
 from accelkit.node.rediscovery import Rediscoverer, RediscoveryReport
 from accelkit.runtime.base import Runtime, WorkloadHandle
 from accelkit.runtime.docker import DockerRuntime
@@ -120,6 +121,7 @@ class Node:
             report = await self._bookkeeper.reconcile()
             if self._sweep:
                 report = await self._swept(report)
+            report = self._noting_partition(report)
             await self._start_health()
         except BaseException:
             await self.close()
@@ -128,6 +130,15 @@ class Node:
             log.warning("%s", line)
             if not report.clean:
                 self.host.add_warning(line)
+
+    def _noting_partition(self, report: ReconcileReport) -> ReconcileReport:
+        """``report`` with what :func:`partition_notes` says (another config, devices held
+        under another partition); it becomes :attr:`last_report`."""
+        notes = partition_notes(self.bookkeeper.ledger, self.host, set(report.kept))
+        if notes:
+            report = attrs.evolve(report, problems=(*report.problems, *notes))
+            self.bookkeeper.last_report = report
+        return report
 
     async def close(self) -> None:
         """Close the ledger, the runtimes the node made, and the host."""

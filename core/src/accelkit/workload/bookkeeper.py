@@ -39,18 +39,17 @@ from accelkit.events import WorkloadEvent, WorkloadPhase
 from accelkit.runtime.base import Runtime, WorkloadHandle
 from accelkit.types import AgentId, DeviceAllocation, DeviceName, SlotName, Workload
 from accelkit.workload import stopping
+from accelkit.workload.holders import naming_holders
 from accelkit.workload.ledger import Ledger, LedgerScan
 from accelkit.workload.lifecycle import HookTarget, PhaseListener, WorkloadLifecycle
 from accelkit.workload.liveness import ProcessStamp
+from accelkit.workload.node_wide import NodeWideAgents
 from accelkit.workload.reconcile import Liveness, Reconciler, ReconcileReport, RecordKey, TornDown
 from accelkit.workload.record import LedgerRecord
 from accelkit.workload.status import ReleaseReport, WorkloadStatus, status_of
 
 if TYPE_CHECKING:
     from accelkit.host import AgentView
-
-#: how many holders a refusal names at most
-MAX_HOLDERS_NAMED = 8
 
 
 class AgentsHost(Protocol):
@@ -83,7 +82,7 @@ class Bookkeeper:
         self.notify = notify
         self.reconciler = Reconciler(
             ledger,
-            host.agents,
+            NodeWideAgents(host.agents),  # records of another partition hold devices too
             notify=notify,
             runtimes=self.runtimes,
             hook_timeout=hook_timeout,
@@ -240,7 +239,7 @@ class Bookkeeper:
         try:
             return await self._book_once(agent, workload, slots, leader, affinity_policy)
         except InsufficientResource as exc:
-            raise self._naming_holders(agent, exc) from None
+            raise naming_holders(self.ledger, agent, exc) from None
         finally:
             self.last_report = _merged(full, self.last_report)
 
@@ -337,35 +336,6 @@ class Bookkeeper:
                 raise
             self.owned[key] = record
             return record
-
-    def _naming_holders(self, agent: AgentView, exc: InsufficientResource) -> InsufficientResource:
-        """The refusal, with who holds the agent's devices of that slot (from the ledger)."""
-        plugin = agent.plugin_of(exc.slot)
-        ctx = agent.contexts.get(plugin)
-        if ctx is None:
-            return exc
-        holdings = self.ledger.holders(plugin, sorted(ctx.device_mask))
-        if not holdings:
-            return exc
-        by_workload: dict[tuple[str, str], list[str]] = {}
-        for h in holdings:
-            by_workload.setdefault((h.agent_id, h.workload_id), []).append(
-                f"{h.device_id}={h.amount}"
-            )
-        named = [
-            f"{workload!r} of agent {agent_id!r} ({', '.join(devices)})"
-            for (agent_id, workload), devices in list(by_workload.items())[:MAX_HOLDERS_NAMED]
-        ]
-        more = len(by_workload) - len(named)
-        text = f"{exc}; held by " + "; ".join(named) + (f"; and {more} more" if more > 0 else "")
-        text += " (see 'accelkit status')"
-        return InsufficientResource(
-            text,
-            slot=exc.slot,
-            requested=exc.requested,
-            allocatable=exc.allocatable,
-            context_tag=exc.context_tag,
-        )
 
     # -- the workloads this process manages ----------------------------------------------------
 

@@ -239,14 +239,23 @@ class AbstractComputePlugin(ABC):
     def create_alloc_map(
         self, device_slots: Mapping[DeviceId, DeviceSlotInfo], device_mask: frozenset[DeviceId]
     ) -> AbstractAllocMap:
-        """A fresh alloc map over the given devices; discrete EVENLY unless overridden."""
+        """A fresh alloc map honouring each slot's declared kind: discrete (EVENLY unless
+        ``allocation_strategy()`` says otherwise), or a fraction map where a slot is declared
+        divisible by a quantum other than 1."""
         from accelkit.allocmap import DiscretePropertyAllocMap
 
+        specs = tuple(self.configurable_slots())
+        quanta = {s.quantum for s in specs if s.divisible and s.quantum is not None}
+        fractional = sorted(q for q in quanta if q != 1)
+        if fractional:
+            # one quantum per map: a second one is refused by the map, naming both
+            return self.fraction_alloc_map(device_slots, device_mask, quantum_size=fractional[0])
         return DiscretePropertyAllocMap(
             device_slots,
             device_mask=device_mask,
             exclusive_slot_types=self.exclusive_slot_types,
             strategy=self.allocation_strategy(),
+            slot_specs=specs,
         )
 
     def allocation_strategy(self) -> AllocationStrategy:
@@ -263,7 +272,8 @@ class AbstractComputePlugin(ABC):
         quantum_size: Decimal,
         allow_fragmentation: bool = True,
     ) -> AbstractAllocMap:
-        """A fraction map with this plugin's exclusive slots and strategy, for shares."""
+        """A fraction map with this plugin's exclusive slots, strategy and slot kinds, for
+        shares: the slots declared whole stay whole."""
         from accelkit.allocmap import FractionAllocMap
 
         return FractionAllocMap(
@@ -273,6 +283,7 @@ class AbstractComputePlugin(ABC):
             strategy=self.allocation_strategy(),
             quantum_size=quantum_size,
             allow_fragmentation=allow_fragmentation,
+            slot_specs=self.configurable_slots(),
         )
 
     def create_lifecycle_hook(
@@ -422,7 +433,13 @@ class MaskedAgentContext(AbstractAgentContext):
         return totals
 
     def create_alloc_map(self) -> AbstractAllocMap:
-        return self.plugin.create_alloc_map(self.device_slots(), self.device_mask)
+        from accelkit.allocmap.kinds import refuse_divided_whole
+
+        alloc_map = self.plugin.create_alloc_map(self.device_slots(), self.device_mask)
+        refuse_divided_whole(
+            self.plugin.key, self.plugin.configurable_slots(), alloc_map.divisible_slots
+        )
+        return alloc_map
 
     def _check_in_mask(self, device_alloc: DeviceAllocation) -> None:
         outside = sorted(

@@ -30,6 +30,7 @@ __all__ = [
     "WorkloadConfig",
     "WorkloadType",
     "amount_in_range",
+    "derived_divisible",
     "describe_amount",
     "format_amount",
     "is_digits",
@@ -197,15 +198,77 @@ def _frozen_str_map(value: Mapping[Any, Any] | None) -> Mapping[str, str]:
     return value if isinstance(value, frozendict) else frozendict(value or {})
 
 
+def _optional_bool(value: object) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    msg = f"divisible must be True, False or None, got {value!r}"
+    raise TypeError(msg)
+
+
+def _optional_quantum(value: object) -> Decimal | None:
+    return None if value is None else to_decimal(value)
+
+
 @attrs.frozen
 class SlotSpec:
-    """A slot type a plugin can report, with display metadata."""
+    """A slot type a plugin can report: its kind, and display metadata.
+
+    ``divisible`` is the slot's kind. ``False``: the slot is *whole*, granted in whole units
+    only, each unit to one workload at a time (whole GPUs, MIG instances, cores); a request
+    for a fraction of it is refused. ``True``: it is *divisible*, granted in multiples of
+    ``quantum`` (GPU shares; memory, whose quantum is one byte). ``None`` (not declared, as
+    in plugins written before slot kinds): the kind follows from the slot type and the alloc
+    map the plugin builds, as it always did, see :func:`derived_divisible`.
+
+    ``quantum`` is for divisible slots only; ``None`` there means the quantum of the
+    plugin's alloc map (1 for a discrete map).
+    """
 
     name: SlotName = attrs.field(validator=_non_empty)
     type: SlotType = attrs.field(converter=SlotType)
     display_name: str = ""
     display_unit: str = ""
     description: str = ""
+    divisible: bool | None = attrs.field(default=None, converter=_optional_bool, kw_only=True)
+    quantum: Decimal | None = attrs.field(default=None, converter=_optional_quantum, kw_only=True)
+
+    @divisible.validator
+    def _check_divisible(
+        self, _attribute: attrs.Attribute[bool | None], value: bool | None
+    ) -> None:
+        if value and self.type is SlotType.UNIQUE:
+            msg = f"slot {self.name!r} is UNIQUE (handed out whole) and cannot be divisible"
+            raise ValueError(msg)
+
+    @quantum.validator
+    def _check_quantum(
+        self, _attribute: attrs.Attribute[Decimal | None], value: Decimal | None
+    ) -> None:
+        if value is None:
+            return
+        if self.divisible is not True:
+            msg = f"slot {self.name!r}: only a divisible slot has a quantum (set divisible=True)"
+            raise ValueError(msg)
+        if value <= 0 or not amount_in_range(value):
+            msg = f"slot {self.name!r}: the quantum must be a positive amount, got {value}"
+            raise ValueError(msg)
+
+    @property
+    def whole(self) -> bool:
+        """Whether the slot is declared whole (``divisible=False``) or is UNIQUE."""
+        return self.divisible is False or self.type is SlotType.UNIQUE
+
+
+def derived_divisible(slot_type: SlotType, fractional_map: bool) -> bool:
+    """The kind of a slot whose :class:`SlotSpec` does not declare one (``divisible=None``).
+
+    As before slot kinds were declared: a UNIQUE slot is whole; a BYTES slot is divisible; a
+    COUNT slot is whole in a discrete map and divisible (by the map's quantum) in a fraction
+    map. Declare ``divisible`` to leave nothing to this rule.
+    """
+    if slot_type is SlotType.UNIQUE:
+        return False
+    return slot_type is SlotType.BYTES or fractional_map
 
 
 @attrs.frozen

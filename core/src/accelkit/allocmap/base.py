@@ -10,12 +10,13 @@ from fnmatch import fnmatchcase
 
 from accelkit.allocmap import fastpath
 from accelkit.allocmap.checks import as_strings, slot_infos, strategy_of
+from accelkit.allocmap.kinds import declared_specs, slot_quanta, whole_units
 from accelkit.allocmap.operations import MapOperations
 from accelkit.allocmap.placement import Grants
 from accelkit.allocmap.pool import SlotPool, new_pool
 from accelkit.allocmap.strategy import AllocationStrategy
 from accelkit.errors import InvalidResourceArgument
-from accelkit.types import DeviceId, DeviceSlotInfo, SlotName, SlotType
+from accelkit.types import DeviceId, DeviceSlotInfo, SlotName, SlotSpec, SlotType
 
 
 class AbstractAllocMap(MapOperations):
@@ -31,6 +32,13 @@ class AbstractAllocMap(MapOperations):
     ``["cuda.device", "cuda.mig-*"]``, two MIG profiles combine, ``cpu`` combines with
     anything, and ``cuda.device`` never combines with a MIG profile.
 
+    ``slot_specs`` (a plugin's :meth:`configurable_slots`) give each slot its kind: a *whole*
+    slot is granted in whole units only, each unit to one holder, and a request for a fraction
+    of it raises :class:`~accelkit.errors.InvalidResourceArgument`; a *divisible* slot is
+    granted in multiples of its quantum. Every slot keeps its own kind whatever the map's
+    other slots are. A slot no spec declares gets :func:`~accelkit.types.derived_divisible`'s
+    kind (:attr:`whole_slots`, :attr:`divisible_slots`).
+
     Ties between equally suitable devices go to the device listed first in ``device_slots``.
     Every method is thread-safe (one lock per map, so a map shared by several agents hands out
     each unit once, first come first served) and atomic: a call that raises changed nothing.
@@ -43,6 +51,7 @@ class AbstractAllocMap(MapOperations):
         device_mask: Iterable[DeviceId] | None = None,
         exclusive_slot_types: Iterable[str] = (),
         strategy: AllocationStrategy = AllocationStrategy.EVENLY,
+        slot_specs: Iterable[SlotSpec] = (),
     ) -> None:
         self._all_slots: dict[DeviceId, DeviceSlotInfo] = slot_infos(device_slots)
         if device_mask is None:
@@ -68,15 +77,25 @@ class AbstractAllocMap(MapOperations):
             ids = members.setdefault(info.slot_name, [])
             if dev in mask:
                 ids.append(dev)
+        self._quanta = slot_quanta(
+            types,
+            declared_specs(slot_specs),
+            fractional=self._divides_devices,
+            unit=self._divisible_unit(),
+        )
         self._pools: dict[SlotName, SlotPool] = {}
         # FILL maps of one slot find the most free of a few devices by scanning (the closures
         # of maps of several slots work on buckets)
         scan = len(members) == 1 and self._fills_most_free()
         for name, ids in members.items():
             infos = [self._all_slots[d] for d in ids]
-            caps = [self._capacity_units(types[name], i.amount) for i in infos]
+            whole = name not in self._quanta
+            units = whole_units if whole else self._capacity_units
+            caps = [units(types[name], i.amount) for i in infos]
             nodes = [i.numa_node for i in infos]
-            self._pools[name] = new_pool(name, types[name], ids, caps, nodes, scan=scan)
+            self._pools[name] = new_pool(
+                name, types[name], ids, caps, nodes, scan=scan, whole=whole
+            )
         caches: dict[str, tuple[dict[str, int], dict[int, Decimal]]] = {}
         for pool in self._pools.values():
             pool.units_of, pool.amount_of = caches.setdefault(self._conversion_kind(pool), ({}, {}))
@@ -87,6 +106,13 @@ class AbstractAllocMap(MapOperations):
         fastpath.install(self, self._quick_place)
 
     # -- conversions between Decimal amounts and a pool's integer units -------------------
+
+    #: whether the map divides devices (a fraction map): what an undeclared COUNT slot is
+    _divides_devices: bool = False
+
+    def _divisible_unit(self) -> Decimal:
+        """The quantum this map grants divisible slots in."""
+        return Decimal(1)
 
     @abstractmethod
     def _capacity_units(self, slot_type: SlotType, amount: Decimal) -> int:
@@ -107,6 +133,16 @@ class AbstractAllocMap(MapOperations):
     def device_slots(self) -> Mapping[DeviceId, DeviceSlotInfo]:
         """Slot and capacity of every device inside the mask."""
         return {d: i for d, i in self._all_slots.items() if d in self._mask}
+
+    @property
+    def whole_slots(self) -> frozenset[SlotName]:
+        """The slots of the map's devices granted in whole units only (UNIQUE ones included)."""
+        return frozenset(n for n in self._pools if n not in self._quanta)
+
+    @property
+    def divisible_slots(self) -> Mapping[SlotName, Decimal]:
+        """The slots of the map's devices granted in multiples of a quantum, and the quantum."""
+        return dict(self._quanta)
 
     @property
     def strategy(self) -> AllocationStrategy:

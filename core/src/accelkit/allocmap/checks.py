@@ -52,6 +52,15 @@ def strategy_of(value: AllocationStrategy | str) -> AllocationStrategy:
         raise InvalidResourceArgument(str(exc)) from None
 
 
+def not_whole(pool: SlotPool, amount: Decimal) -> str:
+    """Why a request or grant of ``amount`` of ``pool`` is refused: not a whole number."""
+    if pool.whole and not pool.unique:  # declared whole, or derived so
+        what = "is whole: it is granted in whole units only"
+    else:
+        what = "takes whole amounts"
+    return f"slot {pool.name!r} {what}, not {describe_amount(amount)}"
+
+
 def tag(context_tag: str | None) -> str:
     """The prefix naming the requester in error messages."""
     return f"[{context_tag}] " if context_tag else ""

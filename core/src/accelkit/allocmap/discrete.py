@@ -7,11 +7,12 @@ from decimal import Decimal
 
 from accelkit.allocmap.affinity import AffinityHint
 from accelkit.allocmap.base import AbstractAllocMap
+from accelkit.allocmap.checks import not_whole
 from accelkit.allocmap.placement import Grants, check_unique, evenly, fill, place
 from accelkit.allocmap.pool import SlotPool
 from accelkit.allocmap.strategy import AllocationStrategy
 from accelkit.errors import InvalidResourceArgument
-from accelkit.types import DeviceId, DeviceSlotInfo, SlotType
+from accelkit.types import DeviceId, DeviceSlotInfo, SlotSpec, SlotType
 
 
 class DiscretePropertyAllocMap(AbstractAllocMap):
@@ -22,7 +23,9 @@ class DiscretePropertyAllocMap(AbstractAllocMap):
     from the most free device first; EVENLY spreads a request as evenly as the free amounts
     allow (capacities 10/10/10, request 7 → 3/2/2; the units left over from an even division go
     to the most free devices, the first listed on a tie). A device's capacity is rounded down to
-    a whole number; a UNIQUE device counts as one unit and is handed out whole.
+    a whole number; a UNIQUE device counts as one unit and is handed out whole. Its divisible
+    slots (``mem``) are divided in units of 1; a slot declared divisible by another quantum
+    needs a :class:`~accelkit.allocmap.FractionAllocMap`.
     """
 
     def __init__(
@@ -32,12 +35,14 @@ class DiscretePropertyAllocMap(AbstractAllocMap):
         device_mask: Iterable[DeviceId] | None = None,
         exclusive_slot_types: Iterable[str] = (),
         strategy: AllocationStrategy = AllocationStrategy.EVENLY,
+        slot_specs: Iterable[SlotSpec] = (),
     ) -> None:
         super().__init__(
             device_slots,
             device_mask=device_mask,
             exclusive_slot_types=exclusive_slot_types,
             strategy=strategy,
+            slot_specs=slot_specs,
         )
         self._place_in = fill if self._strategy is AllocationStrategy.FILL else evenly
         # one unit more than the largest pool holds (the pools share one conversion cache)
@@ -57,13 +62,11 @@ class DiscretePropertyAllocMap(AbstractAllocMap):
             # More than any pool of the map holds: any count above every capacity is refused
             # the same way, and int() of a huge amount such as 1e999999 would take minutes.
             if amount != amount.to_integral_value():
-                msg = f"slot {pool.name!r} takes whole amounts, not {amount}"
-                raise InvalidResourceArgument(msg)
+                raise InvalidResourceArgument(not_whole(pool, amount))
             return self._beyond_capacity
         units = int(amount)
         if units != amount:
-            msg = f"slot {pool.name!r} takes whole amounts, not {amount}"
-            raise InvalidResourceArgument(msg)
+            raise InvalidResourceArgument(not_whole(pool, amount))
         return units
 
     def _make_amount(self, pool: SlotPool, units: int) -> Decimal:

@@ -8,10 +8,12 @@ from decimal import Decimal
 
 from accelkit.allocmap.affinity import AffinityHint
 from accelkit.allocmap.base import AbstractAllocMap
+from accelkit.allocmap.checks import not_whole
 from accelkit.allocmap.placement import (
     Grants,
     best_fit,
     check_unique,
+    evenly,
     fill,
     fraction_evenly,
     fraction_fill,
@@ -27,6 +29,7 @@ from accelkit.errors import (
 from accelkit.types import (
     DeviceId,
     DeviceSlotInfo,
+    SlotSpec,
     SlotType,
     amount_in_range,
     describe_amount,
@@ -55,8 +58,11 @@ class FractionAllocMap(AbstractAllocMap):
     With ``allow_fragmentation=False`` a request that cannot be placed on
     ``ceil(request / largest device capacity)`` devices raises
     :class:`~accelkit.errors.FractionalResourceFragmented`. A device's capacity is rounded down
-    to the quantum; UNIQUE slots are handed out whole, one device per request of 1.
+    to the quantum; UNIQUE slots are handed out whole, one device per request of 1, and other
+    whole slots (``slot_specs``) in whole units, placed as a discrete map places them.
     """
+
+    _divides_devices = True
 
     def __init__(
         self,
@@ -67,6 +73,7 @@ class FractionAllocMap(AbstractAllocMap):
         strategy: AllocationStrategy = AllocationStrategy.EVENLY,
         quantum_size: Decimal = Decimal("0.01"),
         allow_fragmentation: bool = True,
+        slot_specs: Iterable[SlotSpec] = (),
     ) -> None:
         try:
             quantum = to_decimal(quantum_size)
@@ -90,8 +97,10 @@ class FractionAllocMap(AbstractAllocMap):
             device_mask=device_mask,
             exclusive_slot_types=exclusive_slot_types,
             strategy=strategy,
+            slot_specs=slot_specs,
         )
         self._fill = self._strategy is AllocationStrategy.FILL
+        self._whole_place = fill if self._fill else evenly
         self._split = fraction_fill if self._fill else fraction_evenly
         # one unit more than the largest pool holds: what an absurd request converts to
         self._beyond_capacity = max((p.total_cap for p in self._pools.values()), default=0) + 1
@@ -107,14 +116,16 @@ class FractionAllocMap(AbstractAllocMap):
         """Whether a request may be spread over more devices than it strictly needs."""
         return self._allow_fragmentation
 
+    def _divisible_unit(self) -> Decimal:
+        return self._quantum
+
     def _capacity_units(self, slot_type: SlotType, amount: Decimal) -> int:
-        if slot_type is SlotType.UNIQUE:
-            return 1 if amount > 0 else 0
+        # whole slots (UNIQUE ones included) are counted by the base map
         n, d = amount.as_integer_ratio()
         return (n * self._qd) // (d * self._qn)
 
     def _conversion_kind(self, pool: SlotPool) -> str:
-        return "whole" if pool.unique else "quantum"
+        return "whole" if pool.whole else "quantum"
 
     def _convert(self, pool: SlotPool, amount: Decimal) -> int:
         if pool.unique:
@@ -123,6 +134,10 @@ class FractionAllocMap(AbstractAllocMap):
                 msg = f"slot {pool.name!r} is UNIQUE and takes whole amounts, not {amount}"
                 raise InvalidResourceArgument(msg)
             return units
+        if pool.whole:
+            if amount != amount.to_integral_value():
+                raise InvalidResourceArgument(not_whole(pool, amount))
+            return self._beyond_capacity if amount > self._beyond_capacity else int(amount)
         if amount.adjusted() > _ABSURD_DIGITS and amount > self._beyond_amount:
             # beyond every capacity by dozens of digits: refused as insufficient without
             # building the exact ratio of an amount such as 1E+999999
@@ -144,7 +159,7 @@ class FractionAllocMap(AbstractAllocMap):
         return units
 
     def _make_amount(self, pool: SlotPool, units: int) -> Decimal:
-        if pool.unique:
+        if pool.whole:
             return Decimal(units)
         return _EXACT.multiply(Decimal(units), self._quantum)
 
@@ -159,6 +174,8 @@ class FractionAllocMap(AbstractAllocMap):
 
     def _quick_place(self, pool: SlotPool, units: int, requested: Decimal) -> Grants:
         # A request without a hint on a pool of several devices (not UNIQUE).
+        if pool.whole:
+            return self._whole_place(pool, pool.all_mask, units)
         buckets = pool.buckets
         if self._fill:
             most = max(buckets)
@@ -189,11 +206,8 @@ class FractionAllocMap(AbstractAllocMap):
     def _place(
         self, pool: SlotPool, units: int, hint: AffinityHint | None, requested: Decimal
     ) -> Grants:
-        if pool.unique:
-            check_unique(pool, units, requested)
-            if not pool.bucketed:
-                return [(0, units)]
-            return place(pool, units, hint, fill, single_fit=False)
+        if pool.whole:
+            return self._place_whole(pool, units, hint, requested)
         if not pool.bucketed:
             return [(0, units)]
         if hint is None:
@@ -209,3 +223,17 @@ class FractionAllocMap(AbstractAllocMap):
                     raise self._fragmented(pool, requested, limit)
                 grants = retry
         return grants
+
+    def _place_whole(
+        self, pool: SlotPool, units: int, hint: AffinityHint | None, requested: Decimal
+    ) -> Grants:
+        # UNIQUE devices one per request; other whole slots as a discrete map places them
+        if pool.unique:
+            check_unique(pool, units, requested)
+        if not pool.bucketed:
+            return [(0, units)]
+        if pool.unique:
+            return place(pool, units, hint, fill, single_fit=False)
+        if hint is None:
+            return self._whole_place(pool, pool.all_mask, units)
+        return place(pool, units, hint, self._whole_place, single_fit=False)

@@ -71,6 +71,7 @@ class SlotPool:
         "total_free",
         "unique",
         "units_of",
+        "whole",
     )
 
     def __init__(
@@ -80,10 +81,14 @@ class SlotPool:
         ids: Sequence[DeviceId],
         caps: Sequence[int],
         nodes: Sequence[Node],
+        *,
+        whole: bool = False,
     ) -> None:
         self.name = name
         self.slot_type = slot_type
         self.unique = slot_type is SlotType.UNIQUE
+        # granted in whole units only, whatever the map's other slots are (UNIQUE slots too)
+        self.whole = whole or self.unique
         self.ids: tuple[DeviceId, ...] = tuple(ids)
         self.index: dict[DeviceId, int] = {d: i for i, d in enumerate(self.ids)}
         self.bits: tuple[int, ...] = tuple(1 << i for i in range(len(self.ids)))
@@ -305,6 +310,7 @@ def new_pool(
     nodes: Sequence[Node],
     *,
     scan: bool = False,
+    whole: bool = False,
 ) -> SlotPool:
     """A :class:`OneDevicePool` for one device that is not UNIQUE; with ``scan`` (a map that
     fills the most free device first), a :class:`ScannedPool` for a few; else a
@@ -315,4 +321,4 @@ def new_pool(
             cls = OneDevicePool
         elif scan and len(ids) <= SCAN_LIMIT:
             cls = ScannedPool
-    return cls(name, slot_type, ids, caps, nodes)
+    return cls(name, slot_type, ids, caps, nodes, whole=whole)

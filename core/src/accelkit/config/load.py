@@ -104,10 +104,16 @@ def _agent_problems(data: Mapping[str, Any]) -> Iterator[tuple[KeyPath, str]]:
             if agent_id in seen:
                 yield ("agents", index, "agent", "id"), f"duplicate agent id {agent_id!r}"
             seen.add(agent_id)
-        if "resource" in entry and mode is not AllocationMode.MANUAL:
+        resource = entry.get("resource")
+        partition = [k for k in resource if k != "pids"] if isinstance(resource, Mapping) else []
+        if (
+            "resource" in entry
+            and mode is not AllocationMode.MANUAL
+            and (partition or not isinstance(resource, Mapping))
+        ):
             msg = (
                 "per-agent resources are for allocation-mode 'manual' only "
-                f"(mode is {mode.value!r})"
+                f"(mode is {mode.value!r}); only 'pids' applies in every mode"
             )
             yield ("agents", index, "resource"), msg
 
@@ -172,10 +178,18 @@ def _bridges(bridge: BridgeConfig, base: Path | None) -> BridgeConfig:
 
 def _agent(entry: AgentEntry) -> AgentConfig:
     section = entry.resource
-    resources = (
-        None if section is None else AgentResources(section.cpu, section.mem, section.devices)
+    # an agent that gives only its pids has nothing to partition (any mode)
+    partitioned = section is not None and (
+        section.pids is None or section.cpu is not None or section.mem is not None
     )
-    return AgentConfig(AgentId(entry.agent.id), resources)
+    partitioned = partitioned or bool(section is not None and section.devices)
+    resources = (
+        AgentResources(section.cpu, section.mem, section.devices)
+        if section is not None and partitioned
+        else None
+    )
+    pids = None if section is None else section.pids
+    return AgentConfig(AgentId(entry.agent.id), resources, pids)
 
 
 def _host_config(parsed: HostFile, plugins: PluginSelection, source: Path | None) -> HostConfig:
@@ -193,6 +207,7 @@ def _host_config(parsed: HostFile, plugins: PluginSelection, source: Path | None
         affinity_policy=written.affinity_policy,
         state_dir=state_dir,
         numa_aware_split=written.numa_aware_split,
+        pids=written.pids,
     )
     config = HostConfig(
         resource=resource,

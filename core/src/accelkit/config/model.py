@@ -64,6 +64,8 @@ class ResourceConfig:
     state_dir: Path = attrs.field(factory=default_state_dir)
     #: AUTO_SPLIT keeps each agent's devices on as few NUMA nodes as it can (DESIGN §6)
     numa_aware_split: bool = False
+    #: every workload's ``pids.max`` unless its agent or its run says otherwise (None: no limit)
+    pids: int | None = None
 
 
 @attrs.frozen
@@ -86,6 +88,9 @@ class K8sBridgeConfig:
     release_interval: Annotated[Decimal, SECONDS] = Decimal(5)
     #: seconds after ``Allocate`` during which a booking is kept though no pod lists it yet
     admission_grace: Annotated[Decimal, SECONDS] = Decimal(30)
+    #: seconds after the kubelet's (re)start before a pod it does not list counts as gone (it
+    #: answers for a moment without pods that still run)
+    kubelet_settle: Annotated[Decimal, SECONDS] = Decimal(10)
 
 
 def _default_gres_names() -> Mapping[str, str]:
@@ -122,7 +127,7 @@ def _frozen_devices(value: Mapping[str, tuple[str, ...]]) -> Mapping[str, tuple[
 
 @attrs.frozen
 class AgentResources:
-    """``[agents.resource]`` of one agent (MANUAL mode only)."""
+    """``[agents.resource]`` of one agent (MANUAL mode only; its ``pids`` is the agent's)."""
 
     cpu: tuple[str, ...] | None = None
     mem: int | None = None
@@ -137,6 +142,8 @@ class AgentConfig:
 
     id: AgentId
     resource: AgentResources | None = None
+    #: ``[agents.resource] pids``: the ``pids.max`` of the agent's workloads (None: the node's)
+    pids: int | None = None
 
 
 @attrs.frozen
@@ -153,6 +160,13 @@ class HostConfig:
     @property
     def agent_ids(self) -> tuple[AgentId, ...]:
         return tuple(a.id for a in self.agents)
+
+    def pids_of(self, agent_id: str) -> int | None:
+        """The ``pids.max`` of ``agent_id``'s workloads: the agent's, else the node's."""
+        for agent in self.agents:
+            if agent.id == agent_id and agent.pids is not None:
+                return agent.pids
+        return self.resource.pids
 
     @property
     def source_name(self) -> str:

@@ -170,6 +170,12 @@ def int_between(low: int, high: int) -> Rule:
     return Rule(parse)
 
 
+#: the kernel's largest ``pid_max``: no workload can have more processes
+MAX_PIDS = 4194304
+#: ``pids``: the most processes (and threads) one workload may have at once
+PIDS = int_between(1, MAX_PIDS)
+
+
 #: a time limit beyond a day is a typo, not a wish
 MAX_SECONDS = Decimal(86400)
 

@@ -26,6 +26,7 @@ from accelkit.config.rules import (
     AGENT_ID,
     BYTE_SIZE,
     NAMES,
+    PIDS,
     POSITIVE_BYTE_SIZE,
     SECONDS,
     choice,
@@ -132,6 +133,8 @@ class ResourceSection:
     #: relative to the config file; ``None`` for the default (see ``default_state_dir``)
     state_dir: Annotated[str | None, Rule(_state_dir)] = None
     numa_aware_split: bool = False
+    #: every workload's ``pids.max`` unless its agent or its run says otherwise
+    pids: Annotated[int | None, PIDS] = None
 
 
 @attrs.frozen
@@ -155,11 +158,13 @@ class AgentIdentity:
 
 @attrs.frozen
 class AgentResourceSection:
-    """``[agents.resource]`` (MANUAL mode only)."""
+    """``[agents.resource]`` (``cpu``, ``mem`` and ``devices`` in MANUAL mode only)."""
 
     cpu: Annotated[tuple[str, ...] | None, Rule(_core_ids)] = None
     mem: Annotated[int | None, BYTE_SIZE] = None
     devices: Annotated[Mapping[str, tuple[str, ...]], Rule(_device_ids)] = attrs.field(factory=dict)
+    #: the ``pids.max`` of this agent's workloads (any mode)
+    pids: Annotated[int | None, PIDS] = None
 
 
 @attrs.frozen

@@ -37,11 +37,13 @@ async def compute_plan(
 ) -> tuple[dict[str, Any], dict[DeviceName, PluginRole]]:
     """Start a partition host on ``config``; its plan, and each plugin's role by key.
 
-    Devices that are unhealthy, degraded or cordoned are among the plan's warnings.
+    Devices that are unhealthy, degraded or cordoned are among the plan's warnings, and so
+    are devices that live workloads hold and this plan gives to another agent.
     """
     from accelkit.host import PartitionHost
     from accelkit.host.plan import health_warnings
     from accelkit.node.health_view import read_health
+    from accelkit.node.held_devices import read_only_notes
 
     async with PartitionHost.open(config) as host:
         echo_warnings(host.loader.warnings)  # the plan's own warnings are part of the plan
@@ -49,6 +51,7 @@ async def compute_plan(
         roles = host.roles
         health, problems = await read_health(host.plugins.values(), config)
         plan["warnings"] += [*health_warnings(health, roles), *problems]
+        plan["warnings"] += read_only_notes(host)  # live bookings this split would move
         return plan, roles
 
 

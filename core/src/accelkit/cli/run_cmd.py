@@ -9,11 +9,17 @@ from pathlib import Path
 import attrs
 import click
 
-from accelkit.cli.options import config_option, echo_warnings, finite_seconds, read_config
+from accelkit.cli.options import (
+    config_option,
+    echo_warnings,
+    finite_seconds,
+    pick_agent,
+    read_config,
+)
 from accelkit.errors import InsufficientResource
 from accelkit.node import Node
 from accelkit.sizes import parse_binary_size
-from accelkit.types import AgentId, SlotName, amount_in_range, range_problem
+from accelkit.types import SlotName, amount_in_range, range_problem
 from accelkit.workload.runner import run_workload
 
 
@@ -64,7 +70,7 @@ class _RunOptions:
 
 async def _run(
     config_path: Path | None,
-    agent: str,
+    agent_option: str | None,
     slots: dict[SlotName, Decimal],
     argv: list[str],
     options: _RunOptions,
@@ -74,12 +80,13 @@ async def _run(
     # to the commands that deal with containers
     async with Node.open(config, sweep=options.runtime == "docker") as node:
         echo_warnings(node.host.loader.warnings)
+        agent = pick_agent(agent_option, node.agents)
         for line in node.last_report.messages():
             _echo(f"warning: {line}")
         try:
             return await run_workload(
                 node,
-                AgentId(agent),
+                agent,
                 slots,
                 argv,
                 runtime=options.runtime,
@@ -96,7 +103,9 @@ async def _run(
 
 @click.command(context_settings={"ignore_unknown_options": True})
 @config_option
-@click.option("--agent", "agent", required=True, help="The agent whose devices to use.")
+@click.option(
+    "--agent", "agent", default=None, help="The agent whose devices to use (default: the only one)."
+)
 @click.option(
     "--slots",
     "slots_text",
@@ -131,7 +140,7 @@ def run(
     ctx: click.Context,
     *,
     config_path: Path | None,
-    agent: str,
+    agent: str | None,
     slots_text: str,
     grace: float,
     runtime: str,

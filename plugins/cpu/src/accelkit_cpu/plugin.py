@@ -155,7 +155,7 @@ class CPUPlugin(AbstractComputePlugin):
         return told
 
     def configurable_slots(self) -> Sequence[SlotSpec]:
-        return (SlotSpec(SLOT, SlotType.COUNT, "CPU", "Core", "CPU cores"),)
+        return (SlotSpec(SLOT, SlotType.COUNT, "CPU", "Core", "CPU cores", divisible=False),)
 
     def device_slots(self, devices: Iterable[ComputeDevice]) -> Mapping[DeviceId, DeviceSlotInfo]:
         amount = Decimal(self.settings.overcommit_factor)

@@ -28,6 +28,8 @@ def whole_gpu_slot(config: CUDAConfig) -> SlotSpec:
             display_name="GPU shares",
             display_unit="share",
             description=f"fractions of NVIDIA GPUs, {config.shares_per_device} per GPU",
+            divisible=True,
+            quantum=config.quantum,
         )
     return SlotSpec(
         DEVICE_SLOT,
@@ -35,6 +37,7 @@ def whole_gpu_slot(config: CUDAConfig) -> SlotSpec:
         display_name="GPU",
         display_unit="GPU",
         description="whole NVIDIA GPUs",
+        divisible=False,
     )
 
 
@@ -46,6 +49,7 @@ def mig_slot_spec(profile: str) -> SlotSpec:
         display_name=f"MIG {profile}",
         display_unit="MIG instance",
         description=f"NVIDIA MIG instances of profile {profile}",
+        divisible=False,
     )
 
 

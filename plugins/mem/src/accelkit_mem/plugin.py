@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -121,7 +122,18 @@ class MemPlugin(AbstractComputePlugin):
         )
 
     def configurable_slots(self) -> Sequence[SlotSpec]:
-        return (SlotSpec(SLOT, SlotType.BYTES, "Memory", "GiB", "Main memory"),)
+        # divisible to the byte: agents and workloads get any number of bytes
+        return (
+            SlotSpec(
+                SLOT,
+                SlotType.BYTES,
+                "Memory",
+                "GiB",
+                "Main memory",
+                divisible=True,
+                quantum=Decimal(1),
+            ),
+        )
 
     def device_slots(self, devices: Iterable[ComputeDevice]) -> Mapping[DeviceId, DeviceSlotInfo]:
         factor = self.settings.overcommit_factor

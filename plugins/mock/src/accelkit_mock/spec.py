@@ -13,6 +13,9 @@ memory = "40G"
 processing-units = 108
 amount = "1"              # capacity in its slot; for key "mem" the byte size
 mig-profile = ""          # non-empty -> a UNIQUE slot "<key>.mig-<profile>"
+slot = "device"           # the slot "<key>.<slot>" (default "device" or "shares", as above)
+divisible = false         # the slot's kind: whole (false) or divisible by the quantum (true);
+                          # default: true for "fractional" kinds (but "cpu") and "mem"
 health = "healthy"        # or "degraded", "unhealthy", "unknown"; re-read while running
 health-reason = ""        # why, shown by 'accelkit devices' and 'accelkit status'
 device-node = ""          # a device node path a container of the device is given (none if "")
@@ -45,6 +48,7 @@ ALLOCATIONS = ("discrete", "fractional")
 HEALTH_STATES = ("healthy", "degraded", "unhealthy", "unknown")
 _KEY = re.compile(r"[a-z][a-z0-9_-]*")
 _PROFILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+_-]*")
+_SLOT = re.compile(r"[a-z0-9][a-z0-9._-]*")
 _NEEDS_KEY = "a kind needs a lower-case key such as 'cuda'"
 
 
@@ -88,6 +92,23 @@ def _amount_text(value: Any) -> int | str:
     return value
 
 
+def _slot(value: Any) -> str:
+    if not isinstance(value, str) or not _SLOT.fullmatch(value) or value.startswith("mig-"):
+        msg = (
+            "a slot is named by lower-case letters, digits, '.', '_' and '-' (such as "
+            f"'device' or 'shares'; 'mig-' names MIG profiles), got {value!r}"
+        )
+        raise ValueError(msg)
+    return value
+
+
+def _divisible(value: Any) -> bool:
+    if not isinstance(value, bool):
+        msg = f"expected true or false, got {value!r}"
+        raise ValueError(msg)
+    return value
+
+
 def _health(value: Any) -> str:
     if value not in HEALTH_STATES:
         msg = f"unknown health {value!r} (use one of {', '.join(HEALTH_STATES)})"
@@ -116,6 +137,8 @@ class DeviceEntry:
     health: Annotated[str, Rule(_health)] = "healthy"
     health_reason: str = ""
     device_node: str = ""
+    slot: Annotated[str | None, Rule(_slot)] = None
+    divisible: Annotated[bool | None, Rule(_divisible)] = None
 
 
 @attrs.frozen
@@ -158,6 +181,8 @@ class MockDevice:
     health: str = "healthy"
     health_reason: str = ""
     device_node: str = ""
+    slot: str = "device"
+    divisible: bool = False
 
 
 @attrs.frozen
@@ -203,6 +228,15 @@ def _device(kind: KindEntry, entry: DeviceEntry, at: KeyPath) -> MockDevice:
         amount = _amount(kind, entry, at)
     except ValueError as exc:  # a mem amount that is not a size
         raise _Refused((*at, "amount"), str(exc)) from None
+    if kind.key in ("cpu", "mem") and entry.slot is not None:
+        raise _Refused((*at, "slot"), f"kind {kind.key!r} has the one slot {kind.key!r}")
+    if entry.mig_profile and entry.slot is not None:
+        raise _Refused((*at, "slot"), "a MIG-like device's slot is named by its mig-profile")
+    default_slot = "shares" if kind.allocation == "fractional" else "device"
+    divisible = entry.divisible
+    if divisible is None:  # as before kinds were declared
+        fractional = kind.allocation == "fractional" and kind.key != "cpu"
+        divisible = kind.key == "mem" or (fractional and not entry.mig_profile)
     return MockDevice(
         entry.id or "root",
         entry.model if entry.model is not None else f"Mock {kind.key}",
@@ -214,14 +248,40 @@ def _device(kind: KindEntry, entry: DeviceEntry, at: KeyPath) -> MockDevice:
         entry.health,
         entry.health_reason,
         entry.device_node,
+        entry.slot or default_slot,
+        divisible,
     )
+
+
+def _kind_problems(device: MockDevice, kind: KindEntry) -> Iterator[tuple[str, str]]:
+    """What is wrong with a device's slot kind, as ``(key, problem)``."""
+    if device.divisible and (device.mig_profile or kind.key == "cpu"):
+        what = "a MIG-like device" if device.mig_profile else "a core"
+        yield "divisible", f"{what} is handed out whole: divisible = false"
+    if not device.divisible and kind.key == "mem":
+        yield "divisible", "memory is divisible to the byte: divisible = true"
+    whole_amount = device.amount == device.amount.to_integral_value()
+    if not device.divisible and kind.allocation == "fractional" and not whole_amount:
+        yield "amount", "a device of a whole slot (divisible = false) has a whole amount"
 
 
 def _device_problems(
     kind: KindEntry, devices: Sequence[tuple[int, MockDevice]], at: KeyPath
 ) -> Iterator[Problem]:
+    kinds: dict[str, tuple[bool, str]] = {}
     for i, device in devices:
         here = (*at, "devices", i)
+        for key, problem in _kind_problems(device, kind):
+            yield (*here, key), problem
+        slot = f"mig-{device.mig_profile}" if device.mig_profile else device.slot
+        first = kinds.setdefault(slot, (device.divisible, device.id))
+        if first[0] != device.divisible:
+            words = {True: "divisible", False: "whole"}
+            msg = (
+                f"device {first[1]!r} makes slot '{kind.key}.{slot}' {words[first[0]]}, this "
+                f"device makes it {words[device.divisible]}: a slot has one kind"
+            )
+            yield (*here, "divisible"), msg
         if device.mig_profile and kind.key in ("cpu", "mem"):
             yield (*here, "mig-profile"), f"kind {kind.key!r} cannot have MIG profiles"
         if device.mig_profile and device.amount != 1:

@@ -1,75 +1,170 @@
-"""The accelerator device nodes a workload is denied: plugins' DEVICE mounts for a container."""
+"""The accelerator device nodes a workload is denied: what plugins' ``device_nodes`` name.
+
+No lifecycle hook is asked about a stand-in workload: a plugin whose ``pre_create`` blocks
+holds up no run that does not use it.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
+from typing import Any, ClassVar
+
+import pytest
 
 from accelkit.errors import WorkloadCreationDenied
+from accelkit.plugin import AbstractComputePlugin, AbstractLifecycleHook
 from accelkit.types import (
     ComputeDevice,
     DeviceId,
     DeviceName,
     DeviceSlotInfo,
-    Mount,
     SlotName,
+    SlotSpec,
+    SlotType,
     WorkloadConfig,
-    WorkloadType,
 )
-from accelkit.workload.device_nodes import denied_device_nodes
+from accelkit.workload.device_nodes import denied_device_nodes, names_device_nodes
 
-SLOT = SlotName("npu.device")
+LIMIT = Decimal("0.3")
+#: a blocked call that nobody cut off would take this long; the tests never wait for it
+HANG = 3600.0
+released = threading.Event()  # set at the end of the module: a blocked worker then ends
 
 
-class NodeHook:
-    """Like the cuda hook: nodes only for containers, one per device plus a control node."""
+@pytest.fixture(autouse=True, scope="module")
+def _release_blocked_workers():
+    yield
+    released.set()
 
-    def __init__(self, workload, device_alloc, devices, *, broken=False):
-        self.workload = workload
-        self.ids = sorted(device_alloc.get(SLOT, {}))
-        self.broken = broken
 
+class BlockingHook(AbstractLifecycleHook):
     async def pre_create(self) -> WorkloadConfig:
-        if self.broken:
-            raise WorkloadCreationDenied("npu: driver gone")
-        if self.workload.type is not WorkloadType.CONTAINER:
-            return WorkloadConfig()
-        nodes = [f"/dev/npu{i.removeprefix('npu')}" for i in self.ids]
-        control = ["/dev/npuctl"] if self.ids else []
-        return WorkloadConfig(mounts=[Mount.device(p) for p in nodes + control])
+        released.wait(HANG)  # blocks instead of awaiting
+        return WorkloadConfig()
 
 
-class NodePlugin:
-    def __init__(self, count: int, *, broken: bool = False) -> None:
-        self.broken = broken
-        self.devices = tuple(
-            ComputeDevice(DeviceName("npu"), DeviceId(f"npu{i}"), f"pci:{i}", 0, 0, 0)
+class NodePlugin(AbstractComputePlugin):
+    """Like the cuda plugin: one node per device plus a control node with any device."""
+
+    key: ClassVar[DeviceName] = DeviceName("npu")
+    api_version: ClassVar[str] = "2.0"
+    lifecycle_hook_class = BlockingHook
+    answer: ClassVar[Any] = None  # what device_nodes returns instead, when set
+
+    def __init__(self, count: int) -> None:
+        super().__init__()
+        self.remember_devices(
+            ComputeDevice(self.key, DeviceId(f"{self.key}{i}"), f"pci:{i}", 0, 0, 0)
             for i in range(count)
         )
 
-    def device_slots(self, devices):
-        return {d.device_id: DeviceSlotInfo("count", SLOT, Decimal(1)) for d in devices}
+    async def list_devices(self) -> Sequence[ComputeDevice]:
+        return self.devices
 
-    def create_lifecycle_hook(self, workload, device_alloc, devices):
-        return NodeHook(workload, device_alloc, devices, broken=self.broken)
+    def configurable_slots(self) -> Sequence[SlotSpec]:
+        return [SlotSpec(SlotName(f"{self.key}.device"), SlotType.COUNT)]
+
+    def device_slots(self, devices: Iterable[ComputeDevice]) -> Mapping[DeviceId, DeviceSlotInfo]:
+        slot = SlotName(f"{self.key}.device")
+        return {d.device_id: DeviceSlotInfo(SlotType.COUNT, slot, Decimal(1)) for d in devices}
+
+    def device_nodes(self, devices: Sequence[ComputeDevice]) -> Sequence[str]:
+        if self.answer is not None:
+            return self.answer  # type: ignore[no-any-return]
+        nodes = [f"/dev/{self.key}{d.device_id.removeprefix(self.key)}" for d in devices]
+        return [*nodes, f"/dev/{self.key}ctl"]
+
+
+class Broken(NodePlugin):
+    key = DeviceName("bad")
+
+    def device_nodes(self, devices: Sequence[ComputeDevice]) -> Sequence[str]:
+        raise WorkloadCreationDenied("bad: driver gone")
+
+
+class Blocking(NodePlugin):
+    key = DeviceName("stuck")
+
+    def device_nodes(self, devices: Sequence[ComputeDevice]) -> Sequence[str]:
+        released.wait(HANG)
+        return []
+
+
+class NoNodes(NodePlugin):
+    """A cpu-like plugin: no device nodes (the default), a pre_create that blocks."""
+
+    key = DeviceName("cores")
+    device_nodes = AbstractComputePlugin.device_nodes
+
+
+def one(key: str, device: str) -> dict[DeviceName, Any]:
+    return {DeviceName(key): {SlotName(f"{key}.device"): {DeviceId(device): Decimal(1)}}}
 
 
 def test_the_nodes_of_devices_not_granted_are_denied():
     plugins = {DeviceName("npu"): NodePlugin(3)}
-    allocation = {DeviceName("npu"): {SLOT: {DeviceId("npu1"): Decimal(1)}}}
-    denied, problems = asyncio.run(denied_device_nodes(plugins, allocation, Decimal(5)))
+    denied, problems = asyncio.run(denied_device_nodes(plugins, one("npu", "npu1"), LIMIT))
     assert denied == {"/dev/npu0", "/dev/npu2"}  # the control node is granted with any device
     assert problems == []
 
 
 def test_a_workload_without_the_plugins_devices_is_denied_all_of_them():
     plugins = {DeviceName("npu"): NodePlugin(2)}
-    denied, _ = asyncio.run(denied_device_nodes(plugins, {}, Decimal(5)))
+    denied, _ = asyncio.run(denied_device_nodes(plugins, {}, LIMIT))
     assert denied == {"/dev/npu0", "/dev/npu1", "/dev/npuctl"}
 
 
-def test_a_plugin_whose_hook_fails_is_named_and_its_nodes_not_denied():
-    plugins = {DeviceName("npu"): NodePlugin(2, broken=True), DeviceName("gpu"): NodePlugin(1)}
-    denied, problems = asyncio.run(denied_device_nodes(plugins, {}, Decimal(5)))
+def test_a_grant_of_nothing_on_a_device_grants_none_of_its_nodes():
+    plugins = {DeviceName("npu"): NodePlugin(2)}
+    allocation = {DeviceName("npu"): {SlotName("npu.device"): {DeviceId("npu0"): Decimal(0)}}}
+    denied, _ = asyncio.run(denied_device_nodes(plugins, allocation, LIMIT))
+    assert denied == {"/dev/npu0", "/dev/npu1", "/dev/npuctl"}
+
+
+def test_a_plugin_whose_device_nodes_fails_is_named_and_its_nodes_not_denied():
+    plugins = {DeviceName("bad"): Broken(2), DeviceName("npu"): NodePlugin(1)}
+    denied, problems = asyncio.run(denied_device_nodes(plugins, {}, LIMIT))
     assert denied == {"/dev/npu0", "/dev/npuctl"}  # the working plugin's
-    assert problems == ["cannot tell the device nodes of plugin 'npu': npu: driver gone"]
+    assert problems == ["cannot tell the device nodes of plugin 'bad': bad: driver gone"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        ("/dev/npu0", "device_nodes returned str, not a sequence of paths"),
+        (7, "device_nodes returned int, not a sequence of paths"),
+        (["dev/npu0"], "device_nodes returned 'dev/npu0', not an absolute path"),
+        ([None], "device_nodes returned None, not an absolute path"),
+    ],
+)
+def test_device_nodes_that_are_not_paths_are_named(monkeypatch, answer, said):
+    monkeypatch.setattr(NodePlugin, "answer", answer)
+    denied, problems = asyncio.run(denied_device_nodes({"npu": NodePlugin(1)}, {}, LIMIT))
+    assert denied == frozenset()
+    assert problems == [f"cannot tell the device nodes of plugin 'npu': {said}"]
+
+
+def test_device_nodes_that_block_are_cut_off_at_the_limit_and_the_others_still_answer():
+    plugins = {DeviceName("stuck"): Blocking(1), DeviceName("npu"): NodePlugin(1)}
+    began = time.monotonic()
+    denied, problems = asyncio.run(denied_device_nodes(plugins, {}, LIMIT))
+    assert time.monotonic() - began < HANG / 10
+    assert denied == {"/dev/npu0", "/dev/npuctl"}
+    assert problems == [
+        "cannot tell the device nodes of plugin 'stuck': "
+        "plugin 'stuck' timed out after 0.3 s in device_nodes"
+    ]
+
+
+def test_no_hook_is_asked_and_a_plugin_without_device_nodes_is_left_out():
+    cores = NoNodes(2)  # its pre_create would block for an hour
+    assert not names_device_nodes(cores)
+    assert names_device_nodes(NodePlugin(1))
+    plugins = {DeviceName("cores"): cores, DeviceName("npu"): NodePlugin(1)}
+    denied, problems = asyncio.run(denied_device_nodes(plugins, one("cores", "cores0"), LIMIT))
+    assert denied == {"/dev/npu0", "/dev/npuctl"}
+    assert problems == []

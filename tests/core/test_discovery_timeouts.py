@@ -176,9 +176,15 @@ def test_a_plugin_that_hangs_creating_an_agent_context_fails_the_host_start_by_n
         async def cleanup(self) -> None:
             cleaned.append(self.key)
 
+    class Fine(Plugin):
+        key = DeviceName("fine")
+
+        async def cleanup(self) -> None:
+            cleaned.append(self.key)
+
     @hookimpl
     def accelkit_compute_plugins(config: Any) -> Any:
-        return [Cleaned(config)]
+        return [Fine(config), Cleaned(config)]
 
     config = HostConfig()
     config = attrs.evolve(config, plugins=attrs.evolve(config.plugins, call_timeout=LIMIT))
@@ -194,7 +200,10 @@ def test_a_plugin_that_hangs_creating_an_agent_context_fails_the_host_start_by_n
     with pytest.raises(PluginTimeout, match=r"'stuck' timed out after 0\.2 s in create_agent_cont"):
         asyncio.run(run())
     assert time.monotonic() - began < HANG
-    assert cleaned == ["stuck"]  # the half-started host cleaned its plugins up
+    # the half-started host cleaned its plugins up, but the one stuck on its worker: a call
+    # queued there would wait for the hang
+    assert cleaned == ["fine"]
+    assert loader.records["s"].status is PluginStatus.FAILED
 
 
 def test_a_workload_observer_that_hangs_is_left_behind_and_the_others_are_told(caplog):

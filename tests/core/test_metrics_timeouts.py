@@ -132,7 +132,8 @@ def test_callers_during_a_gather_share_it():
 
     snapshots, calls = run_with_host("0.3", burst, ("fast", False), ("slow", True))
     assert all(s is snapshots[0] for s in snapshots)
-    assert calls == ["fast", "slow"]  # one round of plugin calls for fifty callers
+    # one round of plugin calls for fifty callers (each plugin on its own worker, in any order)
+    assert sorted(calls) == ["fast", "slow"]
 
 
 def test_a_caller_that_gives_up_does_not_cancel_the_gather_for_the_others():
@@ -144,7 +145,7 @@ def test_a_caller_that_gives_up_does_not_cancel_the_gather_for_the_others():
 
     snapshot, calls = run_with_host("0.3", impatient, ("fast", False), ("slow", True))
     assert set(snapshot.node) == {"fast"}
-    assert calls == ["fast", "slow"]
+    assert sorted(calls) == ["fast", "slow"]
 
 
 def test_the_next_gather_asks_the_plugins_again():

@@ -22,10 +22,10 @@ from accelkit.node import Node
 from accelkit.runtime import RuntimeUnavailable
 from accelkit.runtime.cgroups import V2_DEVICES_NOTE
 from accelkit.runtime.process import ProcessRuntime
-from accelkit.types import AgentId, Mount, SlotName, WorkloadConfig, WorkloadType
+from accelkit.types import AgentId, SlotName, WorkloadConfig
 from accelkit.workload import Ledger
 from accelkit.workload.runner import FORWARDED_SIGNALS, announced_gaps, run_workload
-from accelkit_mock.plugin import MockLifecycleHook
+from accelkit_mock.plugin import MockLifecycleHook, MockPlugin
 
 PROBE = """
 import json, os, pathlib, resource, sys
@@ -251,15 +251,11 @@ def test_the_device_nodes_of_gpus_not_granted_cannot_be_opened(
     for number, like in enumerate(("/dev/zero", "/dev/full")):
         nodes[f"cuda{number}"] = str(tmp_path / f"accel{number}")
         os.mknod(nodes[f"cuda{number}"], 0o666 | stat.S_IFCHR, os.stat(like).st_rdev)
-    original = MockLifecycleHook.pre_create
 
-    async def pre_create(self):  # the nodes, as a real accelerator plugin names them
-        base = await original(self)
-        if self.key != "cuda" or self.workload.type is not WorkloadType.CONTAINER:
-            return base
-        return WorkloadConfig(mounts=[Mount.device(nodes[d]) for d in self.allocated_device_ids])
+    def device_nodes(self, devices):  # the nodes, as a real accelerator plugin names them
+        return [nodes[d.device_id] for d in devices] if self.key == "cuda" else []
 
-    monkeypatch.setattr(MockLifecycleHook, "pre_create", pre_create)
+    monkeypatch.setattr(MockPlugin, "device_nodes", device_nodes)
     argv = [sys.executable, "-c", OPEN_EACH, nodes["cuda0"], nodes["cuda1"]]
 
     async def main():

@@ -6,10 +6,11 @@ absent ends ``unavailable``; one that raises on import, init or discovery ends `
 error, and the others keep working. Strict mode turns any failure into a start-up error.
 
 Every call into a plugin runs under ``[plugins] call-timeout`` (:mod:`accelkit.calls`): the
-import and the synchronous methods in a worker thread, the coroutines under a time limit, so a
-plugin that hangs is ``failed`` with "plugin 'x' timed out after 30 s in list_devices" and the
-others still start. A coroutine that blocks the event loop itself (``time.sleep`` inside
-``async def``) cannot be interrupted; plugins must not block in coroutines.
+import in a thread of its own, the plugin's methods, synchronous or coroutines, on the plugin's
+own worker thread and event loop. A plugin that hangs, awaiting or blocking (``time.sleep``
+inside ``async def``), is ``failed`` with "plugin 'x' timed out after 30 s in list_devices" and
+the others still start; one that overruns a later call (a hook, metrics) is failed from then on
+for the rest of the process, and its record says so.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import pluggy
 
 from accelkit import hookspecs
 from accelkit.apiversion import check_api_version
-from accelkit.calls import call_async, call_blocking, call_sync
+from accelkit.calls import call_async, call_blocking, call_sync, failure_of, on_failure, retire
 from accelkit.config.plugin_sections import (
     errors_of,
     place_in_host_config,
@@ -204,6 +205,8 @@ class PluginLoader:
                 continue
             if not self._config_problems(record, schema_problems(plugins, config)):
                 record.plugins = plugins
+                for plugin in plugins:
+                    on_failure(plugin, functools.partial(self._overran, record))
                 self._note(renamed_key_warnings(record.name, plugins, config, self.selection))
         raise_all(self.config_problems)
 
@@ -288,10 +291,19 @@ class PluginLoader:
     async def _cleanup(self, plugin: AbstractComputePlugin) -> None:
         if plugin in self._started:
             self._started.remove(plugin)
+        if failure_of(plugin) is not None:  # its worker is stuck: nothing more is asked of it
+            return
         try:
             await call_async(plugin.key, "cleanup", self.selection.call_timeout, plugin.cleanup)
         except Exception:
             log.warning("cleanup of plugin %r failed", plugin, exc_info=True)
+        retire(plugin)
+
+    def _overran(self, record: PluginRecord, message: str) -> None:
+        """A call into one of the record's plugins overran: the plugin is failed for good."""
+        if record.status is PluginStatus.LOADED:
+            record.mark(PluginStatus.FAILED, message)
+            log.warning("plugin %s failed: %s", record.name, message)
 
     def _fail(self, record: PluginRecord, exc: BaseException, stage: str = "register") -> None:
         record.mark(PluginStatus.FAILED, _describe(exc), traceback.format_exc())

@@ -100,6 +100,10 @@ class AbstractLifecycleHook(ABC):
     the devices those ids name), so an agent may restart between any two calls.
     """
 
+    plugin: AbstractComputePlugin | None = None
+    """The plugin that made the hook, set by the agent context that asked for it: the hook's
+    calls run on that plugin's worker (see :mod:`accelkit.calls`)."""
+
     def __init__(
         self,
         workload: Workload,
@@ -211,6 +215,16 @@ class AbstractComputePlugin(ABC):
     def device_slots(self, devices: Iterable[ComputeDevice]) -> Mapping[DeviceId, DeviceSlotInfo]:
         """The capacity each device contributes (one slot per device)."""
 
+    def device_nodes(self, devices: Sequence[ComputeDevice]) -> Sequence[str]:
+        """The device nodes a workload given ``devices`` may open (``/dev/nvidia0`` and the
+        control nodes every GPU needs); none by default.
+
+        Optional: a plugin whose devices are device nodes says which, so a workload is denied
+        the nodes of the node's devices it was not given (DESIGN §14). Called with all of the
+        plugin's devices and with a workload's; ``devices`` is never empty.
+        """
+        return ()
+
     async def get_node_info(self) -> NodeInfo:
         """Driver and runtime versions and hardware facts."""
         return NodeInfo()
@@ -297,7 +311,9 @@ class AbstractComputePlugin(ABC):
         if hook_class is None:  # unreachable for classes checked by __init_subclass__
             msg = f"{type(self).__name__} has no lifecycle_hook_class"
             raise PluginError(msg)
-        return hook_class(workload, device_alloc, devices=devices)
+        hook = hook_class(workload, device_alloc, devices=devices)
+        hook.plugin = self
+        return hook
 
     def create_agent_context(
         self, agent_id: AgentId, partition: AgentShare
@@ -466,4 +482,6 @@ class MaskedAgentContext(AbstractAgentContext):
         self, workload: Workload, device_alloc: DeviceAllocation
     ) -> AbstractLifecycleHook:
         devices = {d.device_id: d for d in self.alloc_to_devices(device_alloc)}
-        return self.plugin.create_lifecycle_hook(workload, device_alloc, devices)
+        hook = self.plugin.create_lifecycle_hook(workload, device_alloc, devices)
+        hook.plugin = self.plugin  # its calls run on the plugin's worker
+        return hook

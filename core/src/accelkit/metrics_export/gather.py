@@ -1,8 +1,9 @@
 """Gathering every plugin's metrics from a started partition host, each plugin guarded.
 
-Plugins are asked at the same time, each under a time limit (``[plugins] call-timeout``, or the
-scrape's own budget when shorter): a plugin that raises or does not answer in time is left out
-of that snapshot and named in its ``errors``, and the snapshot comes back when the limit
+Plugins are asked at the same time, each on its own worker (:mod:`accelkit.calls`) under a time
+limit (``[plugins] call-timeout``, or the scrape's own budget when shorter): a plugin that
+raises, does not answer in time or answers something else than metrics (a string, say) is left
+out of that snapshot and named in its ``errors``, and the snapshot comes back when the limit
 expires at the latest. Callers that ask while a gather is under way share its snapshot, so a
 burst of scrapes costs one round of plugin calls, never one per scrape.
 """
@@ -10,16 +11,19 @@ burst of scrapes costs one round of plugin calls, never one per scrape.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
+from typing import TypeVar
 
 import attrs
 
-from accelkit.calls import timeout_message
-from accelkit.errors import ConfigError
+from accelkit.calls import call_async, timeout_message
+from accelkit.errors import ConfigError, PluginContractError, PluginTimeout
 from accelkit.host import PartitionHost
-from accelkit.metrics import MetricContext, NodeMetric
+from accelkit.metrics import Measurement, MetricContext, NodeMetric, WorkloadMetric
 from accelkit.metrics_export.agent_share import agent_measurement, plugin_factor
 from accelkit.metrics_export.snapshot import AgentMetric, MetricsSnapshot, WorkloadSample
 from accelkit.types import AgentId, DeviceName, Workload
@@ -27,10 +31,38 @@ from accelkit.workload.ledger import Ledger
 
 log = logging.getLogger(__name__)
 
+_M = TypeVar("_M", NodeMetric, WorkloadMetric)
+
 
 def _describe(exc: BaseException) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _readings(metric: NodeMetric | WorkloadMetric) -> list[object]:
+    if isinstance(metric, NodeMetric):
+        return [metric.node, *metric.per_device.values()]
+    return [metric.value]
+
+
+def checked(method: str, kind: type[_M], found: object) -> tuple[_M, ...]:
+    """``found`` as metrics of ``kind``; :class:`PluginContractError` naming ``method`` and
+    what it returned instead (a string, a dict, a metric whose reading is no Measurement)."""
+    if isinstance(found, str | bytes | Mapping) or not isinstance(found, Iterable):
+        msg = f"{method} returned {type(found).__name__}, not a sequence of {kind.__name__}"
+        raise PluginContractError(msg)
+    metrics = tuple(found)
+    for metric in metrics:
+        if not isinstance(metric, kind):
+            msg = f"{method} returned a {type(metric).__name__} among its {kind.__name__}s"
+            raise PluginContractError(msg)
+        if bad := [r for r in _readings(metric) if not isinstance(r, Measurement)]:
+            msg = (
+                f"{method} returned metric {metric.key!r} with a reading of "
+                f"{type(bad[0]).__name__}, not a Measurement"
+            )
+            raise PluginContractError(msg)
+    return metrics
 
 
 @attrs.define
@@ -125,14 +157,23 @@ class MetricsGatherer:
     ) -> _Answer:
         """One plugin's node and workload metrics, all within ``limit`` seconds."""
         answer = _Answer()
+        calls = self.host.config.plugins.call_timeout
+        # the scrape's budget, when shorter than call-timeout, stops waiting without failing
+        # the plugin: a call still running then is judged by the call's own limit
+        budget = asyncio.timeout(float(limit)) if limit < calls else contextlib.nullcontext()
         try:
-            async with asyncio.timeout(float(limit)):
+            async with budget:
                 plugin = self.host.plugins[key]
-                answer.node = tuple(await plugin.gather_node_metrics(self._context(key)))
+                ask = functools.partial(plugin.gather_node_metrics, self._context(key))
+                found = await call_async(key, answer.doing, calls, ask)
+                answer.node = checked(answer.doing, NodeMetric, found)
                 answer.doing = "gather_workload_metrics"
-                await self._workload_metrics(key, workloads, answer)
+                await self._workload_metrics(key, workloads, answer, calls)
         except TimeoutError:
             answer.error = timeout_message(key, answer.doing, limit)
+            log.warning("metrics: %s", answer.error)
+        except PluginTimeout as exc:  # the message names the plugin, the time and the call
+            answer.error = str(exc)
             log.warning("metrics: %s", answer.error)
         except Exception as exc:
             answer.error = _describe(exc)
@@ -159,15 +200,23 @@ class MetricsGatherer:
         return found
 
     async def _workload_metrics(
-        self, key: DeviceName, workloads: Mapping[AgentId, Sequence[Workload]], answer: _Answer
+        self,
+        key: DeviceName,
+        workloads: Mapping[AgentId, Sequence[Workload]],
+        answer: _Answer,
+        calls: Decimal,
     ) -> None:
-        for agent_id, found in workloads.items():
+        for agent_id, listed in workloads.items():
             if (context := self.host.agents[agent_id].contexts.get(key)) is None:
                 continue
-            for workload in found:
+            for workload in listed:
                 ctx = self._context(f"{agent_id}/{key}/{workload.id}")
+                ask = functools.partial(context.gather_workload_metrics, ctx, workload)
                 try:
-                    metrics = await context.gather_workload_metrics(ctx, workload)
+                    found = await call_async(key, answer.doing, calls, ask)
+                    metrics = checked(answer.doing, WorkloadMetric, found)
+                except PluginTimeout:
+                    raise  # the plugin is stuck: the rest of its workloads are not asked
                 except Exception as exc:
                     answer.error = _describe(exc)
                     log.warning("plugin %s: workload metrics failed", key, exc_info=True)

@@ -1,51 +1,58 @@
 """The accelerator device nodes of a node, and those one allocation grants, as plugins name them.
 
-A plugin names a device's nodes in the DEVICE mounts its hook gives a *container* (a process
-tree needs none: its nodes are already at their paths). So the runner asks each plugin's hook,
-for a container workload, over all of the plugin's devices (every node of the node) and over the
-workload's own allocation (the nodes it is granted). The process runtime denies the difference.
+A plugin whose devices are device nodes says which through its optional ``device_nodes(devices)``
+method: asked once over all of its devices (every node of the node) and once over the devices
+the workload was given (the nodes it may open), on the plugin's own worker under the time limit.
+The process runtime denies the difference. Nothing else of the plugin runs: no lifecycle hook is
+asked about a workload that does not exist (a hook that blocks would stall every run).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 
-from accelkit.calls import call_async
+from accelkit.calls import call_sync
+from accelkit.errors import PluginContractError
 from accelkit.plugin import AbstractComputePlugin
-from accelkit.types import (
-    ComputeDevice,
-    DeviceAllocation,
-    DeviceId,
-    DeviceName,
-    MountType,
-    SlotName,
-    Workload,
-)
+from accelkit.types import ComputeDevice, DeviceAllocation, DeviceName
 
-__all__ = ["denied_device_nodes"]
-
-#: the workload the hooks are asked about: only its DEVICE mounts are read, nothing runs
-_PROBE = Workload.container("accelkit-device-nodes")
+__all__ = ["denied_device_nodes", "names_device_nodes"]
 
 
-def _whole(plugin: AbstractComputePlugin) -> DeviceAllocation:
-    alloc: dict[SlotName, dict[DeviceId, Decimal]] = {}
-    for device_id, info in plugin.device_slots(plugin.devices).items():
-        alloc.setdefault(info.slot_name, {})[device_id] = info.amount
-    return alloc
+def names_device_nodes(plugin: AbstractComputePlugin) -> bool:
+    """Whether the plugin overrides ``device_nodes`` (the default names none)."""
+    method = getattr(type(plugin), "device_nodes", None)
+    return method is not None and method is not AbstractComputePlugin.device_nodes
+
+
+def _granted(plugin: AbstractComputePlugin, alloc: DeviceAllocation) -> tuple[ComputeDevice, ...]:
+    wanted = {d for per_device in alloc.values() for d, amount in per_device.items() if amount > 0}
+    return tuple(d for d in plugin.devices if d.device_id in wanted)
+
+
+def _paths(found: object) -> set[str]:
+    if isinstance(found, str | bytes) or not isinstance(found, Iterable):
+        msg = f"device_nodes returned {type(found).__name__}, not a sequence of paths"
+        raise PluginContractError(msg)
+    paths = list(found)
+    if bad := [p for p in paths if not isinstance(p, str) or not p.startswith("/")]:
+        msg = f"device_nodes returned {bad[0]!r}, not an absolute path"
+        raise PluginContractError(msg)
+    return set(paths)
 
 
 async def _nodes(
     key: DeviceName,
     plugin: AbstractComputePlugin,
-    alloc: DeviceAllocation,
+    devices: Sequence[ComputeDevice],
     timeout: Decimal,
 ) -> set[str]:
-    devices: dict[DeviceId, ComputeDevice] = {d.device_id: d for d in plugin.devices}
-    hook = plugin.create_lifecycle_hook(_PROBE, alloc, devices)
-    config = await call_async(key, "pre_create", timeout, hook.pre_create)
-    return {m.source for m in config.mounts if m.type is MountType.DEVICE}
+    if not devices:
+        return set()
+    ask = functools.partial(plugin.device_nodes, devices)
+    return _paths(await call_sync(key, "device_nodes", timeout, ask))
 
 
 async def denied_device_nodes(
@@ -55,17 +62,17 @@ async def denied_device_nodes(
 ) -> tuple[frozenset[str], list[str]]:
     """The nodes of the node's devices that ``allocation`` does not grant, and problems.
 
-    A plugin whose hook cannot be asked is left out, with a line saying so: its nodes are then
-    not denied.
+    A plugin that cannot say (it raises, overruns ``timeout`` or answers something else than
+    paths) is left out, with a line saying so: its nodes are then not denied.
     """
     denied: set[str] = set()
     problems: list[str] = []
     for key, plugin in plugins.items():
+        if not names_device_nodes(plugin):
+            continue
         try:
-            every = await _nodes(key, plugin, _whole(plugin), timeout)
-            granted = set()
-            if key in allocation:
-                granted = await _nodes(key, plugin, allocation[key], timeout)
+            every = await _nodes(key, plugin, plugin.devices, timeout)
+            granted = await _nodes(key, plugin, _granted(plugin, allocation.get(key, {})), timeout)
         except Exception as exc:  # a plugin's failure must not stop the run
             problems.append(f"cannot tell the device nodes of plugin {key!r}: {exc}")
             continue

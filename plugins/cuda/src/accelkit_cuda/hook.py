@@ -16,7 +16,7 @@ name space. Where the driver lacks the call the limit is skipped and logged, nev
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Protocol
 
@@ -77,6 +77,24 @@ def _pairs(items: list[tuple[int, str]]) -> str:
     return ",".join(f"{index}:{value}" for index, value in items)
 
 
+def device_nodes(devices: Sequence[ComputeDevice]) -> list[str]:
+    """The nodes a container given ``devices`` opens: each GPU's ``/dev/nvidia<minor>``, the
+    control nodes and the MIG instances' access caps (none for no device)."""
+    if not devices:
+        return []
+    minors = dict.fromkeys(d.extra.get("minor", "") for d in devices)
+    if "" in minors:
+        msg = f"cuda: a device of {[d.device_id for d in devices]} has no device minor number"
+        raise WorkloadCreationDenied(msg)
+    caps = [
+        f"{CAPS_DIR}/nvidia-cap{minor}"
+        for d in devices
+        for minor in d.extra.get("mig_caps", "").split(",")
+        if minor
+    ]
+    return [f"/dev/nvidia{minor}" for minor in minors] + list(CONTROL_DEVICES) + caps
+
+
 def workload_config(
     workload: Workload,
     device_alloc: DeviceAllocation,
@@ -109,17 +127,7 @@ def workload_config(
         return WorkloadConfig(
             env_vars={"NVIDIA_VISIBLE_DEVICES": NO_DEVICES}, resource_data=resource_data
         )
-    minors = dict.fromkeys(devices[d].extra.get("minor", "") for d in ordered)
-    if "" in minors:
-        msg = f"cuda: a device of {ordered} has no device minor number"
-        raise WorkloadCreationDenied(msg)
-    caps = [
-        f"{CAPS_DIR}/nvidia-cap{minor}"
-        for d in ordered
-        for minor in devices[d].extra.get("mig_caps", "").split(",")
-        if minor
-    ]
-    nodes = [f"/dev/nvidia{minor}" for minor in minors] + list(CONTROL_DEVICES) + caps
+    nodes = device_nodes([devices[d] for d in ordered])
     mounts: tuple[Mount, ...] = tuple(Mount.device(path) for path in nodes)
     return WorkloadConfig(
         env_vars={

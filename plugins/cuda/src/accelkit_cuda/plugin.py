@@ -27,6 +27,7 @@ from accelkit_cuda.discovery import FoundDevice, discover_devices, mig_profile
 from accelkit_cuda.events import EventThread, GPUEvent
 from accelkit_cuda.health import GPU, HealthKeeper
 from accelkit_cuda.hook import CUDALifecycleHook
+from accelkit_cuda.hook import device_nodes as gpu_device_nodes
 from accelkit_cuda.metrics import node_metrics, read_devices
 from accelkit_cuda.nvml import Handle, NVMLLibrary, NVMLModule, import_nvml
 from accelkit_cuda.processes import WorkloadPids, leader_process_tree
@@ -146,6 +147,11 @@ class CUDAPlugin(AbstractComputePlugin):
 
     def device_slots(self, devices: Iterable[ComputeDevice]) -> Mapping[DeviceId, DeviceSlotInfo]:
         return device_slots(devices, self.settings)
+
+    def device_nodes(self, devices: Sequence[ComputeDevice]) -> Sequence[str]:
+        """Each GPU's ``/dev/nvidia<minor>``, the control nodes and the MIG access caps: the
+        nodes the hook mounts into a container given these devices."""
+        return gpu_device_nodes(devices)
 
     def create_alloc_map(
         self, device_slots: Mapping[DeviceId, DeviceSlotInfo], device_mask: frozenset[DeviceId]

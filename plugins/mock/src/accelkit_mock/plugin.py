@@ -50,8 +50,21 @@ def slot_of(kind: MockKind, device: MockDevice) -> tuple[SlotName, SlotType]:
         return SlotName("mem"), SlotType.BYTES
     if device.mig_profile:
         return SlotName(f"{kind.key}.mig-{device.mig_profile}"), SlotType.UNIQUE
-    suffix = "shares" if kind.allocation == "fractional" else "device"
-    return SlotName(f"{kind.key}.{suffix}"), SlotType.COUNT
+    return SlotName(f"{kind.key}.{device.slot}"), SlotType.COUNT
+
+
+def slot_spec(kind: MockKind, device: MockDevice) -> SlotSpec:
+    """The declaration of the slot ``device`` contributes to, with its kind."""
+    name, slot_type = slot_of(kind, device)
+    quantum = kind.quantum if kind.allocation == "fractional" else Decimal(1)
+    return SlotSpec(
+        name,
+        slot_type,
+        display_name=f"Mock {name}",
+        description="mock device slot",
+        divisible=device.divisible,
+        quantum=quantum if device.divisible else None,
+    )
 
 
 def deterministic_percent(device_id: str, now: float) -> int:
@@ -195,14 +208,15 @@ class MockPlugin(AbstractComputePlugin):
         ]
 
     def configurable_slots(self) -> Sequence[SlotSpec]:
-        slots = {slot_of(self.kind, d) for d in self.kind.devices}
-        if not slots:
-            plain = MockDevice("", "", None, 0, 0, Decimal(1))
-            slots = {slot_of(self.kind, plain)}
-        return [
-            SlotSpec(name, slot_type, display_name=f"Mock {name}", description="mock device slot")
-            for name, slot_type in sorted(slots)
-        ]
+        devices = self.kind.devices
+        if not devices:
+            fractional = self.kind.allocation == "fractional"
+            slot = "shares" if fractional else "device"
+            divisible = self.key == "mem" or (fractional and self.key != "cpu")
+            plain = MockDevice("", "", None, 0, 0, Decimal(1), slot=slot, divisible=divisible)
+            devices = (plain,)
+        specs = {s.name: s for s in (slot_spec(self.kind, d) for d in devices)}
+        return [specs[name] for name in sorted(specs)]
 
     def device_nodes(self, devices: Sequence[ComputeDevice]) -> Sequence[str]:
         """The ``device-node`` of each device that declares one (as the hook mounts them)."""

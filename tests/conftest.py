@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+#: no test reads this machine's host config: the commands a test runs find no system-wide file
+#: (this path never exists) and no ACCELKIT_CONFIG of the shell that runs pytest
+_NO_SYSTEM_CONFIG = Path(__file__).resolve().parent / "no-system-config" / "host.toml"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Isolate every test, and every command it starts, from ``/etc/accelkit``."""
+    os.environ.pop("ACCELKIT_CONFIG", None)
+    os.environ["ACCELKIT_SYSTEM_CONFIG"] = str(_NO_SYSTEM_CONFIG)
+
 
 _HOST = """\
 [resource]

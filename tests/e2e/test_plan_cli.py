@@ -96,7 +96,7 @@ def test_plan_refuses_agents_with_manual_mode(capsys):
     [
         (["plan", "--mode", "split"], "'split' is not one of"),
         (["plan", "--agents", "0"], "0 is not in the range"),
-        (["check"], "Missing option '--config'"),
+        (["check", "--config", ""], "empty path"),
     ],
 )
 def test_usage_errors_exit_2(capsys, args, words):

@@ -11,18 +11,18 @@ from typing import Any
 
 import click
 
-from accelkit.cli.options import config_option, echo_warnings, read_config
+from accelkit.cli.options import config_option, echo_warnings, pick_agent, read_config
 from accelkit.host import PartitionHost
-from accelkit.types import AgentId
 from accelkit.workload.cdi_spec import agent_cdi_spec, default_cdi_kind
 from accelkit.workload.render.cdi import cdi_kind_problem
 
 
-async def _spec(config_path: Path | None, agent: str, kind: str | None) -> dict[str, Any]:
+async def _spec(config_path: Path | None, chosen: str | None, kind: str | None) -> dict[str, Any]:
     config = read_config(config_path)
     async with PartitionHost.open(config) as host:
         echo_warnings(host.loader.warnings)
-        view = host.agents.get(AgentId(agent))
+        agent = pick_agent(chosen, host.agents)
+        view = host.agents.get(agent)
         if view is None:
             known = ", ".join(sorted(host.agents)) or "none"
             msg = f"unknown agent {agent!r} (agents: {known})"
@@ -95,7 +95,12 @@ def _check_kind(_ctx: click.Context, _param: click.Parameter, value: str | None)
 
 @click.command()
 @config_option
-@click.option("--agent", "agent", required=True, help="The agent whose devices to describe.")
+@click.option(
+    "--agent",
+    "agent",
+    default=None,
+    help="The agent whose devices to describe (default: the only one).",
+)
 @click.option(
     "--output",
     "output",
@@ -116,7 +121,11 @@ def _check_kind(_ctx: click.Context, _param: click.Parameter, value: str | None)
     help="With --output, replace a spec file of the same kind that holds other contents.",
 )
 def cdi(
-    config_path: Path | None, agent: str, output: Path | None, kind: str | None, replace: bool
+    config_path: Path | None,
+    agent: str | None,
+    output: Path | None,
+    kind: str | None,
+    replace: bool,
 ) -> None:
     """Print (or write) the CDI spec of an agent's devices, at the lowest cdiVersion it needs."""
     spec = asyncio.run(_spec(config_path, agent, kind))

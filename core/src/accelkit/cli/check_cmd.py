@@ -7,9 +7,11 @@ from pathlib import Path
 import attrs
 import click
 
+from accelkit.cli.options import config_option
 from accelkit.config import HostConfig
 from accelkit.config.load import HostConfigDraft, read_host_config
 from accelkit.config.plugin_sections import errors_of, raise_all
+from accelkit.config.search import find_host_config
 from accelkit.errors import ConfigError
 
 
@@ -35,10 +37,18 @@ async def check_config(config: HostConfig | HostConfigDraft) -> tuple[str, list[
     return outcome.summary, list(outcome.warnings)
 
 
-async def inspect_config(config: HostConfig | HostConfigDraft) -> CheckOutcome:
-    """Everything :func:`check_config` finds, problems included, without raising them."""
+async def inspect_config(
+    config: HostConfig | HostConfigDraft, *, label: str | None = None
+) -> CheckOutcome:
+    """Everything :func:`check_config` finds, problems included, without raising them.
+
+    ``label`` names the config in the summary (default: its file). The warnings include
+    what the ledger's live bookings say of this partition (devices it would give to another
+    agent than their holder's; another config the ledger was last opened with), read only.
+    """
     from accelkit.discovery import PluginLoader
     from accelkit.host import PartitionHost
+    from accelkit.node.held_devices import read_only_notes
     from accelkit.registry import PluginStatus
 
     if isinstance(config, HostConfigDraft):
@@ -61,11 +71,12 @@ async def inspect_config(config: HostConfig | HostConfigDraft) -> CheckOutcome:
                 result = host.result
                 devices = sum(len(info.devices) for info in host.device_map.values())
                 summary = (
-                    f"{draft.config.source_name}: ok: mode {result.mode.value}, "
+                    f"{label or draft.config.source_name}: ok: mode {result.mode.value}, "
                     f"{len(result.assignments)} agent(s), {len(host.plugins)} plugin(s), "
                     f"{devices} device(s)"
                 )
                 warnings += result.warnings  # failed plugins are problems here
+                warnings += read_only_notes(host)
         except ConfigError as exc:
             problems.extend(errors_of(exc))
     source = draft.config.source_name if draft.config else selection.source or "<config>"
@@ -78,18 +89,26 @@ async def inspect_config(config: HostConfig | HostConfigDraft) -> CheckOutcome:
 
 
 @click.command()
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(path_type=Path, dir_okay=False),
-    required=True,
-    help="Host config (TOML) to validate.",
-)
-def check(config_path: Path) -> None:
-    """Validate a host config: exit 0 with a summary, or 2 with every problem found."""
+@config_option
+def check(config_path: Path | None) -> None:
+    """Validate a host config: exit 0 with a summary, or 2 with every problem found.
+
+    The config is found as by every command (--config, $ACCELKIT_CONFIG,
+    /etc/accelkit/host.toml, else the defaults); the summary names it and how it was found.
+    Bookings of live workloads that this config would give to another agent are warned about.
+    """
     import asyncio
 
-    outcome = asyncio.run(inspect_config(read_host_config(config_path)))
+    choice = find_host_config(config_path)
+    label: str | None
+    if choice.path is None:
+        label = f"built-in defaults ({choice.found_by})"
+        draft = HostConfigDraft(HostConfig(), HostConfig().plugins, ())
+    else:
+        by_flag = choice.found_by == "--config"
+        label = None if by_flag else f"{choice.path} (from {choice.found_by})"
+        draft = read_host_config(choice.path)
+    outcome = asyncio.run(inspect_config(draft, label=label))
     for warning in outcome.warnings:
         click.echo(f"warning: {warning}", err=True)
     raise_all(outcome.problems)

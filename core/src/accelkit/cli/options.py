@@ -9,13 +9,30 @@ from pathlib import Path
 import click
 
 from accelkit.config import HostConfig, load_host_config
+from accelkit.config.search import find_host_config
+from accelkit.types import AgentId
+
+
+def _config_path(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Path | None:
+    """``--config`` as a path; an empty one is refused (it would name the working directory)."""
+    if value is None:
+        return None
+    if not value.strip():
+        msg = "empty path: name a host config file, or leave --config out"
+        raise click.BadParameter(msg)
+    return Path(value)
+
 
 config_option = click.option(
     "--config",
     "config_path",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=click.Path(dir_okay=False),
+    callback=_config_path,
     default=None,
-    help="Host config (TOML). Without it: the installed plugins with defaults.",
+    help=(
+        "Host config (TOML). Without it: $ACCELKIT_CONFIG, else /etc/accelkit/host.toml, "
+        "else the installed plugins with defaults."
+    ),
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
@@ -32,8 +49,24 @@ def finite_seconds(
 
 
 def read_config(config_path: Path | None) -> HostConfig:
-    """The host config from ``--config``, or the defaults."""
-    return HostConfig() if config_path is None else load_host_config(config_path)
+    """The host config from ``--config``, else ``ACCELKIT_CONFIG``, else the system config,
+    else the defaults (:func:`accelkit.config.search.find_host_config`)."""
+    choice = find_host_config(config_path)
+    return HostConfig() if choice.path is None else load_host_config(choice.path)
+
+
+def pick_agent(agent: str | None, agents: Iterable[str]) -> AgentId:
+    """``--agent``, or the node's only agent when it was left out.
+
+    Raises ``click.UsageError`` naming the agents when the node has several.
+    """
+    known = sorted(agents)
+    if agent is not None:
+        return AgentId(agent)
+    if len(known) == 1:
+        return AgentId(known[0])
+    msg = f"the node has {len(known)} agents ({', '.join(known) or 'none'}): pick one with --agent"
+    raise click.UsageError(msg)
 
 
 #: warnings already printed by this process: each is said once, however often a node is opened

@@ -15,10 +15,11 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
+from accelkit.errors import ConfigError
 from accelkit.host import AgentView, PartitionHost
 from accelkit.partition import natural_sort_key
 from accelkit.types import AgentId, DeviceId, DeviceName
-from accelkit.workload.config_seen import config_digest, note_config
+from accelkit.workload.config_seen import config_digest, last_config, note_config
 from accelkit.workload.ledger import Ledger
 from accelkit.workload.record import LedgerRecord
 
@@ -32,6 +33,7 @@ __all__ = [
     "holdings_of",
     "masks_of",
     "partition_notes",
+    "read_only_notes",
 ]
 
 #: per plugin, each agent's devices
@@ -124,3 +126,28 @@ def partition_notes(ledger: Ledger, host: PartitionHost, live: set[RecordKey]) -
         if (h.agent_id, h.workload_id) in live
     ]
     return lines + [h.message() for h in held_elsewhere(holdings, masks)]
+
+
+def _gone(record: LedgerRecord) -> bool:
+    """Whether the record's workload is gone by its process stamps (no runtime asked)."""
+    if record.owner is not None and record.owner.is_running():
+        return False
+    if record.leader is not None:
+        return not record.leader.is_running()
+    return record.workload.type.value == "process_tree"  # never got a leader, nobody runs it
+
+
+def read_only_notes(host: PartitionHost) -> list[str]:
+    """What :func:`partition_notes` would say of ``host``'s config, read only (for ``check``
+    and ``plan``): nothing is recorded, no liveness is asked of a runtime (records of
+    workloads whose processes are gone are left out)."""
+    ledger = Ledger(host.config.resource.state_dir, source=host.config.source_name)
+    try:
+        records = ledger.read_all()
+    except ConfigError as exc:
+        return [f"cannot read the ledger to compare its bookings with this partition: {exc}"]
+    seen = config_digest(host.config)
+    before = last_config(ledger)
+    lines = [line] if before is not None and (line := before.differs(seen)) else []
+    live = [r for r in records.values() if not _gone(r)]
+    return lines + [h.message() for h in held_elsewhere(holdings_of(live), masks_of(host.agents))]

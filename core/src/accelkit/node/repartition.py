@@ -58,12 +58,14 @@ def plan_slot_type(
 ) -> dict[AgentId, list[DeviceId]]:
     """The devices of one slot type per agent after a repartition (see the module docstring).
 
-    Raises ``InvalidResourceArgument`` when an agent would have to give up a held device.
+    An unassigned device that a workload holds (booked under another partition) stays
+    unassigned until it is released: only free devices are given or moved. Raises
+    ``InvalidResourceArgument`` when an agent would have to give up a held device.
     """
     agents = list(current)
     everything = [*(d for ids in current.values() for d in ids), *pool]
     counts = {a: len(ids) for a, ids in distribute_devices(everything, agents).items()}
-    free_pool = list(pool)
+    free_pool = [d for d in pool if d not in held]
     result: dict[AgentId, list[DeviceId]] = {}
     for agent in agents:
         mine = _sorted(current[agent])

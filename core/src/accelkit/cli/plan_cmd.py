@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +12,6 @@ from accelkit.cli.options import config_option, echo_warnings, json_option, read
 from accelkit.config.model import AllocationMode, HostConfig
 from accelkit.plugin import PluginRole
 from accelkit.types import DeviceName
-
-_NUMBERED = re.compile(r"(.*?)(\d+)")
 
 
 def plan_config(config: HostConfig, mode: str | None, agent_count: int | None) -> HostConfig:
@@ -55,29 +52,6 @@ async def compute_plan(
         return plan, roles
 
 
-def compact_ids(ids: Sequence[str]) -> str:
-    """``0,1,2,3,7`` → ``0-3,7``; ``cuda0,cuda1`` → ``cuda0-1``; other ids as they are."""
-    runs: list[list[Any]] = []  # [prefix, first, last] of numbered ids, or [id] of others
-    for device_id in ids:
-        match = _NUMBERED.fullmatch(device_id)
-        if match is None or str(int(match[2])) != match[2]:  # keep "007" as written
-            runs.append([device_id])
-            continue
-        prefix, number = match[1], int(match[2])
-        last = runs[-1] if runs else None
-        if last is not None and len(last) == 3 and last[0] == prefix and last[2] + 1 == number:
-            last[2] = number
-        else:
-            runs.append([prefix, number, number])
-    texts = [
-        run[0]
-        if len(run) == 1
-        else f"{run[0]}{run[1]}" + (f"-{run[2]}" if run[2] != run[1] else "")
-        for run in runs
-    ]
-    return ",".join(texts) or "-"
-
-
 def _amount(slot: str, amount: str) -> str:
     """Memory's slot in binary units (``2G``), every other amount as it is."""
     if PluginRole.of_bare_slot(slot) is not PluginRole.MEMORY:
@@ -93,7 +67,7 @@ def print_plan(data: dict[str, Any], roles: Mapping[DeviceName, PluginRole] | No
     ``roles`` (plugin key → role) says which plugin's devices the ``cpu`` and ``mem`` rows
     show; without it, the plugins keyed ``cpu`` and ``mem``.
     """
-    from accelkit.cli.output import print_table
+    from accelkit.cli.output import compact_ids, print_table
     from accelkit.host import plugin_key_of
 
     known = roles or {}

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import pytest
+from decimal import Decimal
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from accelkit.sizes import format_binary_size, parse_binary_size
+from accelkit.sizes import format_binary_size, format_human_size, parse_binary_size
 
 
 @pytest.mark.parametrize(
@@ -65,3 +67,31 @@ def test_format_picks_largest_exact_suffix():
     assert format_binary_size(1536 * 1024**2) == "1536M"
     assert format_binary_size(1000) == "1000"
     assert format_binary_size(0) == "0"
+
+
+@pytest.mark.parametrize(
+    ("size", "text"),
+    [
+        (0, "0"),
+        (512, "512B"),
+        (1024, "1K"),
+        (16 * 1024**3, "16G"),
+        (24684084 * 1024, "23.5G"),
+        (130560 * 1024**2, "127.5G"),
+        (1536 * 1024**2, "1.5G"),
+        (1024**4 * 3, "3T"),
+    ],
+)
+def test_human_sizes(size, text):
+    assert format_human_size(size) == text
+
+
+@given(st.integers(min_value=1, max_value=1024**5 - 1))
+def test_a_human_size_is_short_and_within_five_percent(size):
+    text = format_human_size(size)
+    assert len(text) <= 7
+    if text.endswith("B"):
+        assert int(text[:-1]) == size
+    else:
+        value = Decimal(text[:-1]) * 1024 ** ("KMGT".index(text[-1]) + 1)
+        assert abs(value - size) <= size * Decimal("0.05")

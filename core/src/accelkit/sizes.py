@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-__all__ = ["format_binary_size", "parse_binary_size"]
+__all__ = ["format_binary_size", "format_human_size", "parse_binary_size"]
 
 _UNITS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
 _SIZE = re.compile(
@@ -66,3 +66,18 @@ def format_binary_size(size: int) -> str:
         if size and size % unit == 0:
             return f"{size // unit}{suffix}"
     return str(size)
+
+
+def format_human_size(size: int) -> str:
+    """A byte count for people: the largest binary unit it reaches, with one decimal at most.
+
+    Exact where the unit divides it (``16G``), else rounded to a tenth (``23.5G``); the exact
+    value belongs in ``--json``. Parsing the text back gives the size only where it is exact.
+    """
+    for suffix, power in (("T", 4), ("G", 3), ("M", 2), ("K", 1)):
+        unit = 1024**power
+        if size >= unit:
+            tenths = (Decimal(size) / unit).quantize(Decimal("0.1"))
+            text = f"{tenths.normalize():f}"
+            return f"{text}{suffix}"
+    return f"{size}B" if size else "0"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -12,13 +13,20 @@ import click
 
 from accelkit.cli.options import config_option, echo_warnings, json_option, read_config
 from accelkit.health import DeviceHealth
+from accelkit.plugin import PluginRole
 from accelkit.types import DeviceId, DeviceName
 from accelkit.workload.status import WorkloadStatus
 
 Health = Mapping[DeviceName, Mapping[DeviceId, DeviceHealth]]
+Roles = Mapping[str, PluginRole]
+#: listings show cores, memory, then the accelerators
+_ORDER = {PluginRole.CORES: 0, PluginRole.MEMORY: 1}
 
 
-async def _status(config_path: Path | None) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+async def _status(
+    config_path: Path | None,
+) -> tuple[list[dict[str, Any]], list[str], list[str], set[str], Roles]:
+    """Rows, cordons, findings, the node's agents and its plugins' roles."""
     from accelkit.node import Node
     from accelkit.node.health_notes import read_notes
 
@@ -33,7 +41,9 @@ async def _status(config_path: Path | None) -> tuple[list[dict[str, Any]], list[
             f"{plugin}/{device}: {cordon.reason or '(no reason given)'}"
             for (plugin, device), cordon in sorted(node.health.cordons().items())
         ]
-        return rows, cordons, list(dict.fromkeys([*opened, *node.last_report.messages()]))
+        findings = list(dict.fromkeys([*opened, *node.last_report.messages()]))
+        roles = {str(k): role for k, role in node.host.roles.items()}
+        return rows, cordons, findings, set(node.host.agents), roles
 
 
 def _row(status: WorkloadStatus, health: Health, notes: list[Any]) -> dict[str, Any]:
@@ -58,7 +68,39 @@ def _age(seconds: int) -> str:
         return f"{seconds}s"
     if seconds < 7200:
         return f"{seconds // 60}m"
-    return f"{seconds // 3600}h"
+    if seconds < 172800:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+#: the longest workload id the table shows whole; longer ones end in "…" (``--wide``: whole)
+SHORT_ID = 20
+
+
+def _short(workload_id: str) -> str:
+    return workload_id if len(workload_id) <= SHORT_ID else workload_id[: SHORT_ID - 1] + "…"
+
+
+def _devices(row: dict[str, Any], roles: Roles) -> str:
+    """``cpu:1-3 mem:1G cuda:cuda0-1``: ids as ranges, memory as a size, fractions shown."""
+    from accelkit.cli.output import compact_ids
+    from accelkit.sizes import format_human_size
+
+    parts = []
+
+    def order(plugin: str) -> int:
+        return _ORDER.get(roles.get(plugin, PluginRole.ACCELERATOR), 2)
+
+    for plugin in sorted(row["amounts"], key=order):
+        held = {device: Decimal(amount) for device, amount in row["amounts"][plugin].items()}
+        if roles.get(plugin) is PluginRole.MEMORY:
+            text = format_human_size(int(sum(held.values())))
+        else:
+            whole = [d for d, a in held.items() if a == a.to_integral_value()]
+            shares = [f"{d}:{a.normalize():f}" for d, a in held.items() if d not in whole]
+            text = ",".join(([compact_ids(whole)] if whole else []) + shares)
+        parts.append(f"{plugin}:{text}")
+    return " ".join(parts) or "-"
 
 
 def _health_lines(row: dict[str, Any]) -> list[str]:
@@ -74,10 +116,43 @@ def _health_lines(row: dict[str, Any]) -> list[str]:
     return lines + [f"note: {who}: {note['text']}" for note in row["notes"]]
 
 
+def _print_table(found: list[dict[str, Any]], roles: Roles, *, wide: bool) -> None:
+    from accelkit.cli.output import print_table
+
+    columns = ["workload", "agent", "phase", "age", "liveness", "devices"]
+    if wide:
+        columns += ["runtime", "handle", "unfinished"]
+    rows = []
+    for s in found:
+        row = [
+            s["workload"] if wide else _short(s["workload"]),
+            s["agent"],
+            s["phase"],
+            _age(s["age_s"]),
+            s["liveness"],
+            _devices(s, roles),
+        ]
+        if wide:
+            row += [
+                s["runtime"] or s["type"],
+                s["handle"],
+                ", ".join(s["unfinished_teardown"]) or "-",
+            ]
+        rows.append(row)
+    print_table("Workloads", columns, rows)
+
+
 @click.command()
 @config_option
+@click.option("--agent", "agent", default=None, help="Only this agent's workloads.")
+@click.option(
+    "--wide", is_flag=True, help="Whole workload ids, runtime, handle and unfinished teardowns."
+)
+@click.option("-q", "--quiet", is_flag=True, help="Print the workload ids only, one per line.")
 @json_option
-def status(config_path: Path | None, as_json: bool) -> None:
+def status(
+    config_path: Path | None, agent: str | None, wide: bool, quiet: bool, as_json: bool
+) -> None:
     """The node's workloads: agent, workload id, runtime, devices, phase, age, liveness,
     unfinished teardowns, the health of their devices and what happened to it; then the
     cordoned devices.
@@ -86,29 +161,25 @@ def status(config_path: Path | None, as_json: bool) -> None:
     containers of this ledger that no record names are removed, and what that found is
     printed on stderr.
     """
-    found, cordons, findings = asyncio.run(_status(config_path))
+    if quiet and (wide or as_json):
+        msg = "-q prints ids only: it cannot be combined with --wide or --json"
+        raise click.UsageError(msg)
+    found, cordons, findings, agents, roles = asyncio.run(_status(config_path))
     for line in findings:
         click.echo(f"warning: {line}", err=True)
+    if agent is not None:
+        if agent not in agents | {s["agent"] for s in found}:
+            msg = f"unknown agent {agent!r} (agents: {', '.join(sorted(agents)) or 'none'})"
+            raise click.BadParameter(msg, param_hint="'--agent'")
+        found = [s for s in found if s["agent"] == agent]
     if as_json:
         click.echo(json.dumps(found, indent=2))
         return
-    from accelkit.cli.output import print_table
-
-    rows = [
-        [
-            s["agent"],
-            s["workload"],
-            s["runtime"] or s["type"],
-            "; ".join(f"{plugin}: {','.join(ids) or '-'}" for plugin, ids in s["devices"].items()),
-            s["phase"],
-            _age(s["age_s"]),
-            s["liveness"],
-            ", ".join(s["unfinished_teardown"]) or "-",
-        ]
-        for s in found
-    ]
-    columns = ["agent", "workload", "runtime", "devices", "phase", "age", "liveness"]
-    print_table("Workloads", [*columns, "unfinished"], rows)
+    if quiet:
+        for s in found:
+            click.echo(s["workload"])
+        return
+    _print_table(found, roles, wide=wide)
     for s in found:
         for line in _health_lines(s):
             click.echo(line)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 from typing import Any
 
 import attrs
 
-from accelkit.types import AgentId, DeviceId, DeviceName
+from accelkit.types import AgentId, DeviceAllocation, DeviceId, DeviceName
 from accelkit.workload.record import LedgerRecord
 
 
@@ -32,6 +33,8 @@ class WorkloadStatus:
     liveness: str
     owner_alive: bool
     unfinished: tuple[str, ...] = ()
+    #: what the workload holds of each device (the sum over its slots), exact
+    amounts: dict[DeviceName, dict[DeviceId, Decimal]] = attrs.field(factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The shape ``accelkit status --json`` prints (one element of its list)."""
@@ -42,6 +45,10 @@ class WorkloadStatus:
             "runtime": self.runtime,
             "handle": self.handle,
             "devices": {plugin: list(ids) for plugin, ids in self.devices.items()},
+            "amounts": {
+                plugin: {device: str(amount) for device, amount in per_device.items()}
+                for plugin, per_device in self.amounts.items()
+            },
             "phase": self.phase,
             "age_s": self.age_s,
             "liveness": self.liveness,
@@ -102,7 +109,18 @@ def status_of(record: LedgerRecord, liveness: str, now: float) -> WorkloadStatus
         },
         phase=record.phase(),
         age_s=age,
+        amounts={plugin: _held(alloc) for plugin, alloc in record.allocation.items()},
         liveness=liveness,
         owner_alive=record.owner is not None and record.owner.is_running(),
         unfinished=record.unfinished(),
     )
+
+
+def _held(alloc: DeviceAllocation) -> dict[DeviceId, Decimal]:
+    """Device → amount held, summed over the slots of one plugin's allocation."""
+    held: dict[DeviceId, Decimal] = {}
+    for per_device in alloc.values():
+        for device, amount in per_device.items():
+            if amount:
+                held[device] = held.get(device, Decimal(0)) + amount
+    return dict(sorted(held.items()))

@@ -39,6 +39,7 @@ COMMANDS = {
     "uncordon": "accelkit.cli.cordon_cmd:uncordon",
     "new-plugin": "accelkit.cli.new_plugin_cmd:new_plugin",
     "k8s-device-plugin": "accelkit.cli.k8s_cmd:k8s_device_plugin",
+    "dra-driver": "accelkit.cli.dra_cmd:dra_driver",
     "slurm": "accelkit.cli.slurm_cmd:slurm",
 }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from accelkit.runtime.base import Runtime
 from accelkit.runtime.docker import DockerRuntime
+from accelkit.runtime.k8s_claims import K8sClaimsRuntime
 from accelkit.runtime.kubelet_pods import KubeletPodsRuntime
 from accelkit.runtime.process import ProcessRuntime
 from accelkit.runtime.slurm_jobs import SlurmJobsRuntime
@@ -16,4 +17,5 @@ def default_runtimes() -> dict[str, Runtime]:
     runtimes[DockerRuntime.name] = DockerRuntime()  # connects on first use
     runtimes[KubeletPodsRuntime.name] = KubeletPodsRuntime()  # asks the kubelet per call
     runtimes[SlurmJobsRuntime.name] = SlurmJobsRuntime()  # asks Slurm per call
+    runtimes[K8sClaimsRuntime.name] = K8sClaimsRuntime()  # asks the API server per call
     return runtimes

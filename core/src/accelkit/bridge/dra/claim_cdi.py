@@ -1,0 +1,76 @@
+"""One CDI spec per prepared claim, in the container runtime's CDI directory.
+
+The spec's kind is ``<driver>/claim`` and its one device is named after the claim's uid; its
+edits are the merged config of the plugins' ``pre_create`` for the claim's devices, plus
+``ACCELKIT_CLAIM=<namespace>/<name>`` (so a claim whose hooks set nothing still has a device the
+CDI library accepts). The kubelet passes ``<driver>/claim=<uid>`` to the runtime for every
+container that uses the claim. The file is written atomically and removed on unprepare.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from pathlib import Path
+
+import attrs
+
+from accelkit.types import WorkloadConfig
+from accelkit.workload.render.cdi import render_cdi_spec
+
+__all__ = ["DEFAULT_CDI_DIR", "ClaimSpecs"]
+
+DEFAULT_CDI_DIR = Path("/var/run/cdi")
+_FILE_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+class ClaimSpecs:
+    """The claim specs of one driver in ``directory``."""
+
+    def __init__(self, directory: Path, driver: str) -> None:
+        self.directory = directory
+        self.kind = f"{driver}/claim"
+        self._prefix = _FILE_UNSAFE.sub("_", f"{driver}-claim_")
+
+    def path(self, uid: str) -> Path:
+        """The spec file of claim ``uid``."""
+        return self.directory / f"{self._prefix}{_FILE_UNSAFE.sub('_', uid)}.json"
+
+    def device_id(self, uid: str) -> str:
+        """The fully qualified CDI device the kubelet hands the runtime."""
+        return f"{self.kind}={uid}"
+
+    def write(self, uid: str, label: str, config: WorkloadConfig) -> Path:
+        """Write the claim's spec (temp file, fsync, rename); ``OSError`` when it cannot."""
+        env = {**config.env_vars, "ACCELKIT_CLAIM": label}
+        spec = render_cdi_spec(self.kind, [(uid, attrs.evolve(config, env_vars=env))])
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.path(uid)
+        temp = path.with_name(f".{path.name}.tmp")
+        with open(temp, "w", encoding="utf-8") as out:
+            json.dump(spec, out, indent=2, sort_keys=True)
+            out.write("\n")
+            out.flush()
+            os.fsync(out.fileno())
+        temp.replace(path)
+        return path
+
+    def exists(self, uid: str) -> bool:
+        return self.path(uid).is_file()
+
+    def remove(self, uid: str) -> None:
+        """Remove the claim's spec; nothing there is fine."""
+        with contextlib.suppress(FileNotFoundError):
+            self.path(uid).unlink()
+
+    def uids(self) -> list[str]:
+        """The claims that have a spec here (by file name)."""
+        if not self.directory.is_dir():
+            return []
+        return sorted(
+            p.name.removeprefix(self._prefix).removesuffix(".json")
+            for p in self.directory.iterdir()
+            if p.name.startswith(self._prefix) and p.name.endswith(".json")
+        )

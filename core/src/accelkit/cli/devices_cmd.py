@@ -13,7 +13,7 @@ from accelkit.cli.output import print_json, print_table
 from accelkit.discovery import PluginLoader
 from accelkit.health import DeviceHealth
 from accelkit.registry import PluginStatus
-from accelkit.sizes import format_binary_size
+from accelkit.sizes import format_human_size
 from accelkit.types import ComputeDevice
 
 
@@ -77,7 +77,7 @@ def devices(config_path: Path | None, as_json: bool) -> None:
             d.device_id,
             d.numa_node,
             d.model_name,
-            format_binary_size(d.memory_size) if d.memory_size else 0,
+            format_human_size(d.memory_size) if d.memory_size else 0,
             d.processing_units,
             d.hw_location,
             _health_cell(h),

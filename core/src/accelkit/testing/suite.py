@@ -12,6 +12,7 @@ from accelkit.testing.agent_setup import AgentSetup, copier, start_plugin
 from accelkit.testing.contract_checks import ContractChecks
 from accelkit.testing.health_checks import HealthChecks
 from accelkit.testing.hook_checks import HookChecks
+from accelkit.testing.kind_checks import SlotKindChecks
 from accelkit.testing.mask_checks import MaskChecks
 from accelkit.testing.metric_checks import MetricChecks
 from accelkit.testing.registration_checks import RegistrationChecks
@@ -26,6 +27,7 @@ class PluginConformance(
     MetricChecks,
     RegistrationChecks,
     HealthChecks,
+    SlotKindChecks,
 ):
     """Subclass this and provide a ``plugin`` fixture returning a fresh, not started plugin.
 

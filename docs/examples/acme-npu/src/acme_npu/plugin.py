@@ -67,7 +67,12 @@ class AcmeNPUPlugin(AbstractComputePlugin):
         ]
 
     def configurable_slots(self) -> Sequence[SlotSpec]:
-        return [SlotSpec(SLOT, SlotType.COUNT, display_name="Acme NPU", display_unit="NPU")]
+        # whole cards: each goes to one workload, never a fraction of one
+        return [
+            SlotSpec(
+                SLOT, SlotType.COUNT, display_name="Acme NPU", display_unit="NPU", divisible=False
+            )
+        ]
 
     def device_slots(self, devices: Iterable[ComputeDevice]) -> Mapping[DeviceId, DeviceSlotInfo]:
         return {d.device_id: DeviceSlotInfo(SlotType.COUNT, SLOT, 1, d.numa_node) for d in devices}

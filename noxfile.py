@@ -47,6 +47,9 @@ def install_workspace(session: nox.Session) -> None:
     for package in PACKAGES:
         args += ["-e", package]
     session.install(*args)
+    # editable installs leave compiling to the first import: where PYTHONDONTWRITEBYTECODE is
+    # set, every start would compile accelkit's modules again (about a third of a run's start)
+    session.run("python", "-m", "compileall", "-q", *SOURCES[:-1])
 
 
 @nox.session(python="3.11")

@@ -232,3 +232,119 @@ def podman_service() -> Iterator[Engine]:
         subprocess.run([*cli, "rm", "--all", "--force"], capture_output=True, check=False, env=env)
         _stop(proc)
         shutil.rmtree(root, ignore_errors=True)
+
+
+_CONTAINERD_CONF = """\
+version = 2
+root = "{root}/containerd/root"
+state = "{root}/containerd/state"
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+[grpc]
+  address = "{root}/containerd/containerd.sock"
+[ttrpc]
+  address = "{root}/containerd/containerd.sock.ttrpc"
+[debug]
+  address = "{root}/containerd/debug.sock"
+"""
+
+
+def _unmount_under(root: Path) -> None:
+    """Unmount what an engine left mounted under ``root`` (its data root), deepest first."""
+    with open("/proc/mounts") as mounts:
+        points = [line.split()[1] for line in mounts if line.split()[1].startswith(f"{root}/")]
+    for point in sorted(points, reverse=True):
+        subprocess.run(["umount", "--lazy", point], check=False, capture_output=True)
+
+
+@attrs.define
+class MortalEngine:
+    """A dockerd of one test, to be killed (SIGKILL) and started again on the same data.
+
+    It uses a containerd of its own, as Debian's docker.io uses the system's containerd
+    service: killing dockerd leaves containerd and the containers running.
+    """
+
+    binary: str
+    root: Path
+    engine: Engine
+    proc: subprocess.Popen[bytes] | None = None
+    containerd: subprocess.Popen[bytes] | None = None
+
+    def start_containerd(self) -> None:
+        conf = self.root / "containerd.toml"
+        conf.write_text(_CONTAINERD_CONF.format(root=self.root))
+        sock, log = self.root / "containerd" / "containerd.sock", self.root / "containerd.log"
+        with log.open("ab") as out:
+            self.containerd = subprocess.Popen(
+                ["containerd", "--config", str(conf)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + _START_S
+        while not sock.exists():  # it listens once the socket exists
+            if self.containerd.poll() is not None or time.monotonic() > deadline:
+                tail = log.read_text(errors="replace")[-2000:]
+                _unavailable(f"containerd cannot run here:\n{tail}", required=True)
+            time.sleep(0.1)
+
+    def start(self) -> None:
+        """Start dockerd (and, the first time, containerd); return once it answers."""
+        if self.containerd is None:
+            self.start_containerd()
+        sock, log = self.root / "docker.sock", self.root / "dockerd.log"
+        argv = [self.binary, "--iptables=false", "--ip6tables=false", "--bridge=none",
+                "--storage-driver=vfs", f"--data-root={self.root / 'data'}",
+                f"--exec-root={self.root / 'exec'}", f"--pidfile={self.root / 'dockerd.pid'}",
+                f"--containerd={self.root / 'containerd' / 'containerd.sock'}",
+                f"--host=unix://{sock}"]  # fmt: skip
+        with log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        if (why := _await_engine(self.proc, sock, log)) is not None:
+            _unavailable(f"dockerd cannot run here: {why}", required=True)
+
+    def kill(self) -> None:
+        """SIGKILL dockerd alone, and wait until it is gone."""
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(30)
+
+    def close(self) -> None:
+        """Start dockerd again if it was killed, remove every container, stop everything."""
+        try:
+            if self.proc is None or self.proc.poll() is not None:
+                self.start()
+            listed = self.engine.run_cli("ps", "--all", "--quiet")
+            if listed.split():
+                self.engine.run_cli("rm", "--force", *listed.split())
+        finally:
+            if self.proc is not None:
+                _stop(self.proc)
+            if self.containerd is not None:
+                _stop(self.containerd)
+            _unmount_under(self.root)
+
+
+@pytest.fixture
+def mortal_dockerd() -> Iterator[MortalEngine]:
+    """A dockerd of this test alone (the tests kill it), with the test image."""
+    binary = _preconditions("dockerd", required=True)
+    cli = shutil.which("docker")
+    if cli is None or shutil.which("containerd") is None:
+        _unavailable("no docker CLI or containerd (Debian: docker.io, containerd)", required=True)
+    assert cli is not None
+    root = _engine_root("akk-")
+    sock = root / "docker.sock"
+    engine = Engine(f"unix://{sock}", IMAGE, (cli, "--host", f"unix://{sock}"))
+    mortal = MortalEngine(binary, root, engine)
+    try:
+        mortal.start()
+        engine.run_cli("import", str(busybox_image_tar(root / "busybox.tar")), IMAGE)
+        yield mortal
+    finally:
+        try:
+            mortal.close()
+        finally:
+            shutil.rmtree(root, ignore_errors=True)

@@ -45,7 +45,9 @@ def gpu(
 
 
 def slices_of(devices: list[DraDevice], generation: int = 1) -> list[dict]:  # type: ignore[type-arg]
-    return pool_slices(devices, driver="accelkit.io", node="node-a", agent="a1", generation=generation)
+    return pool_slices(
+        devices, driver="accelkit.io", node="node-a", agent="a1", generation=generation
+    )
 
 
 def test_a_whole_device_has_its_attributes_and_memory() -> None:
@@ -129,13 +131,17 @@ def test_mig_instances_and_their_gpu_draw_on_one_counter_set_in_its_own_slice() 
         for d in listed["spec"]["devices"]
     }
     # the whole GPU takes every instance's share; each instance its own
-    assert draws == {"cuda0": str(30 << 30), "cuda0-mig1": str(10 << 30), "cuda0-mig2": str(20 << 30)}
+    assert draws == {
+        "cuda0": str(30 << 30),
+        "cuda0-mig1": str(10 << 30),
+        "cuda0-mig2": str(20 << 30),
+    }
     assert {s["spec"]["pool"]["resourceSliceCount"] for s in (counters, listed)} == {2}
 
 
 def test_instances_without_memory_draw_one_each() -> None:
     devices = [gpu("g", counter_set="g", memory=0), gpu("g-1", counter_set="g", memory=0)]
-    counters, listed = slices_of(devices)
+    counters, _listed = slices_of(devices)
     assert counters["spec"]["sharedCounters"][0]["counters"]["draw"]["value"] == "1"
 
 
@@ -167,7 +173,11 @@ def test_every_device_is_published_once_within_the_slice_limits(
     assert names == [d.name for d in devices]
     for s in slices:
         pool = s["spec"]["pool"]
-        assert pool == {"name": "node-a", "generation": generation, "resourceSliceCount": len(slices)}
+        assert pool == {
+            "name": "node-a",
+            "generation": generation,
+            "resourceSliceCount": len(slices),
+        }
         listed = s["spec"].get("devices", [])
         limited = any("taints" in d or "consumesCounters" in d for d in listed)
         assert len(listed) <= (MAX_DEVICES_TAINTED if limited else MAX_DEVICES)

@@ -33,6 +33,11 @@ class RuntimeUnavailable(WorkloadError):
     """The runtime cannot be used here (no engine, no cgroup access, no such image)."""
 
 
+class WorkloadUnreachable(RuntimeUnavailable):
+    """The runtime cannot be reached to stop a workload or to say whether it still runs (its
+    container engine does not answer): the workload may run on, so its devices stay booked."""
+
+
 def _str_map(value: Mapping[str, str]) -> Mapping[str, str]:
     return {str(k): str(v) for k, v in value.items()}
 
@@ -134,7 +139,8 @@ class Runtime(abc.ABC):
     @abc.abstractmethod
     async def stop(self, handle: WorkloadHandle, grace: float) -> None:
         """SIGTERM everything, SIGKILL what outlives ``grace`` seconds, then remove what the
-        runtime made (cgroups, the container). Idempotent; returns when nothing is left."""
+        runtime made (cgroups, the container). Idempotent; returns when nothing is left.
+        ``WorkloadUnreachable`` when it cannot be told whether the workload still runs."""
 
     @abc.abstractmethod
     async def discard(self, workload: Workload, handle: WorkloadHandle | None) -> None:

@@ -15,7 +15,7 @@ import aiodocker
 import aiohttp
 
 from accelkit.errors import WorkloadError
-from accelkit.runtime.base import RuntimeUnavailable
+from accelkit.runtime.base import RuntimeUnavailable, WorkloadUnreachable
 from accelkit.runtime.docker_body import EngineFacts, docker_host
 from accelkit.workload.render.docker import MIN_API_VERSION
 
@@ -47,15 +47,16 @@ class DockerEngine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._facts: EngineFacts | None = None
 
-    def unreachable(self, exc: BaseException) -> RuntimeUnavailable:
-        """The error for an engine that does not answer."""
-        return RuntimeUnavailable(f"cannot reach the Docker engine at {self.url}: {_reason(exc)}")
+    def unreachable(self, exc: BaseException) -> WorkloadUnreachable:
+        """The error for an engine that does not answer: what it runs may run on."""
+        return WorkloadUnreachable(f"cannot reach the Docker engine at {self.url}: {_reason(exc)}")
 
     @contextlib.contextmanager
     def errors(self, doing: str) -> Iterator[None]:
         """Turn engine failures while ``doing`` something into accelkit errors.
 
-        An engine that cannot be reached is :class:`RuntimeUnavailable`; an engine that refuses
+        An engine that cannot be reached is :class:`WorkloadUnreachable` (a
+        :class:`RuntimeUnavailable`: a container it runs may run on); an engine that refuses
         a request is a :class:`WorkloadError` with its message. Callers that expect a status
         (404 for a container that is gone) catch ``aiodocker.DockerError`` inside this block.
         """

@@ -19,7 +19,12 @@ from typing import Any
 import aiodocker
 
 from accelkit.errors import WorkloadError
-from accelkit.runtime.base import LaunchSpec, RuntimeUnavailable, WorkloadHandle
+from accelkit.runtime.base import (
+    LaunchSpec,
+    RuntimeUnavailable,
+    WorkloadHandle,
+    WorkloadUnreachable,
+)
 from accelkit.runtime.docker_body import (
     LABEL_AGENT,
     LABEL_LEDGER,
@@ -254,12 +259,12 @@ class ContainerOps:
         return str(state.get("Status", "")).lower() in ALIVE_STATES or bool(state.get("Running"))
 
     async def adopt(self, handle: WorkloadHandle) -> bool:
-        """``True`` when the container still runs; ``RuntimeUnavailable`` when the engine
+        """``True`` when the container still runs; ``WorkloadUnreachable`` when the engine
         cannot say (a live container must not be taken for a dead one)."""
         alive = await self.is_alive(handle)
         if alive is None:
             msg = f"cannot reach the Docker engine at {self.url} to adopt {self._label(handle)}"
-            raise RuntimeUnavailable(msg)
+            raise WorkloadUnreachable(msg)
         return alive
 
     async def containers(

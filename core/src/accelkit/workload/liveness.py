@@ -1,4 +1,10 @@
-"""Is a process still the one we recorded? A pid plus the process's start time says so.
+"""Is a workload still alive? What the ledger alone can tell, and the process stamps it uses.
+
+:class:`Liveness` is the answer reconciliation gives for each record (see
+:mod:`accelkit.workload.reconcile`); :func:`liveness_of` is what the owner and leader stamps
+say without asking any runtime.
+
+Is a process still the one we recorded? A pid plus the process's start time says so.
 
 A pid alone is not an identity: the kernel reuses pids. A :class:`ProcessStamp` pairs the pid with
 psutil's ``create_time()`` (seconds since the epoch), kept as a decimal string. The epoch form
@@ -9,10 +15,15 @@ is not a practical concern. Zombies count as gone: they hold no resources and wi
 
 from __future__ import annotations
 
+import enum
 from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING
 
 import attrs
 import psutil
+
+if TYPE_CHECKING:
+    from accelkit.workload.record import LedgerRecord
 
 #: start times closer than this are the same process (absorbs boot-time jitter)
 START_TIME_TOLERANCE = Decimal(1)
@@ -58,3 +69,32 @@ class ProcessStamp:
         except (psutil.NoSuchProcess, ProcessLookupError):
             return False
         return abs(Decimal(repr(created)) - Decimal(self.start_time)) < START_TIME_TOLERANCE
+
+
+class Liveness(enum.Enum):
+    """What the ledger can tell of a record's workload."""
+
+    MANAGED = "managed"  # its owner process runs
+    RUNNING = "running"  # its runtime, or its leader process, says it runs
+    GONE = "gone"
+    UNKNOWN = "unknown"  # nothing here can tell: the devices stay booked
+
+
+def liveness_of(record: LedgerRecord) -> Liveness:
+    """The liveness of a record by its owner and leader stamps (no runtime asked)."""
+    if record.owner is not None and record.owner.is_running():
+        return Liveness.MANAGED
+    return by_leader(record)
+
+
+def by_leader(record: LedgerRecord) -> Liveness:
+    """The liveness of a record by its leader process: for a record no runtime answers for.
+
+    Only a process-tree record that never got a leader is gone without one (it never ran);
+    any other record without a leader is ``UNKNOWN``.
+    """
+    if record.leader is not None:
+        return Liveness.RUNNING if record.leader.is_running() else Liveness.GONE
+    if record.workload.type.value == "process_tree":
+        return Liveness.GONE  # never got a leader, and nobody manages it any more
+    return Liveness.UNKNOWN

@@ -10,8 +10,9 @@ itself:
 
 * its **owner** (the accelkit process that created it) still runs → someone else manages it: its
   allocation is applied to our maps and left alone;
-* else, when it has a runtime **handle** and the node knows that runtime, the runtime says:
-  alive → applied and kept; gone → dead; cannot tell → kept and reported;
+* else, when it has a runtime **handle**, the runtime says: alive → applied and kept; gone →
+  dead; cannot tell (a container engine that does not answer) → kept and reported. A record
+  whose runtime is not installed here is kept and reported too, never judged dead;
 * else its **leader** process still runs (same pid, same start time) → applied and kept;
 * else it is **gone** → dead: the caller finishes its teardown (:meth:`Reconciler.finish`): the
   runtime removes what is left, each hook whose ``pre_create`` was *started* and whose
@@ -35,7 +36,6 @@ applied.
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -59,6 +59,7 @@ from accelkit.types import (
 )
 from accelkit.workload.ledger import Ledger, LedgerScan, SetAside
 from accelkit.workload.lifecycle import EventSink, WorkloadLifecycle
+from accelkit.workload.liveness import Liveness, by_leader, liveness_of  # noqa: F401 - its old home
 from accelkit.workload.orphans import OrphanContainer
 from accelkit.workload.record import LedgerRecord
 
@@ -73,30 +74,6 @@ RecordKey = tuple[AgentId, str]
 #: after a ``post_terminate`` timed out, the next try waits this long, doubled per attempt
 RETRY_BACKOFF_S = 60
 RETRY_BACKOFF_MAX_S = 3600
-
-
-class Liveness(enum.Enum):
-    """What the ledger can tell of a record's workload."""
-
-    MANAGED = "managed"  # its owner process runs
-    RUNNING = "running"  # its runtime, or its leader process, says it runs
-    GONE = "gone"
-    UNKNOWN = "unknown"
-
-
-def liveness_of(record: LedgerRecord) -> Liveness:
-    """The liveness of a record by its owner and leader stamps (no runtime asked)."""
-    if record.owner is not None and record.owner.is_running():
-        return Liveness.MANAGED
-    return _by_leader(record)
-
-
-def _by_leader(record: LedgerRecord) -> Liveness:
-    if record.leader is not None:
-        return Liveness.RUNNING if record.leader.is_running() else Liveness.GONE
-    if record.workload.type.value == "process_tree":
-        return Liveness.GONE  # never got a leader, and nobody manages it any more
-    return Liveness.UNKNOWN
 
 
 @attrs.frozen
@@ -206,15 +183,26 @@ class Reconciler:
         if record.owner is not None and record.owner.is_running():
             return Liveness.MANAGED
         handle = self.handle_of(record)
-        runtime = self.runtimes.get(handle.runtime) if handle is not None else None
-        if handle is not None and runtime is not None:
-            alive = await call_async(
-                runtime.name, "is_alive", self.call_timeout, lambda: runtime.is_alive(handle)
-            )
-            if alive is None:
-                return Liveness.UNKNOWN
-            return Liveness.RUNNING if alive else Liveness.GONE
-        return _by_leader(record)
+        if handle is None:
+            return by_leader(record)
+        runtime = self.runtimes.get(handle.runtime)
+        if runtime is None:  # only its runtime can tell: never judged dead without it
+            return Liveness.UNKNOWN
+        alive = await call_async(
+            runtime.name, "is_alive", self.call_timeout, lambda: runtime.is_alive(handle)
+        )
+        if alive is None:
+            return Liveness.UNKNOWN
+        return Liveness.RUNNING if alive else Liveness.GONE
+
+    def why_unknown(self, record: LedgerRecord) -> str:
+        """Why a record's liveness is ``UNKNOWN``, for the report."""
+        handle = self.handle_of(record)
+        if handle is None:
+            return "nothing tells whether it runs"
+        if handle.runtime not in self.runtimes:
+            return f"its runtime {handle.runtime!r} is not installed here"
+        return f"runtime {handle.runtime!r} cannot tell whether it runs"
 
     def handle_of(self, record: LedgerRecord) -> WorkloadHandle | None:
         """The record's handle; for a container record whose handle was never written
@@ -298,7 +286,10 @@ class Reconciler:
                 )
                 return Liveness.UNKNOWN
             if state is Liveness.UNKNOWN:
-                problems.append(f"cannot tell whether workload {key[1]!r} is alive; kept it")
+                problems.append(
+                    f"cannot tell whether workload {key[1]!r} is alive "
+                    f"({self.why_unknown(records[key])}); its devices stay booked"
+                )
             return state
 
         states = await asyncio.gather(*(one(k) for k in keys))

@@ -34,7 +34,7 @@ import attrs
 
 from accelkit.errors import InvalidResourceArgument, WorkloadError
 from accelkit.events import WorkloadPhase
-from accelkit.runtime.base import LaunchSpec, Runtime, WorkloadHandle
+from accelkit.runtime.base import LaunchSpec, Runtime, WorkloadHandle, WorkloadUnreachable
 from accelkit.runtime.cgroups import V2_DEVICES_NOTE
 from accelkit.types import (
     AgentId,
@@ -46,6 +46,7 @@ from accelkit.types import (
     is_digits,
 )
 from accelkit.workload.device_nodes import denied_device_nodes
+from accelkit.workload.kept_booking import keep_booking
 from accelkit.workload.lifecycle import WorkloadLifecycle
 from accelkit.workload.liveness import ProcessStamp
 from accelkit.workload.record import LedgerRecord
@@ -341,7 +342,7 @@ class _Run:
             checkpoint("exited")
         finally:
             self.relay.protected = True
-            await _to_the_end(self.teardown(record.workload, handle, driver))
+            await _to_the_end(self.teardown(record, handle, driver))
         checkpoint("released")
         return status
 
@@ -380,22 +381,29 @@ class _Run:
         return handle
 
     async def teardown(
-        self, workload: Workload, handle: WorkloadHandle | None, driver: WorkloadLifecycle
+        self, record: LedgerRecord, handle: WorkloadHandle | None, driver: WorkloadLifecycle
     ) -> None:
         """pre_terminate, stop the workload, post_terminate and release.
 
         Each step runs even when an earlier one failed; a failure is raised once the later steps
-        have run.
+        have run. A workload its runtime cannot be reached to stop (the engine is gone) may run
+        on: it keeps its devices, and ``BookingKept`` says so (:mod:`.kept_booking`).
         """
+        unreachable: WorkloadUnreachable | None = None
         try:
             try:
                 await driver.pre_terminate()
             finally:
                 if handle is None:
-                    await self.runtime.discard(workload, None)
+                    await self.runtime.discard(record.workload, None)
                 else:
-                    await self.runtime.stop(handle, self.options.grace)
+                    try:
+                        await self.runtime.stop(handle, self.options.grace)
+                    except WorkloadUnreachable as exc:
+                        unreachable = exc
         finally:
+            if unreachable is not None:
+                raise keep_booking(self.node.bookkeeper, record, unreachable) from unreachable
             try:
                 await driver.post_terminate()
             except WorkloadError as exc:

@@ -1,0 +1,201 @@
+"""NodePrepareResources / NodeUnprepareResources over the driver's unix socket, as the kubelet
+calls them: bookings in the ledger, one CDI spec per claim, idempotence, every claim answered."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from accelkit.bridge.dra.api import dra_v1_pb2 as pb
+from accelkit.types import DeviceName
+
+from .conftest import AGENT, DRIVER, POOL, claim, result, serving
+
+
+def ref(made: Any) -> pb.Claim:
+    meta = made.metadata
+    return pb.Claim(namespace=meta.namespace, name=meta.name, uid=meta.uid)
+
+
+def booked(served: Any) -> dict[str, Any]:
+    """The ledger's records, by workload id: allocation, handle runtime and owner."""
+    records = served.node.bookkeeper.ledger.scan().records
+    return {w: r for (_a, w), r in records.items()}
+
+
+def test_a_claim_is_booked_prepared_and_answered_with_its_cdi_device(
+    dra_node: Path, short_root: Path
+) -> None:
+    async def main() -> tuple[Any, Any, dict[str, Any], dict[str, Any], Any, dict[str, Any]]:
+        async with serving(dra_node, short_root) as served:
+            one = served.claims.add(claim("one", "uid-1", [result("cuda1")]))
+            first = await served.stub.NodePrepareResources(
+                pb.NodePrepareResourcesRequest(claims=[ref(one)])
+            )
+            spec = json.loads(served.specs.path("uid-1").read_text())
+            after_first = booked(served)
+            again = await served.stub.NodePrepareResources(
+                pb.NodePrepareResourcesRequest(claims=[ref(one)])
+            )
+            done = await served.stub.NodeUnprepareResources(
+                pb.NodeUnprepareResourcesRequest(claims=[ref(one)])
+            )
+            return first, again, spec, after_first, done, booked(served)
+
+    first, again, spec, records, done, after = asyncio.run(main())
+    answer = first.claims["uid-1"]
+    assert answer.error == ""
+    [device] = answer.devices
+    assert (list(device.request_names), device.pool_name, device.device_name) == (
+        ["gpu"],
+        POOL,
+        "cuda1",
+    )
+    assert list(device.cdi_device_ids) == [f"{DRIVER}/claim=uid-1"]
+    assert again == first  # prepared already: the same answer, nothing booked twice
+    assert spec["kind"] == f"{DRIVER}/claim"
+    [entry] = spec["devices"]
+    assert entry["name"] == "uid-1"
+    assert set(entry["containerEdits"]["env"]) == {
+        "MOCK_CUDA_DEVICES=cuda1",
+        "ACCELKIT_CLAIM=default/one",
+    }
+    [(workload, record)] = records.items()
+    assert workload == "k8s-claim:default/one:uid-1"
+    assert record.agent_id == AGENT
+    assert record.allocation == {DeviceName("cuda"): {"cuda.device": {"cuda1": 1}}}
+    assert record.handle.runtime == "k8s-claims"
+    assert record.handle.details["uid"] == "uid-1"
+    assert record.owner is None  # handed over: the claim's pods outlive the driver
+    assert done.claims["uid-1"].error == ""
+    assert after == {}
+
+
+def test_unpreparing_twice_or_a_claim_never_prepared_is_done(
+    dra_node: Path, short_root: Path
+) -> None:
+    async def main() -> list[Any]:
+        async with serving(dra_node, short_root) as served:
+            one = served.claims.add(claim("one", "uid-1", [result("cuda0")]))
+            await served.stub.NodePrepareResources(
+                pb.NodePrepareResourcesRequest(claims=[ref(one)])
+            )
+            request = pb.NodeUnprepareResourcesRequest(
+                claims=[ref(one), pb.Claim(namespace="default", name="never", uid="uid-x")]
+            )
+            answers = [await served.stub.NodeUnprepareResources(request) for _ in range(2)]
+            assert not served.specs.exists("uid-1")
+            return answers
+
+    for answer in asyncio.run(main()):
+        assert {uid: a.error for uid, a in answer.claims.items()} == {"uid-1": "", "uid-x": ""}
+
+
+def test_every_claim_is_answered_and_only_the_good_ones_are_booked(
+    dra_node: Path, short_root: Path
+) -> None:
+    async def main() -> tuple[Any, dict[str, Any], list[str]]:
+        async with serving(dra_node, short_root) as served:
+            made = [
+                served.claims.add(claim("good", "u-good", [result("cuda0")])),
+                served.claims.add(claim("lacking", "u-lack", [result("cuda9")])),
+                served.claims.add(claim("elsewhere", "u-pool", [result("cuda1", pool="node-b")])),
+                served.claims.add(
+                    claim("other", "u-other", [result("gpu-0", driver="gpu.example.com")])
+                ),
+                served.claims.add(claim("unallocated", "u-none", None)),
+            ]
+            refs = [*map(ref, made), pb.Claim(namespace="default", name="gone", uid="u-gone")]
+            answer = await served.stub.NodePrepareResources(
+                pb.NodePrepareResourcesRequest(claims=refs)
+            )
+            return answer, booked(served), served.specs.uids()
+
+    answer, records, specs = asyncio.run(main())
+    errors = {uid: a.error for uid, a in answer.claims.items()}
+    assert errors["u-good"] == ""
+    assert errors["u-lack"] == (
+        "claim default/lacking names device 'cuda9' of pool 'node-a', which this node (pool "
+        "'node-a') does not have (it has: cuda0, cuda1, vgpu0)"
+    )
+    assert "names device 'cuda1' of pool 'node-b'" in errors["u-pool"]
+    assert errors["u-other"] == (
+        "claim default/other has no device of driver 'accelkit.io' (its drivers: gpu.example.com)"
+    )
+    assert errors["u-none"] == "claim default/unallocated is not allocated"
+    assert errors["u-gone"] == "claim default/gone does not exist"
+    assert list(records) == ["k8s-claim:default/good:u-good"]
+    assert specs == ["u-good"]
+
+
+def test_quarter_shares_add_up_to_one_gpu_and_a_fifth_is_refused(
+    dra_node: Path, short_root: Path
+) -> None:
+    async def main() -> tuple[Any, dict[str, Any]]:
+        async with serving(dra_node, short_root) as served:
+            made = [
+                served.claims.add(
+                    claim(f"q{i}", f"u-q{i}", [result("vgpu0", shares="250m", share_id=f"s{i}")])
+                )
+                for i in range(5)
+            ]
+            answers = {}
+            for one in made:  # one at a time, as five pods would come
+                reply = await served.stub.NodePrepareResources(
+                    pb.NodePrepareResourcesRequest(claims=[ref(one)])
+                )
+                answers.update(reply.claims)
+            return answers, booked(served)
+
+    answers, records = asyncio.run(main())
+    assert [answers[f"u-q{i}"].error for i in range(4)] == [""] * 4
+    assert [answers[f"u-q{i}"].devices[0].share_id for i in range(4)] == ["s0", "s1", "s2", "s3"]
+    assert answers["u-q4"].error.startswith("claim default/q4: cannot book its devices:")
+    assert sorted(records) == [f"k8s-claim:default/q{i}:u-q{i}" for i in range(4)]
+    for record in records.values():
+        assert record.allocation == {DeviceName("vgpu"): {"vgpu.shares": {"vgpu0": 0.25}}}
+
+
+def test_a_share_off_the_quantum_or_a_claim_made_anew_is_refused(
+    dra_node: Path, short_root: Path
+) -> None:
+    async def main() -> tuple[Any, dict[str, Any]]:
+        async with serving(dra_node, short_root) as served:
+            odd = served.claims.add(claim("odd", "u-odd", [result("vgpu0", shares="260m")]))
+            served.claims.add(claim("anew", "u-new", [result("cuda0")]))
+            stale = pb.Claim(namespace="default", name="anew", uid="u-old")
+            answer = await served.stub.NodePrepareResources(
+                pb.NodePrepareResourcesRequest(claims=[ref(odd), stale])
+            )
+            return answer, booked(served)
+
+    answer, records = asyncio.run(main())
+    assert answer.claims["u-odd"].error == (
+        "device 'vgpu0': consumed capacity 260m is not a multiple of 0.05 within 1"
+    )
+    assert answer.claims["u-old"].error == (
+        "claim default/anew has uid u-new, not u-old (made anew)"
+    )
+    assert records == {}
+
+
+def test_a_cdi_directory_that_cannot_be_written_books_nothing(
+    dra_node: Path, short_root: Path
+) -> None:
+    (short_root / "cdi").write_text("a file where the directory should be")
+
+    async def main() -> tuple[Any, dict[str, Any]]:
+        async with serving(dra_node, short_root) as served:
+            one = served.claims.add(claim("one", "uid-1", [result("cuda0")]))
+            answer = await served.stub.NodePrepareResources(
+                pb.NodePrepareResourcesRequest(claims=[ref(one)])
+            )
+            return answer, booked(served)
+
+    answer, records = asyncio.run(main())
+    assert answer.claims["uid-1"].error.startswith(
+        f"claim default/one: cannot write its CDI spec in {short_root / 'cdi'}:"
+    )
+    assert records == {}

@@ -37,16 +37,30 @@ def test_the_command_reference_is_generated_from_the_command_itself():
     )
 
 
+def test_the_readme_lists_every_command_as_the_command_has_it():
+    generator = load_generator()
+    readme = (DOCS.parent / "README.md").read_text()
+    assert generator.render_readme(readme) == readme, (
+        "the README's command list is out of date: run `python docs/gen_cli.py`"
+    )
+    for name in COMMANDS:
+        assert f"| `accelkit {name} " in readme
+
+
 def test_the_generator_check_mode_reports_drift(tmp_path, monkeypatch, capsys):
     generator = load_generator()
     stale = tmp_path / "cli.md"
     stale.write_text("# old\n")
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n{generator.BEGIN}\nold\n{generator.END}\nrest\n")
     monkeypatch.setattr(generator, "CLI_MD", stale)
+    monkeypatch.setattr(generator, "README", readme)
     assert generator.main(["--check"]) == 1
     assert "out of date" in capsys.readouterr().err
     assert generator.main([]) == 0
     assert generator.main(["--check"]) == 0
     assert stale.read_text() == generator.render()
+    assert readme.read_text() == f"# x\n{generator.command_list()}\nrest\n"
 
 
 ROOT_CONTEXT = click.Context(cli, info_name="accelkit", **cli.context_settings)

@@ -12,7 +12,7 @@ import pytest
 
 from accelkit import hookimpl
 from accelkit.discovery import PluginLoader, make_plugin_manager
-from accelkit.errors import PluginLoadError, PluginUnavailable
+from accelkit.errors import ConfigError, PluginLoadError, PluginUnavailable
 from accelkit.events import WorkloadEvent, WorkloadPhase
 from accelkit.plugin import AbstractComputePlugin, AbstractLifecycleHook, PluginRole
 from accelkit.registry import PluginStatus, slot_belongs
@@ -291,10 +291,22 @@ def test_selection_blocks_by_entry_point_name(selection, reason):
 
 
 @pytest.mark.parametrize(
-    ("value", "strict"), [("1", True), ("true", True), ("0", False), ("", False)]
+    ("value", "strict"),
+    [("1", True), ("true", True), (" YES ", True), ("0", False), ("off", False)],
 )
 def test_strict_from_environment(value, strict):
     assert PluginSelection().with_environment({"ACCELKIT_STRICT_PLUGINS": value}).strict is strict
+
+
+def test_strict_unset_keeps_the_config():
+    assert PluginSelection().with_environment({}).strict is False
+    assert PluginSelection(strict=True).with_environment({}).strict is True
+
+
+@pytest.mark.parametrize("value", ["banana", "", "2", "\uff11"])
+def test_strict_that_is_no_boolean_is_a_config_error_naming_the_variable(value):
+    with pytest.raises(ConfigError, match=r"ACCELKIT_STRICT_PLUGINS=.*expected 1 or 0"):
+        PluginSelection().with_environment({"ACCELKIT_STRICT_PLUGINS": value})
 
 
 def test_a_distribution_may_return_several_plugins_and_close_cleans_all():

@@ -9,12 +9,30 @@ from typing import Any
 
 import attrs
 
+from accelkit.errors import ConfigError
+
 __all__ = ["DISABLE_ENV", "STRICT_ENV", "PluginSelection"]
 
 DISABLE_ENV = "ACCELKIT_DISABLE_PLUGINS"
 STRICT_ENV = "ACCELKIT_STRICT_PLUGINS"
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+def _flag(environ: Mapping[str, str], name: str) -> bool | None:
+    """A boolean environment variable: ``None`` when unset.
+
+    Raises:
+        ConfigError: set to anything but 1/0, true/false, yes/no or on/off (an empty value too).
+    """
+    if name not in environ:
+        return None
+    value = environ[name].strip().lower()
+    if value in _TRUE or value in _FALSE:
+        return value in _TRUE
+    msg = f"{name}={environ[name]!r}: expected 1 or 0 (true/false, yes/no, on/off)"
+    raise ConfigError(msg, key=name)
 
 
 def _names(value: Any) -> frozenset[str]:
@@ -50,10 +68,14 @@ class PluginSelection:
     source: str | None = None
 
     def with_environment(self, environ: Mapping[str, str] | None = None) -> PluginSelection:
-        """Apply ``ACCELKIT_DISABLE_PLUGINS=a,b`` and ``ACCELKIT_STRICT_PLUGINS=1``."""
+        """Apply ``ACCELKIT_DISABLE_PLUGINS=a,b`` and ``ACCELKIT_STRICT_PLUGINS=1``.
+
+        Raises:
+            ConfigError: ``ACCELKIT_STRICT_PLUGINS`` is not a boolean.
+        """
         env = os.environ if environ is None else environ
         disabled = {n.strip() for n in env.get(DISABLE_ENV, "").split(",") if n.strip()}
-        strict = self.strict or env.get(STRICT_ENV, "").strip().lower() in _TRUE
+        strict = self.strict or bool(_flag(env, STRICT_ENV))
         return attrs.evolve(self, disabled=self.disabled | disabled, strict=strict)
 
     def block_reason(self, name: str) -> str | None:

@@ -13,6 +13,7 @@ import attrs
 from frozendict import frozendict
 
 from accelkit.config.rules import NON_EMPTY_STRING, RESOURCE_DOMAIN, SECONDS
+from accelkit.errors import ConfigError
 from accelkit.selection import PluginSelection
 from accelkit.types import AgentId
 
@@ -41,9 +42,16 @@ def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:
     """``/var/lib/accelkit`` as root, else ``$XDG_STATE_HOME/accelkit``.
 
     ``ACCELKIT_STATE_DIR`` overrides both (useful for tests and unprivileged services).
+
+    Raises:
+        ConfigError: ``ACCELKIT_STATE_DIR`` is set but empty (it would have meant the default).
     """
     env = os.environ if environ is None else environ
-    if explicit := env.get(STATE_DIR_ENV):
+    if STATE_DIR_ENV in env:
+        explicit = env[STATE_DIR_ENV]
+        if not explicit.strip():
+            msg = f"{STATE_DIR_ENV} is set but empty: name a directory, or unset it for the default"
+            raise ConfigError(msg, key=STATE_DIR_ENV)
         return Path(explicit)
     if os.geteuid() == 0:
         return Path("/var/lib/accelkit")

@@ -46,7 +46,7 @@ async def _gres(
     config_path: Path | None, agent: str | None, node_name: str | None
 ) -> tuple[list[str], list[str]]:
     """The ``gres.conf`` lines and the ``NodeName ... Gres=`` lines."""
-    from accelkit.bridge.slurm.gres import gres_conf, gres_devices, node_gres
+    from accelkit.bridge.slurm.gres import divisible_notes, gres_conf, gres_devices, node_gres
     from accelkit.host import PartitionHost
 
     config = read_config(config_path)
@@ -62,6 +62,7 @@ async def _gres(
                 host.agents[agent_id], settings.gres_names, config.plugins.hook_timeout
             )
             name = _node_name(base, agent_id, several)
+            conf += divisible_notes(host.agents[agent_id])
             conf += gres_conf(devices, name if several else None)
             gres = node_gres(devices)
             nodes.append(f"NodeName={name} Gres={gres}" if gres else f"NodeName={name}")

@@ -1,9 +1,11 @@
 """Which extended resources an agent offers the kubelet, and their devices as the kubelet sees them.
 
-Every accelerator slot whose devices are handed out whole (``count`` and ``unique`` slots, so
-MIG-like profiles are resources of their own) becomes ``<domain>/<slot>``, e.g.
-``accelkit.io/cuda.device``. Fractional slots and the cores and memory plugins (by their
-role) are left to the kubelet's own CPU and memory managers.
+Every *whole* accelerator slot (its alloc map's ``whole_slots``: whole GPUs, and MIG-like
+profiles as resources of their own) becomes ``<domain>/<slot>``, e.g.
+``accelkit.io/cuda.device``: the kubelet counts extended resources in whole devices and books
+each device it hands out entirely. Divisible slots (GPU shares) are not offered here, they
+reach Kubernetes through the DRA driver; the cores and memory plugins (by their role) are
+left to the kubelet's own CPU and memory managers.
 """
 
 from __future__ import annotations
@@ -18,14 +20,13 @@ from accelkit.health import DeviceHealth
 from accelkit.host import AgentView
 from accelkit.partition import natural_sort_key
 from accelkit.plugin import PluginRole
-from accelkit.types import DeviceAllocation, DeviceId, DeviceName, SlotName, SlotType
+from accelkit.types import DeviceAllocation, DeviceId, DeviceName, SlotName
 
 __all__ = ["HEALTHY", "UNHEALTHY", "K8sDevice", "K8sResource", "k8s_resources"]
 
 #: the kubelet's two health words
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"
-WHOLE = frozenset({SlotType.COUNT, SlotType.UNIQUE})
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -86,8 +87,9 @@ def k8s_resources(agent: AgentView, domain: str) -> list[K8sResource]:
     for key, ctx in agent.contexts.items():
         if ctx.plugin.role is not PluginRole.ACCELERATOR:  # the kubelet manages cores, memory
             continue
+        whole = ctx.alloc_map.whole_slots  # a divisible slot booked whole would waste it
         slots = sorted(
-            {i.slot_name for i in ctx.alloc_map.device_slots.values() if i.slot_type in WHOLE},
+            {i.slot_name for i in ctx.alloc_map.device_slots.values() if i.slot_name in whole},
             key=natural_sort_key,
         )
         found += [K8sResource(f"{domain}/{slot}", key, slot) for slot in slots]

@@ -1,11 +1,16 @@
 """An agent's devices as Slurm GRES: the ``gres.conf`` lines and the node's ``Gres=`` value.
 
-Every device of a whole-device slot (``count`` and ``unique``) of an accelerator plugin is one
-``gres.conf`` line, in accelkit's natural order, so Slurm's GRES index ``i`` of a name is the
-``i``-th device of that name here (:func:`indexed_devices`). ``File=`` is the device node the
-plugin's hook gives a container of that device alone (nodes every device gets, like
-``/dev/nvidiactl``, are left out); a device without one is ``Count=1``. ``Cores=`` are the
-cores plugin's cores on the device's NUMA node.
+Every device of a *whole* slot (its alloc map's ``whole_slots``: whole GPUs, MIG-like
+instances) of an accelerator plugin is one ``gres.conf`` line, in accelkit's natural order, so
+Slurm's GRES index ``i`` of a name is the ``i``-th device of that name here
+(:func:`indexed_devices`). ``File=`` is the device node the plugin's hook gives a container of
+that device alone (nodes every device gets, like ``/dev/nvidiactl``, are left out); a device
+without one is ``Count=1``. ``Cores=`` are the cores plugin's cores on the device's NUMA node.
+
+Divisible slots (GPU shares) are not GRES: Slurm counts a GRES index as one device, which the
+prolog books whole, and it has no count of shares that the prolog could book as shares (its
+``shard`` GRES is a share of a ``gpu`` and is not reported per index). :func:`divisible_notes`
+says so in ``gres.conf`` comments, one per slot.
 """
 
 from __future__ import annotations
@@ -17,7 +22,6 @@ from decimal import Decimal
 
 import attrs
 
-from accelkit.bridge.k8s.resources import WHOLE
 from accelkit.calls import call_async
 from accelkit.host import AgentView
 from accelkit.partition import natural_sort_key
@@ -29,10 +33,19 @@ from accelkit.types import (
     MountType,
     SlotName,
     Workload,
+    format_amount,
     is_digits,
 )
 
-__all__ = ["GresDevice", "gres_conf", "gres_devices", "indexed_devices", "node_gres", "slurm_type"]
+__all__ = [
+    "GresDevice",
+    "divisible_notes",
+    "gres_conf",
+    "gres_devices",
+    "indexed_devices",
+    "node_gres",
+    "slurm_type",
+]
 
 _NOT_TYPE = re.compile(r"[^a-z0-9_]+")
 #: the workload the hooks are asked about: only their DEVICE mounts are read, nothing runs
@@ -115,10 +128,11 @@ async def gres_devices(
         if ctx.plugin.role is not PluginRole.ACCELERATOR:  # Slurm itself manages cores, memory
             continue
         models = {d.device_id: d.model_name for d in ctx.plugin.devices}
+        whole_slots = ctx.alloc_map.whole_slots  # Slurm books each GRES index whole
         whole = [
             (device_id, info)
             for device_id, info in ctx.alloc_map.device_slots.items()
-            if info.slot_type in WHOLE
+            if info.slot_name in whole_slots
         ]
         whole.sort(key=lambda item: natural_sort_key(item[0]))
         nodes = {d: await _device_nodes(ctx, d, i, timeout) for d, i in whole}
@@ -138,6 +152,23 @@ async def gres_devices(
                 )
             )
     return found
+
+
+def divisible_notes(agent: AgentView) -> list[str]:
+    """A ``gres.conf`` comment for each divisible accelerator slot of ``agent``: not offered."""
+    notes: list[str] = []
+    for ctx in agent.contexts.values():
+        if ctx.plugin.role is not PluginRole.ACCELERATOR:
+            continue
+        divisible = ctx.alloc_map.divisible_slots
+        offered = {i.slot_name for i in ctx.alloc_map.device_slots.values()}
+        for slot in sorted(offered & divisible.keys(), key=natural_sort_key):
+            notes.append(
+                f"# {slot} (divisible, quantum {format_amount(divisible[slot])}) is not offered "
+                "as GRES: Slurm cannot book shares of a device per GRES index; use whole-device "
+                "slots in Slurm, or 'accelkit run --slots' outside it"
+            )
+    return notes
 
 
 def indexed_devices(devices: Sequence[GresDevice]) -> dict[str, list[GresDevice]]:

@@ -153,9 +153,7 @@ def test_an_oom_kill_is_reported_with_status_137_and_torn_down(config, monkeypat
     if "cannot enforce the memory limit" in said:
         pytest.skip("no usable memory controller here")
     assert status == 137
-    assert (
-        "error: out of memory: the kernel killed 1 process(es) of the workload at its limit" in said
-    )
+    assert "out of memory at its limit of 64M: the kernel killed 1 process(es)" in said
     assert Ledger(config.resource.state_dir).read_all() == {}
 
 

@@ -64,9 +64,9 @@ def test_runs_the_command_with_the_hooks_env_and_its_exit_status(node):
     assert records(node) == []
 
 
-def test_a_refused_allocation_exits_2_naming_the_slot_and_amounts(node):
+def test_a_refused_allocation_exits_125_naming_the_slot_and_amounts(node):
     result = accelkit(node, "run", "--agent", "agent-1", "--slots", "cuda.device=2", "--", "true")
-    assert result.returncode == 2
+    assert result.returncode == 125
     assert result.stderr.startswith("error: cannot allocate on agent 'agent-1'")
     assert "'cuda.device'" in result.stderr
     assert "requested 2" in result.stderr
@@ -88,7 +88,7 @@ def test_a_refused_allocation_exits_2_naming_the_slot_and_amounts(node):
 )
 def test_malformed_slots_are_usage_errors(node, slots, message):
     result = accelkit(node, "run", "--agent", "agent-1", "--slots", slots, "--", "true")
-    assert result.returncode == 2
+    assert result.returncode == 125
     assert message in result.stderr
 
 
@@ -107,7 +107,7 @@ def test_malformed_slots_are_usage_errors(node, slots, message):
 )
 def test_absurd_amounts_are_usage_errors(node, amount):
     result = accelkit(node, "run", "--agent", "agent-1", "--slots", f"cpu={amount}", "--", "true")
-    assert result.returncode == 2
+    assert result.returncode == 125
     assert result.stderr.startswith("error:")
     assert f"'{amount}' is out of range" in result.stderr
     assert "internal error" not in result.stderr
@@ -117,7 +117,7 @@ def test_absurd_amounts_are_usage_errors(node, amount):
 def test_a_request_at_the_top_of_the_range_is_refused_with_its_amount_in_full(node):
     amount = "9" * 25  # the largest whole amount there is
     result = accelkit(node, "run", "--agent", "agent-1", "--slots", f"cpu={amount}", "--", "true")
-    assert result.returncode == 2
+    assert result.returncode == 125
     assert result.stderr.startswith("error: cannot allocate on agent 'agent-1'")
     assert f"requested {amount}," in result.stderr
     assert "internal error" not in result.stderr
@@ -129,19 +129,19 @@ def test_a_grace_that_is_not_finite_is_a_usage_error(node, grace):
     result = accelkit(
         node, "run", "--agent", "agent-1", "--grace", grace, "--slots", "cpu=1", "--", "true"
     )
-    assert result.returncode == 2
+    assert result.returncode == 125
     assert result.stderr.startswith("error:")
     assert "--grace" in result.stderr
     assert "not a finite number" in result.stderr
     assert records(node) == []
 
 
-def test_unknown_agent_and_unknown_slot_exit_2(node):
+def test_unknown_agent_and_unknown_slot_exit_125(node):
     result = accelkit(node, "run", "--agent", "agent-9", "--slots", "cpu=1", "--", "true")
-    assert result.returncode == 2
+    assert result.returncode == 125
     assert "unknown agent 'agent-9'" in result.stderr
     result = accelkit(node, "run", "--agent", "agent-1", "--slots", "rocm.device=1", "--", "true")
-    assert result.returncode == 2
+    assert result.returncode == 125
     assert "rocm.device" in result.stderr
     assert records(node) == []
 
@@ -396,7 +396,7 @@ def test_verbose_shows_the_cgroups_and_stderr_names_the_workload_and_its_devices
 )
 def test_runtime_options_are_checked(node, options, message):
     result = accelkit(node, "run", "--agent", "agent-1", "--slots", "cpu=1", *options, "--", "true")
-    assert result.returncode == 2
+    assert result.returncode == 125
     assert message in result.stderr
     assert records(node) == []
 

@@ -82,15 +82,20 @@ def test_an_empty_command_is_refused_when_encoding():
     ("data", "why"),
     [
         (b"true\x001\0true", "truncated"),
-        (b"true\0x\0true\x000\x000\0\0", "expected a count"),
+        (b"true\0x\0true\x000\x000\0\0\0\0", "expected a count"),
         (b"true\x003\0true\0", "truncated"),
-        (b"true\x001\0true\x001\0NOVALUE\x000\0\0", "bad environment entry"),
-        (b"true\x001\0true\x001\0=v\x000\0\0", "bad environment entry"),
+        (b"true\x001\0true\x001\0NOVALUE\x000\0\0\0\0", "bad environment entry"),
+        (b"true\x001\0true\x001\0=v\x000\0\0\0\0", "bad environment entry"),
         (b"true\x001\0true\x000\x000\0", "malformed"),
-        (b"true\x001\0true\x000\x000\0\0extra\0", "malformed"),
-        (b"true\x000\x000\x000\0\0", "malformed"),
-        (b"\x001\0true\x000\x000\0\0", "malformed"),
-        (b"true\x001\0true\x000\x000\x000,x\0", "bad CPU affinity"),
+        (b"true\x001\0true\x000\x000\0\0\0", "malformed"),
+        (b"true\x001\0true\x000\x000\0\0\0\0extra\0", "malformed"),
+        (b"true\x000\x000\x000\0\0\0\0", "malformed"),
+        (b"\x001\0true\x000\x000\0\0\0\0", "malformed"),
+        (b"true\x001\0true\x000\x000\x000,x\0\0\0", "bad CPU affinity"),
+        (b"true\x001\0true\x000\x000\0\0/dev/pts/1\0\0", "bad terminal"),
+        (b"true\x001\0true\x000\x000\0\x003:/dev/pts/1\0\0", "bad terminal"),
+        (b"true\x001\0true\x000\x000\0\x0012:\0\0", "bad terminal"),
+        (b"true\x001\0true\x000\x000\0\0\0yes\0", "bad containment flag"),
     ],
 )
 def test_a_malformed_plan_is_refused_when_decoding(data, why):
@@ -129,32 +134,72 @@ def test_the_launcher_execs_the_plan_with_its_environment_bytes_and_affinity():
     assert out.strip() == f"{os.fsencode(value)!r} {{0}}"
 
 
-def test_the_launcher_reports_a_command_that_cannot_run():
+def test_the_launcher_reports_a_command_that_is_not_found_with_127():
     status, _, message = _launch(encode_plan(["/nonexistent/cmd"], {}))
-    assert status == launcher.EXIT_FAILED
-    assert message == "cannot run '/nonexistent/cmd': [Errno 2] No such file or directory"
+    assert status == launcher.EXIT_NOT_FOUND == 127
+    assert message == "127 cannot run '/nonexistent/cmd': [Errno 2] No such file or directory"
 
 
-def test_the_launcher_reports_a_file_it_may_not_run(tmp_path: Path):
+def test_a_bare_name_found_nowhere_on_path_is_not_found(tmp_path: Path):
+    status, _, message = _launch(encode_plan(["no-such-command"], {"PATH": str(tmp_path)}))
+    assert status == 127
+    assert message.startswith("127 cannot run 'no-such-command': [Errno 2]")
+
+
+def test_the_launcher_reports_a_file_it_may_not_run_with_126(tmp_path: Path):
     data = tmp_path / "data.txt"
     data.write_text("not a program\n")
     status, _, message = _launch(encode_plan([str(data)], {}))
-    assert status == launcher.EXIT_FAILED
-    assert message == f"cannot run '{data}': [Errno 13] Permission denied"
+    assert status == launcher.EXIT_NOT_RUNNABLE == 126
+    assert message == f"126 cannot run '{data}': [Errno 13] Permission denied"
 
 
-def test_the_launcher_reports_a_plan_it_cannot_read():
+def test_a_directory_cannot_be_run_either(tmp_path: Path):
+    status, _, message = _launch(encode_plan([str(tmp_path)], {}))
+    assert status == 126
+    assert message.startswith(f"126 cannot run '{tmp_path}'")
+
+
+def test_the_launcher_reports_a_plan_it_cannot_read_with_125():
     status, _, message = _launch(b"garbage")
-    assert status == launcher.EXIT_FAILED
-    assert message == "plan: truncated plan"
+    assert status == launcher.EXIT_FAILED == 125
+    assert message == "125 plan: truncated plan"
 
 
-def test_the_launcher_reports_a_cgroup_it_cannot_join(tmp_path: Path):
+def test_the_launcher_reports_a_cgroup_it_cannot_join_with_125(tmp_path: Path):
     missing = tmp_path / "missing" / "cgroup.procs"
     status, _, message = _launch(encode_plan(["true"], {}, None, [str(missing)]))
     assert status == launcher.EXIT_FAILED
-    assert message.startswith("setup: ")
+    assert message.startswith("125 setup: ")
     assert "No such file or directory" in message
+
+
+def test_the_launcher_reports_a_terminal_it_cannot_open_with_125(tmp_path: Path):
+    plan = encode_plan(["true"], {}, terminal=f"0:{tmp_path / 'no-such-tty'}")
+    status, _, message = _launch(plan)
+    assert status == 125
+    assert message.startswith("125 terminal: ")
+
+
+def test_terminal_and_containment_decode_as_encoded():
+    plan = decode_plan(encode_plan(["true"], {}, terminal="012:/dev/pts/7", contain=True))
+    assert (plan.terminal, plan.contain) == (b"012:/dev/pts/7", True)
+    plain = decode_plan(encode_plan(["true"], {}))
+    assert (plain.terminal, plain.contain) == (b"", False)
+
+
+def test_cgroup_mounts_are_read_from_mountinfo_with_the_flags_a_remount_keeps():
+    text = (
+        "31 23 0:28 / /sys/fs/cgroup rw,nosuid - tmpfs tmpfs rw\n"
+        "32 31 0:29 / /sys/fs/cgroup/pids rw,nosuid,nodev,noexec,relatime shared:9 - cgroup "
+        "cgroup rw,pids\n"
+        "41 31 0:38 / /sys/fs/with\\040space rw,relatime - cgroup2 cgroup2 rw\n"
+        "50 23 0:40 / /proc rw - proc proc rw\n"
+    )
+    assert launcher.cgroup_mounts(text) == [
+        ("/sys/fs/cgroup/pids", 2 | 4 | 8 | (1 << 21)),
+        ("/sys/fs/with space", 1 << 21),
+    ]
 
 
 def test_an_empty_plan_makes_the_launcher_exit_without_running_anything():

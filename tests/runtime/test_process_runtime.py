@@ -370,8 +370,34 @@ def test_filling_the_memory_limit_is_an_oom_kill_with_status_137(runtime):
     status, notes = run(main())
     assert status == 137
     assert len(notes) == 1
-    assert "out of memory" in notes[0]
-    assert notes[0].endswith("at its limit of 64M")
+    assert notes[0].startswith("out of memory at its limit of 64M: the kernel killed 1 process")
+    assert "not the command itself" not in notes[0]
+
+
+CHILD_FILLS = f"""
+import subprocess, sys
+child = subprocess.run([sys.executable, "-c", {FILL.strip()!r}])
+print("child", child.returncode, flush=True)
+"""
+
+
+@contained
+def test_an_oom_kill_of_a_child_is_the_childs_not_the_workloads(runtime):
+    """The command survives its child's OOM kill and exits 0: the note says so."""
+    config = WorkloadConfig(memory_limit=64 * 1024**2)
+
+    async def main() -> tuple[int, list[str]]:
+        handle = await launch(runtime, py(CHILD_FILLS), config=config)
+        status = await runtime.wait(handle)
+        notes = await runtime.exit_notes(handle)
+        await runtime.stop(handle, 0)
+        return status, notes
+
+    status, notes = run(main())
+    assert status == 0
+    assert len(notes) == 1
+    assert "the kernel killed 1 process(es) of the workload" in notes[0]
+    assert notes[0].endswith("not the command itself, which exited with status 0")
 
 
 THREADS = """

@@ -1,7 +1,8 @@
 """The ``accelkit`` command group and its error handling.
 
-Every error reaches the user as ``error: …`` on stderr with exit status 2; a traceback is shown
-only with ``--verbose``.
+Every error reaches the user as ``error: …`` on stderr with exit status 2 (125 for ``run``,
+whose statuses are its workload's: a command's ``failure_status``); a traceback is shown only
+with ``--verbose``.
 """
 
 from __future__ import annotations
@@ -51,6 +52,15 @@ class LazyGroup(click.Group):
         super().__init__(*args, **kwargs)
         self.lazy_commands = dict(lazy_commands)
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """The subcommand; its ``failure_status`` (if any) is what its errors exit with."""
+        name, command, rest = super().resolve_command(ctx, args)
+        if isinstance(ctx.obj, dict):
+            ctx.obj["failure_status"] = getattr(command, "failure_status", EXIT_ERROR)
+        return name, command, rest
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy_commands})
 
@@ -89,23 +99,24 @@ def main(argv: Sequence[str] | None = None) -> int:  # noqa: PLR0911 - a status 
     """Run the command; return its exit status instead of letting exceptions escape."""
     args = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in args or "--verbose" in args
+    state: dict[str, Any] = {}
     try:
-        result = cli.main(args=args, prog_name="accelkit", standalone_mode=False)
+        result = cli.main(args=args, prog_name="accelkit", standalone_mode=False, obj=state)
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.exceptions.Abort:
         click.echo("error: aborted", err=True)
-        return EXIT_ERROR
+        return int(state.get("failure_status", EXIT_ERROR))
     except click.ClickException as exc:
         click.echo(f"error: {exc.format_message()}", err=True)
         if isinstance(exc, click.UsageError) and exc.ctx is not None:
             click.echo(f"see '{exc.ctx.command_path} --help'", err=True)
-        return EXIT_ERROR
+        return int(state.get("failure_status", EXIT_ERROR))
     except AccelkitError as exc:
         if verbose:
             traceback.print_exc()
         click.echo(f"error: {exc}", err=True)
-        return EXIT_ERROR
+        return int(state.get("failure_status", EXIT_ERROR))
     except KeyboardInterrupt:
         click.echo("error: interrupted", err=True)
         return 130
@@ -114,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:  # noqa: PLR0911 - a status 
             traceback.print_exc()
         click.echo(f"error: internal error: {type(exc).__name__}: {exc}", err=True)
         click.echo("run with --verbose for the traceback", err=True)
-        return EXIT_ERROR
+        return int(state.get("failure_status", EXIT_ERROR))
     return result if isinstance(result, int) else 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
@@ -16,11 +17,15 @@ from accelkit.cli.options import (
     pick_agent,
     read_config,
 )
+from accelkit.config.rules import MAX_PIDS
 from accelkit.errors import InsufficientResource
 from accelkit.node import Node
 from accelkit.sizes import parse_binary_size
 from accelkit.types import SlotName, amount_in_range, range_problem
 from accelkit.workload.runner import run_workload
+
+#: the status of a run that accelkit itself refused or failed (as ``docker run``'s)
+EXIT_ACCELKIT = 125
 
 
 def parse_slots(text: str) -> dict[SlotName, Decimal]:
@@ -55,6 +60,26 @@ def parse_slots(text: str) -> dict[SlotName, Decimal]:
     return slots
 
 
+def parse_pids(
+    _ctx: click.Context | None, _param: click.Parameter | None, value: str | None
+) -> int | None:
+    """``--pids N``: a whole number of processes from 1 to the kernel's largest ``pid_max``."""
+    if value is None:
+        return None
+    text = value.strip()
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_PIDS:
+        msg = f"expected a whole number of processes from 1 to {MAX_PIDS}, got {value!r}"
+        raise click.BadParameter(msg, param_hint="--pids")
+    return int(text)
+
+
+class RunCommand(click.Command):
+    """``accelkit run``: its own refusals and failures exit 125, not 2 (DESIGN §18), so that
+    they do not collide with the workload's statuses (as ``docker run``)."""
+
+    failure_status = EXIT_ACCELKIT
+
+
 def _echo(line: str) -> None:
     click.echo(line if line.startswith(("error:", "warning:")) else f"accelkit: {line}", err=True)
 
@@ -66,6 +91,7 @@ class _RunOptions:
     grace: float
     no_memory_limit: bool
     verbose: bool
+    pids: int | None = None
 
 
 async def _run(
@@ -95,13 +121,15 @@ async def _run(
                 no_memory_limit=options.no_memory_limit,
                 verbose=options.verbose,
                 echo=_echo,
+                pids=options.pids,
+                terminal=sys.stdin is not None and sys.stdin.isatty(),
             )
         except InsufficientResource as exc:
             msg = f"cannot allocate on agent {agent!r}: {exc}"
             raise click.ClickException(msg) from exc
 
 
-@click.command(context_settings={"ignore_unknown_options": True})
+@click.command(cls=RunCommand, context_settings={"ignore_unknown_options": True})
 @config_option
 @click.option(
     "--agent", "agent", default=None, help="The agent whose devices to use (default: the only one)."
@@ -134,6 +162,13 @@ async def _run(
     is_flag=True,
     help="Run even where no memory controller can enforce the mem slot's limit.",
 )
+@click.option(
+    "--pids",
+    metavar="N",
+    callback=parse_pids,
+    help="The most processes and threads the workload may have at once (pids.max); "
+    "default: the agent's or the node's pids, else no limit.",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_context
 def run(
@@ -146,17 +181,22 @@ def run(
     runtime: str,
     image: str | None,
     no_memory_limit: bool,
+    pids: int | None,
     command: tuple[str, ...],
 ) -> int:
     """Run COMMAND as a contained workload with the requested slots.
 
     The process runtime puts the whole tree in cgroups of its own (memory limit, cpuset, the
-    accelerator device nodes it was not given denied on cgroup v1); the docker runtime runs it
-    in a container of IMG. SIGINT, SIGTERM, SIGHUP and SIGQUIT reach every process of the
-    workload; what is left after --grace seconds, or at a second SIGINT/SIGTERM, is killed.
-    Prints the workload id and its devices on stderr; accelkit -v run also the cgroups in use.
+    accelerator device nodes it was not given denied on cgroup v1, its cgroups read-only to it
+    even as root); the docker runtime runs it in a container of IMG. SIGINT, SIGTERM, SIGHUP
+    and SIGQUIT reach every process of the workload; what is left after --grace seconds, or at
+    a second SIGINT/SIGTERM, is killed. With a terminal on stdin the workload gets a terminal of
+    its own: Ctrl-C reaches it alone, a second within --grace seconds ends all of it (SIGTERM),
+    a third kills it. Prints the workload id and its devices on stderr; accelkit -v run also the
+    cgroups in use.
 
-    Exits with COMMAND's status (128 + N when it died of signal N, 127 when it cannot start).
+    Exits with COMMAND's status (128 + N when it died of signal N); 127 when COMMAND is not
+    found, 126 when it cannot be run, 125 when accelkit refused or failed.
     """
     slots = parse_slots(slots_text)
     if runtime == "docker" and not image:
@@ -166,5 +206,5 @@ def run(
         msg = "--image is for --runtime docker"
         raise click.UsageError(msg)
     verbose = bool((ctx.find_root().obj or {}).get("verbose"))
-    options = _RunOptions(runtime, image, grace, no_memory_limit, verbose)
+    options = _RunOptions(runtime, image, grace, no_memory_limit, verbose, pids)
     return asyncio.run(_run(config_path, agent, slots, list(command), options))

@@ -16,15 +16,23 @@ the cgroup, frozen while it is signalled so that nothing forks away. A later pro
 of it through the handle alone. Where no cgroup can be made the runtime says what is missing
 (:attr:`~accelkit.runtime.base.WorkloadHandle.details` ``missing``), falls back to the leader's
 process group, and refuses a memory limit it cannot enforce.
+
+Where accelkit has ``CAP_SYS_ADMIN`` (as root), the workload cannot leave its cgroups even as
+root: the launcher gives it a mount namespace whose cgroup file systems are read-only and drops
+``CAP_SYS_ADMIN`` and ``CAP_SYS_PTRACE`` from its bounding set (see
+:mod:`accelkit.workload.launcher`). A root accelkit without ``CAP_SYS_ADMIN`` cannot do that,
+and says so in ``missing``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -46,6 +54,11 @@ __all__ = ["ProcessRuntime"]
 
 #: how long :meth:`ProcessRuntime.stop` keeps killing before it gives up on unkillable processes
 KILL_TIMEOUT = 30.0
+_CAP_SYS_ADMIN = 21
+_NO_CONTAINMENT = (
+    "a root workload can move itself out of its cgroups: accelkit lacks CAP_SYS_ADMIN to make "
+    "the cgroup file systems read-only for it"
+)
 _T = TypeVar("_T")
 
 
@@ -65,6 +78,8 @@ class _Pending:
     argv: tuple[str, ...]
     plan: ProcessPlan
     cgroups: WorkloadCgroups
+    terminal: str = ""
+    contain: bool = False
     #: forgotten once stopped and no :meth:`ProcessRuntime.wait` waits for the leader's status
     stopped: bool = False
     waiting: int = 0
@@ -127,7 +142,7 @@ class ProcessRuntime(Runtime):
             memory=plan.memory_limit,
             cpus=spec.config.cpuset_cpus,
             mems=spec.config.cpuset_mems,
-            pids_max=self.pids_max,
+            pids_max=self.pids_max if spec.pids_max is None else spec.pids_max,
             denied_devices=deny_rules(spec.node_device_nodes, granted),
         )
         placed = await asyncio.shield(parked.placing)
@@ -140,6 +155,10 @@ class ProcessRuntime(Runtime):
                 f"({why}); pass --no-memory-limit to run without one"
             )
             raise RuntimeUnavailable(msg)  # discard() ends the launcher and removes the groups
+        contain = _has_capability(_CAP_SYS_ADMIN)
+        if cgroups.dirs and not contain and os.geteuid() == 0:
+            missing = {**cgroups.missing, "membership": _NO_CONTAINMENT}
+            cgroups = attrs.evolve(cgroups, missing=missing)
         tree = parked.tree
         details = {
             **cgroups.to_details(),
@@ -148,22 +167,44 @@ class ProcessRuntime(Runtime):
         }
         if plan.memory_limit is not None and why is None:
             details["memory_limit"] = str(plan.memory_limit)
+        if limits.pids_max is not None and "pids" in cgroups.dirs:
+            details["pids_max"] = str(limits.pids_max)
+        if contain:
+            details["read_only_cgroups"] = "1"
         handle = WorkloadHandle(self.name, cgroups.relative, details)
-        self._created[handle.ident] = _Pending(tree, spec.argv, plan, cgroups)
+        self._created[handle.ident] = _Pending(
+            tree, spec.argv, plan, cgroups, spec.terminal, contain
+        )
         del self._parked[spec.workload.id]
         return handle
 
     async def start(self, handle: WorkloadHandle) -> None:
-        """Send the plan; the launcher, already in its cgroups, execs (``WorkloadError`` if not)."""
+        """Send the plan; the launcher, already in its cgroups, execs (``CommandNotRunnable``
+        if not)."""
         pending = self._created.get(handle.ident)
         if pending is None:
             msg = f"workload {handle.ident!r} was not created by this process runtime"
             raise WorkloadError(msg)
-        pending.tree.launch(pending.argv, pending.plan, pending.cgroups.self_join_files())
+        pending.tree.launch(
+            pending.argv,
+            pending.plan,
+            pending.cgroups.self_join_files(),
+            terminal=pending.terminal,
+            contain=pending.contain,
+        )
 
-    async def wait(self, handle: WorkloadHandle) -> int:
+    async def wait(
+        self,
+        handle: WorkloadHandle,
+        *,
+        on_leftovers: Callable[[int, Sequence[int]], None] | None = None,
+    ) -> int:
         """The leader's status once the cgroup is empty (0 for a workload adopted from another
-        process, whose leader's status nobody can read any more)."""
+        process, whose leader's status nobody can read any more).
+
+        ``on_leftovers(status, pids)`` is called once if the leader exits while other processes
+        of the cgroup still run: the wait goes on until they end.
+        """
         pending = self._created.get(handle.ident)
         status = 0
         if pending is not None:
@@ -174,6 +215,10 @@ class ProcessRuntime(Runtime):
                 pending.waiting -= 1
                 self._forget(handle, pending)
         cgroups = _cgroups_of(handle)
+        if cgroups.dirs and pending is not None and on_leftovers is not None:
+            left = await _in_thread(cgroups.pids)
+            if left:
+                on_leftovers(status, sorted(left))
         if cgroups.dirs:
             delay = 0.0005
             while await _in_thread(cgroups.populated):
@@ -268,17 +313,28 @@ class ProcessRuntime(Runtime):
         return _cgroups_of(handle).oom_kills()
 
     async def exit_notes(self, handle: WorkloadHandle) -> list[str]:
-        """Why the workload ended when the runtime knows more than its status: an OOM kill."""
+        """What the OOM killer did to the workload, and only that: which processes it killed
+        (named from the kernel log where it can be read), and whether the command itself was
+        one of them or exited on its own (a child killed, the command exiting 0)."""
         kills = await _in_thread(lambda: self.oom_kills(handle))
         if not kills:
             return []
         limit = handle.details.get("memory_limit")
-        where = (
-            f"at its limit of {format_binary_size(int(limit))}"
-            if limit
-            else "(no limit of its own)"
-        )
-        return [f"out of memory: the kernel killed {kills} process(es) of the workload {where}"]
+        where = f"its limit of {format_binary_size(int(limit))}" if limit else "no limit of its own"
+        victims = await _in_thread(lambda: oom_victims(handle.ident))
+        killed = f"{kills} process(es) of the workload"
+        if victims:
+            killed += " (" + ", ".join(f"pid {pid}: {name}" for pid, name in victims) + ")"
+        pending = self._created.get(handle.ident)
+        status = None if pending is None else pending.tree.returncode
+        leader = handle.details.get("leader_pid", "")
+        if any(str(pid) == leader for pid, _ in victims):
+            itself = ", the command itself among them"
+        elif status is not None and (victims or status != 128 + signal.SIGKILL):
+            itself = f", not the command itself, which exited with status {status}"
+        else:
+            itself = ""
+        return [f"out of memory at {where}: the kernel killed {killed}{itself}"]
 
     def describe(self, handle: WorkloadHandle) -> list[str]:
         """The cgroups in use, per controller, and what is not contained."""
@@ -293,11 +349,67 @@ class ProcessRuntime(Runtime):
                 note = ""
                 if name == "memory" and limit:
                     note = f" (limit {format_binary_size(int(limit))})"
+                if name == "pids" and handle.details.get("pids_max"):
+                    note = f" (pids.max {handle.details['pids_max']})"
                 lines.append(f"  {name}: {path}{note}")
+            if handle.details.get("read_only_cgroups"):
+                lines.append(
+                    "  cgroup file systems read-only for the workload, without CAP_SYS_ADMIN "
+                    "and CAP_SYS_PTRACE"
+                )
         missing = handle.details.get("missing")
         if missing:
             lines += [f"  not contained: {item}" for item in missing.split("; ")]
         return lines
+
+
+def oom_victims(relative: str, kmsg: str = "/dev/kmsg") -> list[tuple[int, str]]:
+    """The processes of cgroup ``relative`` (``accelkit/<agent>/<workload>``) that the kernel
+    log says the OOM killer killed: ``(pid, command)``; none where the log cannot be read."""
+    found: list[tuple[int, str]] = []
+    try:
+        fd = os.open(kmsg, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return found
+    try:
+        while True:
+            try:
+                record = os.read(fd, 8192)
+            except BlockingIOError:
+                break
+            except OSError as exc:
+                if exc.errno == errno.EPIPE:  # overwritten while read: go on with the next
+                    continue
+                break
+            if not record:
+                break
+            _, _, text = record.decode(errors="replace").partition(";")
+            if not text.startswith("oom-kill:"):
+                continue
+            fields = dict(
+                item.partition("=")[::2]
+                for item in text.strip().removeprefix("oom-kill:").split(",")
+            )
+            if (
+                fields.get("task_memcg", "").endswith("/" + relative)
+                and fields.get("pid", "").isdigit()
+            ):
+                found.append((int(fields["pid"]), fields.get("task", "?")))
+    finally:
+        os.close(fd)
+    return found
+
+
+def _has_capability(number: int) -> bool:
+    """Whether this process has capability ``number`` in its effective set."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("CapEff:"):
+                    return bool(int(line.split()[1], 16) >> number & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
 
 
 def _cgroups_of(handle: WorkloadHandle) -> WorkloadCgroups:

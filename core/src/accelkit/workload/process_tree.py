@@ -24,7 +24,7 @@ from accelkit.workload import launcher
 from accelkit.workload.liveness import ProcessStamp
 from accelkit.workload.render.process import ProcessPlan
 
-__all__ = ["ProcessTree", "exit_status"]
+__all__ = ["CommandNotRunnable", "ProcessTree", "exit_status"]
 
 
 LAUNCHER = str(Path(launcher.__file__))
@@ -33,6 +33,24 @@ LAUNCHER = str(Path(launcher.__file__))
 def exit_status(returncode: int) -> int:
     """A shell-style status: the exit code, or 128 + N for death by signal N."""
     return 128 - returncode if returncode < 0 else returncode
+
+
+class CommandNotRunnable(WorkloadError):
+    """The launcher could not start the command: ``status`` is 127 (not found), 126 (found but
+    not runnable) or 125 (the launcher itself failed: cgroups, containment, terminal)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _launch_failure(report: bytes) -> CommandNotRunnable:
+    """The launcher's ``<status> <stage>: <error>`` as an exception."""
+    text = report.decode(errors="replace")
+    code, sep, message = text.partition(" ")
+    if sep and code.isdigit() and int(code) in launcher.FAILURE_STATUSES:
+        return CommandNotRunnable(message, int(code))
+    return CommandNotRunnable(text, launcher.EXIT_FAILED)
 
 
 class ProcessTree:
@@ -82,18 +100,34 @@ class ProcessTree:
         return cls(process, plan_w, status_r)
 
     def launch(
-        self, argv: Sequence[str], plan: ProcessPlan, cgroup_procs: Sequence[str] = ()
+        self,
+        argv: Sequence[str],
+        plan: ProcessPlan,
+        cgroup_procs: Sequence[str] = (),
+        *,
+        terminal: str = "",
+        contain: bool = False,
     ) -> None:
-        """Send the plan; return once ``argv`` runs, raise :class:`WorkloadError` if it cannot.
+        """Send the plan; return once ``argv`` runs, raise :class:`CommandNotRunnable` (or
+        :class:`WorkloadError` for a plan that cannot be sent) if it cannot.
 
         The launcher joins the cgroup of each of ``cgroup_procs`` (a ``cgroup.procs`` or a v1
-        ``tasks`` file) before it execs.
+        ``tasks`` file) before it execs; ``terminal`` (``<fds>:<path>``) and ``contain`` are
+        the launcher's (:mod:`accelkit.workload.launcher`).
         """
         program = argv[0] if argv else ""
         if argv and "/" not in program:  # searched for here: the launcher then only execs
             program = shutil.which(program, path=plan.env.get("PATH", os.defpath)) or program
         try:
-            body = launcher.encode_plan(argv, plan.env, plan.cpu_affinity, cgroup_procs, program)
+            body = launcher.encode_plan(
+                argv,
+                plan.env,
+                plan.cpu_affinity,
+                cgroup_procs,
+                program,
+                terminal=terminal,
+                contain=contain,
+            )
         except ValueError as exc:
             msg = f"cannot start the workload: {exc}"
             raise WorkloadError(msg) from None
@@ -109,8 +143,7 @@ class ProcessTree:
         finally:
             os.close(status_fd)
         if chunks:
-            msg = b"".join(chunks).decode(errors="replace")
-            raise WorkloadError(msg)
+            raise _launch_failure(b"".join(chunks))
 
     def abort(self) -> None:
         """Make a launcher that has no plan yet exit without running anything; else a no-op."""

@@ -10,25 +10,28 @@ at one of them): ``booked``, ``pre_create:<plugin>`` per hook, ``prepared``, ``c
 ``spawned`` (the command runs), ``post_create:<plugin>``, ``running``, ``exited``,
 ``pre_terminate:<plugin>``, ``post_terminate:<plugin>``, ``released``.
 
-Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to every process of the workload once
-it runs; ``grace`` seconds later whatever is left gets SIGKILL, and a second SIGINT or SIGTERM
-kills at once. Before the command runs the first signal aborts the run cleanly (status 128 + N).
-Once the teardown has begun nothing stops it half-way: a cancellation waits for it to end —
-every hook gets its ``post_terminate``, the runtime stops the workload and the allocation is
-released.
+Signals (:mod:`.signals`): SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to every process of
+the workload once it runs; ``grace`` seconds later whatever is left gets SIGKILL, and a second
+SIGINT or SIGTERM kills at once. With a terminal (``terminal=True`` and a terminal on stdin, in
+its foreground) the workload gets a pseudo-terminal of its own (:mod:`.terminal`) and Ctrl-C
+escalates instead: the first only reaches the workload, a second within ``grace`` sends SIGTERM
+to all of it, a third SIGKILL. Before the command runs the first signal aborts the run cleanly
+(status 128 + N). Once the teardown has begun nothing stops it half-way: a cancellation waits
+for it to end — every hook gets its ``post_terminate``, the runtime stops the workload and the
+allocation is released.
+
+Statuses (DESIGN §18, as ``docker run``): the command's own, 128 + N when it died of signal N;
+127 when it is not found, 126 when it cannot be run, 125 when accelkit could not start it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import os
-import signal
-import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 
@@ -36,6 +39,7 @@ from accelkit.errors import InvalidResourceArgument, WorkloadError
 from accelkit.events import WorkloadPhase
 from accelkit.runtime.base import LaunchSpec, Runtime, WorkloadHandle, WorkloadUnreachable
 from accelkit.runtime.cgroups import V2_DEVICES_NOTE
+from accelkit.runtime.process import ProcessRuntime
 from accelkit.types import (
     AgentId,
     DeviceName,
@@ -49,117 +53,29 @@ from accelkit.workload.device_nodes import denied_device_nodes
 from accelkit.workload.kept_booking import keep_booking
 from accelkit.workload.lifecycle import WorkloadLifecycle
 from accelkit.workload.liveness import ProcessStamp
+from accelkit.workload.process_tree import CommandNotRunnable
 from accelkit.workload.record import LedgerRecord
+from accelkit.workload.signals import FORWARDED_SIGNALS, SignalRelay
+from accelkit.workload.terminal import Terminal
 
 if TYPE_CHECKING:
     from accelkit.node import Node
 
-__all__ = ["EXIT_CANNOT_RUN", "FORWARDED_SIGNALS", "announced_gaps", "run_workload"]
+__all__ = [
+    "EXIT_CANNOT_RUN",
+    "EXIT_FAILED",
+    "FORWARDED_SIGNALS",
+    "announced_gaps",
+    "run_workload",
+]
 
 Checkpoint = Callable[[str], None]
 Echo = Callable[[str], None]
+#: accelkit refused or failed to start the workload (``docker run``'s 125)
+EXIT_FAILED = 125
+#: the command was not found (its launcher reports 126 for one that cannot be run)
 EXIT_CANNOT_RUN = 127
-#: the signals ``accelkit run`` passes on to the whole workload
-FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-_KILL_AT_ONCE = (signal.SIGINT, signal.SIGTERM)
 _T = TypeVar("_T")
-
-
-class _SignalRelay:
-    """Forwards signals to the running workload, SIGKILL after the grace; before, cancels once.
-
-    Once :attr:`protected` is set (the teardown has begun) a signal never cancels anything: it is
-    forwarded to the workload if one runs, else ignored.
-    """
-
-    def __init__(self, task: asyncio.Task[int], grace: float) -> None:
-        self.loop = asyncio.get_running_loop()
-        self.task = task
-        self.grace = grace
-        self.target: tuple[Runtime, WorkloadHandle] | None = None
-        self.received: int | None = None
-        self.forwarded: int | None = None
-        self.protected = False
-        self._timer: asyncio.TimerHandle | None = None
-        self._sends: set[asyncio.Task[None]] = set()
-
-    def __enter__(self) -> _SignalRelay:
-        _ROUTES.add(self)
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        _ROUTES.discard(self)
-        if self._timer is not None:
-            self._timer.cancel()
-
-    def deliver(self, signum: int) -> None:
-        """Called from the signal handler: act on ``signum`` in the relay's event loop."""
-        with contextlib.suppress(RuntimeError):  # its loop closed: the run is over
-            self.loop.call_soon_threadsafe(self._on_signal, signum)
-
-    def _on_signal(self, signum: int) -> None:
-        if self.target is not None:
-            self._forward(signum)
-            return
-        if self.protected or self.received is not None:
-            return  # the run is already being torn down
-        self.received = signum
-        self.task.cancel()
-
-    def _forward(self, signum: int) -> None:
-        if self.forwarded is not None and signum in _KILL_AT_ONCE:
-            self._send(signal.SIGKILL)  # a second Ctrl-C: no more waiting
-            return
-        first = self.forwarded is None
-        self.forwarded = signum
-        self._send(signum)
-        if first:
-            self._timer = self.loop.call_later(self.grace, self._send, signal.SIGKILL)
-
-    def _send(self, signum: int) -> None:
-        if self.target is None:
-            return
-        runtime, handle = self.target
-        send = self.loop.create_task(runtime.signal(handle, signum))
-        self._sends.add(send)
-        send.add_done_callback(self._sends.discard)
-
-
-class _SignalRoutes:
-    """The process's handlers of :data:`FORWARDED_SIGNALS`, while any run is under way.
-
-    Installed when the first run begins and the previous handlers put back when the last one
-    ends, so concurrent runs of one process each get every signal. ``signal.signal`` directly,
-    not the loop's ``add_signal_handler``: that one checks the number against the set of valid
-    signals on every call, which cost a millisecond of every run. Only the main thread can catch
-    signals; a run in another thread simply has none forwarded.
-    """
-
-    def __init__(self) -> None:
-        self.relays: set[_SignalRelay] = set()
-        self.previous: dict[int, Any] = {}
-
-    def add(self, relay: _SignalRelay) -> None:
-        if not self.previous and threading.current_thread() is threading.main_thread():
-            for signum in FORWARDED_SIGNALS:
-                self.previous[signum] = signal.signal(signum, self._handle)
-                signal.siginterrupt(signum, False)  # as the loop's handlers: calls restart
-        self.relays.add(relay)
-
-    def discard(self, relay: _SignalRelay) -> None:
-        self.relays.discard(relay)
-        if not self.relays and threading.current_thread() is threading.main_thread():
-            for signum, handler in self.previous.items():
-                # None: the handler was not set from Python; the default is what remains
-                signal.signal(signum, signal.SIG_DFL if handler is None else handler)
-            self.previous.clear()
-
-    def _handle(self, signum: int, _frame: object) -> None:
-        for relay in list(self.relays):
-            relay.deliver(signum)
-
-
-_ROUTES = _SignalRoutes()
 
 
 async def _to_the_end(step: Awaitable[_T]) -> _T:
@@ -198,13 +114,18 @@ async def run_workload(
     verbose: bool = False,
     checkpoint: Checkpoint = _no_checkpoint,
     echo: Echo = lambda _line: None,
+    pids: int | None = None,
+    terminal: bool = False,
 ) -> int:
     """Book ``slots``, run ``argv`` in ``runtime`` through every hook, tear down; its status.
 
     Errors of the booking or of ``pre_create`` (``InsufficientResource``,
     ``WorkloadCreationDenied`` …) and a runtime that cannot contain the workload
-    (``RuntimeUnavailable``) are raised with nothing left booked. A command that cannot be
-    started gives status 127; a signal received before it starts, 128 + the signal number.
+    (``RuntimeUnavailable``) are raised with nothing left booked. A command that is not found
+    gives status 127, one that cannot be run 126, a launch that failed otherwise 125; a signal
+    received before it starts, 128 + the signal number. ``pids`` is the workload's
+    ``pids.max`` (default: its agent's or the node's ``pids``); ``terminal`` gives a process
+    workload a terminal of its own where stdin is one (see the module docstring).
     """
     chosen = node.runtimes.get(runtime)
     if chosen is None:
@@ -212,12 +133,19 @@ async def run_workload(
         msg = f"unknown runtime {runtime!r} (runtimes: {known})"
         raise InvalidResourceArgument(msg)
     _check_run(argv, grace)
+    if pids is not None and (isinstance(pids, bool) or not isinstance(pids, int) or pids < 1):
+        msg = f"pids must be a whole number of processes, 1 or more, not {pids!r}"
+        raise InvalidResourceArgument(msg)
     task = asyncio.current_task()
     if task is None:
         msg = "run_workload must run inside an asyncio task"
         raise RuntimeError(msg)
-    with _SignalRelay(task, grace) as relay:
-        options = _Options(image, grace, no_memory_limit, verbose, checkpoint, echo)
+    with SignalRelay(task, grace, echo) as relay:
+        limit = node.config.pids_of(agent_id) if pids is None else pids
+        wants_terminal = terminal and chosen.workload_type is WorkloadType.PROCESS_TREE
+        options = _Options(
+            image, grace, no_memory_limit, verbose, checkpoint, echo, limit, wants_terminal
+        )
         run = _Run(node, chosen, options, relay)
         try:
             return await run.run(agent_id, slots, argv)
@@ -252,6 +180,8 @@ class _Options:
     verbose: bool
     checkpoint: Checkpoint
     echo: Echo
+    pids: int | None = None
+    terminal: bool = False
 
 
 def _leader_of(workload: Workload) -> ProcessStamp | None:
@@ -271,6 +201,14 @@ def announced_gaps(missing: str) -> str:
     return "; ".join(item for item in missing.split("; ") if item and item != unsaid)
 
 
+def _open_terminal(echo: Echo) -> Terminal | None:
+    try:
+        return Terminal.open()
+    except OSError as exc:
+        echo(f"warning: no terminal for the workload: {exc.strerror or exc}")
+        return None
+
+
 def _devices(record: LedgerRecord) -> str:
     names = sorted(
         f"{key}:{device}"
@@ -286,7 +224,7 @@ class _Run:
     node: Node
     runtime: Runtime
     options: _Options
-    relay: _SignalRelay
+    relay: SignalRelay
 
     async def run(
         self, agent_id: AgentId, slots: Mapping[SlotName, Decimal], argv: Sequence[str]
@@ -323,31 +261,60 @@ class _Run:
         argv: Sequence[str],
     ) -> int:
         echo, checkpoint = self.options.echo, self.options.checkpoint
-        status = EXIT_CANNOT_RUN
+        status = EXIT_FAILED
         handle: WorkloadHandle | None = None
+        terminal = _open_terminal(echo) if self.options.terminal else None
         try:
-            handle = await self.create(record, config, argv)
+            handle = await self.create(record, config, argv, terminal)
             try:
                 await self.runtime.start(handle)
             except WorkloadError as exc:
                 echo(f"error: {exc}")
-                return EXIT_CANNOT_RUN
+                return exc.status if isinstance(exc, CommandNotRunnable) else EXIT_FAILED
             self.relay.target = (self.runtime, handle)
+            if terminal is not None:
+                self.relay.terminal = terminal
+                terminal.start(self.relay.interrupt)
             checkpoint("spawned")
             await driver.post_create()
             checkpoint("running")
-            status = await self.runtime.wait(handle)
+            status = await self._wait(handle, record.workload.id)
+            if terminal is not None:
+                terminal.close()
             for note in await self.runtime.exit_notes(handle):
-                echo(f"error: {note}")
+                echo(note)
             checkpoint("exited")
         finally:
+            if terminal is not None:
+                terminal.close()
             self.relay.protected = True
             await _to_the_end(self.teardown(record, handle, driver))
         checkpoint("released")
         return status
 
+    async def _wait(self, handle: WorkloadHandle, workload_id: str) -> int:
+        """The workload's status; a process workload whose leader exits while others of its
+        processes run says so, once, and is waited for until they end too."""
+        if not isinstance(self.runtime, ProcessRuntime):
+            return await self.runtime.wait(handle)
+
+        def left(status: int, pids: Sequence[int]) -> None:
+            shown = ", ".join(str(pid) for pid in sorted(pids)[:5])
+            more = ", …" if len(pids) > 5 else ""
+            self.options.echo(
+                f"the command exited with status {status} and left {len(pids)} process(es) "
+                f"running (pids {shown}{more}): waiting for them to end "
+                f"(Ctrl-C, or accelkit release {workload_id}, ends them)"
+            )
+
+        return await self.runtime.wait(handle, on_leftovers=left)
+
     async def create(
-        self, record: LedgerRecord, config: WorkloadConfig, argv: Sequence[str]
+        self,
+        record: LedgerRecord,
+        config: WorkloadConfig,
+        argv: Sequence[str],
+        terminal: Terminal | None = None,
     ) -> WorkloadHandle:
         """Contain the workload and record its handle before anything of the user's runs."""
         echo = self.options.echo
@@ -368,6 +335,8 @@ class _Run:
             node_device_nodes=denied,  # type: ignore[arg-type]
             memory_limit_required=not self.options.no_memory_limit,
             ledger_id=self.node.ledger_id_for(self.runtime),
+            pids_max=self.options.pids,
+            terminal="" if terminal is None else terminal.spec,
         )
         handle = await self.runtime.create(spec)
         self.node.record_handle(record.key, handle)

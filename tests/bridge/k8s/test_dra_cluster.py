@@ -1,0 +1,172 @@
+"""``accelkit dra-driver`` on the real single-node cluster: the real scheduler allocates claims
+from the driver's ResourceSlices and the real kubelet prepares them through the driver."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .dra_process import CLASSES, DRIVER, DriverProcess, pod_manifest, set_health, write_node
+from .real_cluster import Cluster
+
+pytestmark = pytest.mark.k8s
+
+
+@pytest.fixture(scope="module")
+def dra(k8s_cluster: Cluster) -> Iterator[DriverProcess]:
+    """One driver for the module's tests, registered with the kubelet, its slices published."""
+    root = Path(tempfile.mkdtemp(prefix="akdra-", dir="/tmp"))
+    driver = DriverProcess(k8s_cluster, write_node(root))
+    try:
+        driver.wait_event(lambda e: e.get("event") == "registered")
+        driver.wait_event(lambda e: e.get("event") == "published")
+        k8s_cluster.apply(CLASSES)
+        yield driver
+    finally:
+        k8s_cluster.delete_all_pods()
+        k8s_cluster.kubectl("delete", "resourceclaims,resourceclaimtemplates,deviceclasses",
+                            "--all", "--wait=false", check=False)  # fmt: skip
+        code, err = driver.stop()
+        k8s_cluster.kubectl("delete", "resourceslices", "--all", check=False)
+        shutil.rmtree(root, ignore_errors=True)
+        assert code == 0, err
+
+
+def slices(cluster: Cluster, driver: str = DRIVER) -> list[dict[str, Any]]:
+    return [s for s in cluster.get("resourceslices")["items"] if s["spec"]["driver"] == driver]
+
+
+def devices_of(cluster: Cluster) -> dict[str, dict[str, Any]]:
+    return {d["name"]: d for s in slices(cluster) for d in s["spec"].get("devices", [])}
+
+
+def test_the_slices_say_the_devices_their_attributes_and_shares(
+    k8s_cluster: Cluster, dra: DriverProcess
+) -> None:
+    [pool] = slices(k8s_cluster)
+    assert pool["spec"]["nodeName"] == k8s_cluster.node
+    assert pool["spec"]["pool"]["name"] == k8s_cluster.node
+    devices = devices_of(k8s_cluster)
+    assert sorted(devices) == ["cuda0", "cuda1", "vgpu0"]
+    attributes = devices["cuda1"]["attributes"]
+    assert attributes["model"] == {"string": "Mock GPU 40G"}
+    assert attributes["uuid"] == {"string": "MOCK-cuda-cuda1"}
+    assert attributes["numaNode"] == {"int": 1}
+    assert attributes["plugin"] == {"string": "cuda"}
+    assert attributes["agent"] == {"string": "agent-1"}
+    assert devices["cuda1"]["capacity"] == {"memory": {"value": str(40 << 30)}}
+    shared = devices["vgpu0"]
+    assert shared["allowMultipleAllocations"] is True
+    assert shared["capacity"]["shares"]["value"] == "1"
+    assert shared["capacity"]["shares"]["requestPolicy"]["validRange"] == {"min": "50m"}
+
+
+def test_a_pod_claiming_one_gpu_runs_with_it_booked_until_it_is_deleted(
+    k8s_cluster: Cluster, dra: DriverProcess
+) -> None:
+    k8s_cluster.apply(pod_manifest("one-gpu", "one-gpu"))
+    k8s_cluster.wait_for(lambda: k8s_cluster.pod_phase("one-gpu") == "Running", "the pod to run")
+    [claim] = [
+        c
+        for c in k8s_cluster.get("resourceclaims")["items"]
+        if c["metadata"]["name"].startswith("one-gpu-")
+    ]
+    [allocated] = claim["status"]["allocation"]["devices"]["results"]
+    [booking] = dra.claim_bookings()
+    uid = claim["metadata"]["uid"]
+    assert booking["workload"] == f"k8s-claim:default/{claim['metadata']['name']}:{uid}"
+    assert booking["runtime"] == "k8s-claims"
+    assert booking["liveness"] == "running"
+    assert booking["devices"] == {"cuda": [allocated["device"]]}
+    spec = json.loads(next(dra.cdi_dir.glob(f"*{uid}.json")).read_text())
+    assert f"MOCK_CUDA_DEVICES={allocated['device']}" in spec["devices"][0]["containerEdits"]["env"]
+    k8s_cluster.kubectl("delete", "pod", "one-gpu", "--wait=true")
+    k8s_cluster.wait_for(lambda: not dra.claim_bookings(), "the claim's booking to be freed")
+    k8s_cluster.wait_for(lambda: not list(dra.cdi_dir.glob(f"*{uid}.json")), "its CDI spec to go")
+
+
+def test_four_pods_share_one_gpu_in_quarters_and_a_fifth_waits(
+    k8s_cluster: Cluster, dra: DriverProcess
+) -> None:
+    names = [f"quarter-{i}" for i in range(5)]
+    for name in names:
+        k8s_cluster.apply(pod_manifest(name, "quarter-gpu"))
+
+    def phases() -> list[str]:
+        return sorted(k8s_cluster.pod_phase(n) for n in names)
+
+    k8s_cluster.wait_for(lambda: phases() == ["Pending"] + ["Running"] * 4, "four pods to run")
+    [waiting] = [n for n in names if k8s_cluster.pod_phase(n) == "Pending"]
+    pod = k8s_cluster.get("pod", waiting)
+    scheduled = [c for c in pod["status"].get("conditions", []) if c["type"] == "PodScheduled"]
+    assert scheduled[0]["status"] == "False"  # the scheduler found no room: not admitted
+    bookings = dra.claim_bookings()
+    assert len(bookings) == 4
+    assert {json.dumps(b["amounts"], sort_keys=True) for b in bookings} == {
+        json.dumps({"vgpu": {"vgpu0": "0.25"}})
+    }
+    leaving = next(n for n in names if n != waiting)
+    k8s_cluster.kubectl("delete", "pod", leaving, "--wait=true")
+    k8s_cluster.wait_for(lambda: k8s_cluster.pod_phase(waiting) == "Running", "the fifth to run")
+    assert len(dra.claim_bookings()) == 4
+    k8s_cluster.delete_all_pods()
+    k8s_cluster.wait_for(lambda: not dra.claim_bookings(), "every booking to be freed")
+
+
+def test_an_unhealthy_device_is_tainted_and_untainted_when_it_recovers(
+    k8s_cluster: Cluster, dra: DriverProcess
+) -> None:
+    def taints() -> list[dict[str, Any]]:
+        return list(devices_of(k8s_cluster)["cuda1"].get("taints", []))
+
+    generation = slices(k8s_cluster)[0]["spec"]["pool"]["generation"]
+    flipped = time.monotonic()
+    set_health(dra.config, "cuda1", "XID 79")
+    seen = k8s_cluster.wait_for(taints, "the taint", every=0.02)
+    latency = time.monotonic() - flipped
+    assert [(t["key"], t["value"], t["effect"]) for t in seen] == [
+        (f"{DRIVER}/unhealthy", "cuda1", "NoSchedule")
+    ]
+    assert slices(k8s_cluster)[0]["spec"]["pool"]["generation"] > generation
+    assert "taints" not in devices_of(k8s_cluster)["cuda0"]
+    set_health(dra.config, "cuda1", None)
+    k8s_cluster.wait_for(lambda: not taints(), "the taint to go", every=0.02)
+    print(f"taint latency: {latency:.3f} s from the health file's change to the slice")
+
+
+def test_a_slice_name_taken_by_another_driver_is_said_and_left_alone(
+    k8s_cluster: Cluster, tmp_path: Path
+) -> None:
+    taken = f"{k8s_cluster.node}-conflict-accelkit-io-0"
+    other = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": taken},
+        "spec": {
+            "driver": "gpu.example.com",
+            "nodeName": k8s_cluster.node,
+            "pool": {"name": "theirs", "generation": 1, "resourceSliceCount": 1},
+            "devices": [],
+        },
+    }
+    k8s_cluster.apply(json.dumps(other))
+    root = Path(tempfile.mkdtemp(prefix="akdrc-", dir="/tmp"))
+    driver = DriverProcess(k8s_cluster, write_node(root), driver="conflict.accelkit.io")
+    try:
+        warning = driver.wait_event(lambda e: "conflicts" in e.get("message", ""))
+        assert warning["message"].startswith(f"ResourceSlice {taken!r} conflicts (409 Conflict")
+        assert "is not driver 'conflict.accelkit.io''s on node" in warning["message"]
+        theirs = k8s_cluster.get("resourceslice", taken)
+        assert theirs["spec"]["driver"] == "gpu.example.com"
+    finally:
+        code, err = driver.stop()
+        k8s_cluster.kubectl("delete", "resourceslice", taken, check=False)
+        shutil.rmtree(root, ignore_errors=True)
+    assert code == 0, err

@@ -53,6 +53,7 @@ kubelet-dir = "{root}/device-plugins"
 pod-resources-socket = "{root}/pod-resources/kubelet.sock"
 release-interval = "0.2"
 admission-grace = "{grace}"
+kubelet-settle = "0.01"
 """
 
 
@@ -110,6 +111,26 @@ class BridgeProcess:
             timeout=120,
             check=False,
         )
+
+    def popen_accelkit(self, *args: str) -> subprocess.Popen[str]:
+        """``accelkit`` in the background (``run ... -- sleep N`` holding devices)."""
+        return subprocess.Popen(
+            [*ACCELKIT, args[0], "--config", str(self.config), *args[1:]],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=self.env,
+        )
+
+    def wait_run_workload(self, timeout: float = 60.0) -> dict[str, Any]:
+        """The first workload in the ledger that the bridge did not book (a ``run``)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for row in self.workloads():
+                if row["runtime"] != "kubelet-pods" and row["devices"].get("cuda"):
+                    return row
+            time.sleep(0.1)
+        raise TimeoutError("no accelkit run workload in the ledger")
 
     def workloads(self) -> list[dict[str, Any]]:
         result = self.accelkit("status", "--json")

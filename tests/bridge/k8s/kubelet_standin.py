@@ -96,6 +96,8 @@ class KubeletStandIn:
         #: (pod, resource, device ids) the PodResources API lists
         self.pods: list[tuple[str, str, list[str]]] = []
         self.pod_resources_up = True
+        #: how many ``List`` calls the PodResources API answered
+        self.list_calls = 0
         self._server: grpc.aio.Server | None = None
         self._pr_server: grpc.aio.Server | None = None
 
@@ -115,6 +117,7 @@ class KubeletStandIn:
     # -- PodResources -------------------------------------------------------------------------
 
     async def List(self, request: pr.ListPodResourcesRequest, context: Any) -> Any:
+        self.list_calls += 1
         if not self.pod_resources_up:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "pod resources down")
         return pr.ListPodResourcesResponse(

@@ -77,7 +77,7 @@ def test_preferred_allocation_keeps_a_container_on_one_numa_node(k8s_root: Path)
     asyncio.run(scenario())
 
 
-def test_allocate_books_runs_pre_create_and_refuses_a_second_grant(k8s_root: Path) -> None:
+def test_allocate_books_hands_over_and_refuses_what_something_else_holds(k8s_root: Path) -> None:
     async def scenario() -> None:
         kubelet, bridge = await started(k8s_root, grace="600")
         try:
@@ -96,23 +96,51 @@ def test_allocate_books_runs_pre_create_and_refuses_a_second_grant(k8s_root: Pat
             assert row["type"] == "container"
             assert row["devices"]["cuda"] == ["cuda0", "cuda1"]
 
-            # the same device again, alone or next to a free one: refused, nothing booked
-            for ids in (["cuda0"], ["cuda2", "cuda1"]):
-                with pytest.raises(grpc.aio.AioRpcError) as refused:
-                    await gpu.allocate(ids)
-                assert refused.value.code() is grpc.StatusCode.FAILED_PRECONDITION
-                assert "cuda" in (refused.value.details() or "")
-            # a request of two containers whose second fails books neither
-            with pytest.raises(grpc.aio.AioRpcError):
-                await gpu.allocate(["cuda2"], ["cuda0"])
-            assert [w["workload"] for w in bridge.workloads()] == [f"k8s:{GPU}:cuda0,cuda1"]
+            # the kubelet hands out a booked device again only once the pod that held it left
+            # (or to the next container of the same pod): the old booking is handed over
+            reply = await gpu.allocate(["cuda0"])
+            assert reply.container_responses[0].envs["MOCK_CUDA_DEVICES"] == "cuda0"
+            assert [w["workload"] for w in bridge.workloads()] == [f"k8s:{GPU}:cuda0"]
+            await gpu.allocate(["cuda0"])  # the same ids again: the same booking
+            assert [w["workload"] for w in bridge.workloads()] == [f"k8s:{GPU}:cuda0"]
 
-            # other accelkit processes cannot take the booked devices either
-            run = bridge.accelkit(
-                "run", "--agent", "agent-1", "--slots", "cuda.device=3", "--", "true"
+            # a device another accelkit process holds is refused naming it, nothing booked;
+            # the kubelet sees it Unhealthy and it is never preferred
+            run = bridge.popen_accelkit(
+                "run", "--agent", "agent-1", "--slots", "cuda.device=1", "--", "sleep", "600"
             )
-            assert run.returncode == 2
-            assert f"k8s:{GPU}:cuda0,cuda1" in run.stderr
+            try:
+                held = await asyncio.to_thread(bridge.wait_run_workload)
+                device = held["devices"]["cuda"][0]
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await gpu.allocate(["cuda3" if device != "cuda3" else "cuda2"], [device])
+                assert refused.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+                holder = f"{device} held by workload {held['workload']!r} of agent 'agent-1'"
+                assert holder in (refused.value.details() or "")
+                assert sorted(w["workload"] for w in bridge.workloads()) == sorted(
+                    [f"k8s:{GPU}:cuda0", held["workload"]]
+                )
+                listed = await gpu.next_list(0)
+                deadline = time.monotonic() + 30
+                while (device, "Unhealthy") not in [d[:2] for d in gpu.lists[-1]]:
+                    assert time.monotonic() < deadline, gpu.lists
+                    await asyncio.sleep(0.05)
+                assert listed
+                free = [d for d in ("cuda1", "cuda2", "cuda3") if d != device]
+                assert await gpu.preferred([device, *free], [], 2) == free[:2]
+                event = await asyncio.to_thread(
+                    bridge.wait_event, lambda e: e["event"] == "held" and e["device"] == device
+                )
+                assert held["workload"] in event["message"]
+                rows = {w["workload"]: w for w in bridge.workloads()}
+                [note] = rows[held["workload"]]["notes"]
+                assert f"advertised Unhealthy to the kubelet as {GPU}" in note["text"]
+            finally:
+                run.terminate()
+                run.wait(timeout=60)
+            await asyncio.to_thread(
+                bridge.wait_event, lambda e: e["event"] == "free" and e["device"] == device
+            )
         finally:
             await kubelet.close()
             bridge.stop()
@@ -329,7 +357,8 @@ def test_a_killed_bridge_leaves_bookings_that_any_accelkit_process_frees(k8s_roo
                 "--",
                 "true",
             )
-            assert run.returncode == 2
+            assert run.returncode != 0
+            assert f"k8s:{GPU}:cuda0" in run.stderr
             kubelet.pods = []
             assert await asyncio.to_thread(bridge.workloads) == []  # finished and freed
             run = await asyncio.to_thread(

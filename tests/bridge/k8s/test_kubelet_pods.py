@@ -7,10 +7,16 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
+import grpc
 import pytest
 
 from accelkit.runtime.base import RuntimeUnavailable, WorkloadHandle
-from accelkit.runtime.kubelet_pods import KubeletPodsRuntime, kubelet_handle
+from accelkit.runtime.kubelet_pods import (
+    KubeletPodsRuntime,
+    kubelet_handle,
+    pod_resources,
+    superseded,
+)
 from accelkit.runtime.registry import default_runtimes
 from accelkit.types import AgentId, Workload
 from accelkit.workload.reconcile import Reconciler
@@ -21,8 +27,8 @@ from .kubelet_standin import KubeletStandIn
 GPU = "accelkit.io/cuda.device"
 
 
-def handle(socket: Path, ids: list[str], grace: str = "0.001") -> WorkloadHandle:
-    return kubelet_handle(GPU, ids, str(socket), Decimal(grace))
+def handle(socket: Path, ids: list[str], grace: str = "0.001", settle: str = "0") -> WorkloadHandle:
+    return kubelet_handle(GPU, ids, str(socket), Decimal(grace), Decimal(settle))
 
 
 def test_a_pod_listing_any_of_the_devices_keeps_the_booking_alive(k8s_root: Path) -> None:
@@ -30,6 +36,7 @@ def test_a_pod_listing_any_of_the_devices_keeps_the_booking_alive(k8s_root: Path
         kubelet = KubeletStandIn(k8s_root / "dp", k8s_root / "pr" / "kubelet.sock")
         await kubelet.start()
         runtime = KubeletPodsRuntime()
+        reader = pod_resources(str(kubelet.pod_resources))
         booked = handle(kubelet.pod_resources, ["cuda0", "cuda1"])
         await asyncio.sleep(0.01)
         try:
@@ -38,14 +45,82 @@ def test_a_pod_listing_any_of_the_devices_keeps_the_booking_alive(k8s_root: Path
             with pytest.raises(RuntimeUnavailable, match="delete the pod through Kubernetes"):
                 await runtime.stop(booked, 0)
             kubelet.pods = [("p", "accelkit.io/cuda.mig-1g.10gb", ["cuda0"]), ("q", GPU, ["x"])]
+            await reader.read(Decimal(0))  # a tick's read: the first answer without the pod
+            assert await runtime.is_alive(booked) is True  # the answer before listed it
+            await reader.read(Decimal(0))  # the next tick: missing twice
             assert await runtime.is_alive(booked) is False
             await runtime.stop(booked, 0)  # nothing holds it: nothing to do
             kubelet.pod_resources_up = False
-            assert await runtime.is_alive(booked) is None
+            with pytest.raises(grpc.aio.AioRpcError):
+                await reader.read(Decimal(0))
         finally:
             await kubelet.close()
 
     asyncio.run(scenario())
+
+
+def test_a_new_process_asks_twice_before_a_booking_counts_as_gone(k8s_root: Path) -> None:
+    async def scenario() -> None:
+        kubelet = KubeletStandIn(k8s_root / "dp", k8s_root / "pr" / "kubelet.sock")
+        await kubelet.start()
+        booked = handle(kubelet.pod_resources, ["cuda0"])
+        await asyncio.sleep(0.01)
+        try:
+            assert await KubeletPodsRuntime().is_alive(booked) is False
+            assert kubelet.list_calls == 2
+        finally:
+            await kubelet.close()
+
+    asyncio.run(scenario())
+
+
+def test_right_after_the_kubelet_starts_a_missing_pod_is_not_gone(k8s_root: Path) -> None:
+    """The kubelet answers without running static pods for a moment after it starts: within
+    the settling time (counted from its PodResources socket's creation) nothing is gone."""
+
+    async def scenario() -> None:
+        kubelet = KubeletStandIn(k8s_root / "dp", k8s_root / "pr" / "kubelet.sock")
+        await kubelet.start()
+        runtime = KubeletPodsRuntime()
+        reader = pod_resources(str(kubelet.pod_resources))
+        unsettled = handle(kubelet.pod_resources, ["cuda0"], settle="3600")
+        settled = handle(kubelet.pod_resources, ["cuda0"])
+        await asyncio.sleep(0.01)
+        try:
+            for _ in range(3):
+                await reader.read(Decimal(0))
+                assert await runtime.is_alive(unsettled) is True
+            assert await runtime.is_alive(settled) is False
+        finally:
+            await kubelet.close()
+
+    asyncio.run(scenario())
+
+
+def test_one_list_serves_every_booking_however_many(k8s_root: Path) -> None:
+    """The kubelet allows 100 PodResources calls a second in bursts of 10: judging 100
+    bookings side by side asks it once."""
+
+    async def scenario() -> None:
+        kubelet = KubeletStandIn(k8s_root / "dp", k8s_root / "pr" / "kubelet.sock")
+        await kubelet.start()
+        kubelet.pods = [(f"p{i}", GPU, [f"cuda{i}"]) for i in range(100)]
+        runtime = KubeletPodsRuntime()
+        booked = [handle(kubelet.pod_resources, [f"cuda{i}"]) for i in range(100)]
+        await asyncio.sleep(0.01)
+        try:
+            alive = await asyncio.gather(*(runtime.is_alive(h) for h in booked))
+            assert alive == [True] * 100
+            assert kubelet.list_calls == 1
+        finally:
+            await kubelet.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_superseded_booking_is_gone_at_once(k8s_root: Path) -> None:
+    fresh = handle(k8s_root / "none.sock", ["cuda0"], grace="600")
+    assert asyncio.run(KubeletPodsRuntime().is_alive(superseded(fresh, "k8s:x"))) is False
 
 
 def test_without_the_kubelet_liveness_cannot_be_told(k8s_root: Path) -> None:

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import json
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,20 +24,21 @@ from accelkit.config.model import K8sBridgeConfig
 from accelkit.config.rules import resource_domain
 from accelkit.types import AgentId
 
+_SAY: dict[str, Callable[[Mapping[str, Any]], str]] = {
+    "registered": lambda e: f"registered {e['resource']} (socket {e['endpoint']})",
+    "serving": lambda e: f"serving agent {e['agent']}: {', '.join(e['resources'])}",
+    "warning": lambda e: f"warning: {e['message']}",
+    "released": lambda e: f"released {e['workload']} (no pod holds its devices)",
+    "pod": lambda e: f"{e['workload']} is pod container {e['pod']}",
+    "held": lambda e: str(e["message"]),
+    "free": lambda e: str(e["message"]),
+    "pod-resources": lambda e: f"asking the kubelet's PodResources API at {e['socket']}",
+}
+
 
 def _describe(event: Mapping[str, Any]) -> str:
-    kind = event.get("event")
-    if kind == "registered":
-        return f"registered {event['resource']} (socket {event['endpoint']})"
-    if kind == "serving":
-        return f"serving agent {event['agent']}: {', '.join(event['resources'])}"
-    if kind == "warning":
-        return f"warning: {event['message']}"
-    if kind == "released":
-        return f"released {event['workload']} (no pod holds its devices)"
-    if kind == "pod-resources":
-        return f"asking the kubelet's PodResources API at {event['socket']}"
-    return json.dumps(event)
+    say = _SAY.get(str(event.get("event")))
+    return say(event) if say is not None else json.dumps(event)
 
 
 async def _serve(

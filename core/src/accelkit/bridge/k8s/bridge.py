@@ -1,12 +1,15 @@
 """The bridge process: one device plugin server per extended resource, kept registered.
 
 :class:`K8sBridge` serves each of an agent's resources on its own unix socket in the kubelet's
-device-plugins directory and registers it on ``kubelet.sock``. Every ``release-interval`` it
-re-registers when the kubelet restarted (a new ``kubelet.sock``, or its own socket removed),
-asks the plugins for health, and runs the ledger's full reconciliation, which frees each booking
-whose devices the kubelet's PodResources API no longer lists (the ``kubelet-pods`` runtime tells
-its liveness). Each ``ListAndWatch`` stream gets a new list on every health change or
-rediscovery the node's health board publishes.
+device-plugins directory and registers it on ``kubelet.sock``. Every ``release-interval`` (a
+tick) it re-registers when the kubelet restarted (a new ``kubelet.sock``, or its own socket
+removed), asks the plugins for health, reads the kubelet's PodResources once (the one answer
+every server and the reconciliation of this process share), names the pod and container of
+each booking the kubelet now lists, and runs the ledger's full reconciliation, which frees each
+booking whose devices the kubelet no longer lists (the ``kubelet-pods`` runtime tells its
+liveness). A device that anything else in the ledger holds is advertised ``Unhealthy`` while
+held, said once in the log and noted on the holder's workload (``accelkit status``). Each
+``ListAndWatch`` stream gets a new list on every such change, health change or rediscovery.
 """
 
 from __future__ import annotations
@@ -15,18 +18,20 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Mapping
+from decimal import Decimal
 from typing import Any
 
 import grpc
 
 from accelkit.bridge.k8s.device_plugin import OPTIONS, DevicePluginService
+from accelkit.bridge.k8s.holders import ForeignHolders, name_pods
 from accelkit.bridge.k8s.registration import KubeletWatch, RegistrationFailed, register
 from accelkit.bridge.k8s.resources import K8sDevice, K8sResource, k8s_resources
 from accelkit.config.model import K8sBridgeConfig
 from accelkit.errors import InvalidResourceArgument
 from accelkit.node import Node
 from accelkit.runtime.kubelet_api import deviceplugin_v1beta1_pb2_grpc as pb_grpc
-from accelkit.runtime.kubelet_pods import devices_in_use
+from accelkit.runtime.kubelet_pods import pod_resources
 from accelkit.types import AgentId
 
 __all__ = ["BridgeEvent", "K8sBridge"]
@@ -69,6 +74,8 @@ class K8sBridge:
         self._generation = 0
         self._changed = asyncio.Condition()
         self._said: set[str] = set()
+        self.pods = pod_resources(str(config.pod_resources_socket))
+        self.foreign = ForeignHolders(node, agent_id, self.resources)
 
     # -- what ListAndWatch streams ----------------------------------------------------------------
 
@@ -109,8 +116,10 @@ class K8sBridge:
             resource,
             pod_resources=str(self.config.pod_resources_socket),
             admission_grace=self.config.admission_grace,
+            settle=self.config.kubelet_settle,
             listing=self.listing,
             changed=self.next_generation,
+            held=lambda: self.foreign.held.get(resource.name, {}),
         )
         pb_grpc.add_DevicePluginServicer_to_server(service, server)  # type: ignore[no-untyped-call]
         try:
@@ -157,15 +166,21 @@ class K8sBridge:
             message = f"{exc}; trying again"
             self._say_once(f"registration:{message}", {"event": "warning", "message": message})
         await self.node.refresh_health()
-        await self._check_pod_resources()
+        await self._read_pod_resources()
         report = await self.node.bookkeeper.reconcile()
         for torn in report.torn_down:
             self.echo({"event": "released", "workload": torn.workload_id})
+        changes = self.foreign.update()
+        for event in changes:
+            log.warning("%s", event["message"])
+            self.echo(event)
+        if changes:
+            await self.bump()
 
-    async def _check_pod_resources(self) -> None:
+    async def _read_pod_resources(self) -> None:
         socket = str(self.config.pod_resources_socket)
         try:
-            await devices_in_use(socket)
+            listing = await self.pods.read(max_age=Decimal(0))
         except Exception as exc:  # grpc errors, a missing socket
             self.pod_resources_reachable = False
             detail = exc.details() if isinstance(exc, grpc.aio.AioRpcError) else str(exc)
@@ -175,6 +190,8 @@ class K8sBridge:
             )
             self._say_once("pod-resources", {"event": "warning", "message": message})
             return
+        for workload, pod in name_pods(self.node, self.agent.agent_id, self.resources, listing):
+            self.echo({"event": "pod", "workload": workload, "pod": pod})
         if self.pod_resources_reachable is not True:
             self._said.discard("pod-resources")
             self.echo({"event": "pod-resources", "socket": socket})

@@ -3,28 +3,36 @@
 ``Allocate`` books each container's devices in the ledger (workload type container, id
 ``k8s:<resource>:<ids>``, a ``kubelet-pods`` handle written with the booking) and runs the
 plugins' ``pre_create``; the merged config becomes the container's envs, mounts, device specs
-and CDI device names. A device another workload holds fails the whole request with
-``FAILED_PRECONDITION`` and nothing booked. Once every container of the request is booked, the
-records are handed over: no process owns them, and the full reconciliation of any accelkit
-process finishes their teardown when the kubelet no longer lists their devices.
+and CDI device names. Once every container of the request is booked, the records are handed
+over: no process owns them, and the full reconciliation of any accelkit process finishes their
+teardown when the kubelet no longer lists their devices.
+
+The kubelet hands out a device of its resource only when no running container holds it, so a
+booking of this resource that holds a device the kubelet hands out again is over (its pod left,
+or it is the init container whose devices the pod's next container reuses): it is marked
+superseded, finished, and the devices booked anew. A device anything else holds (``accelkit
+run``, Slurm, a DRA claim) fails the whole request with ``FAILED_PRECONDITION`` naming the
+holder, nothing booked; the bridge advertises such devices ``Unhealthy`` while they are held
+and never prefers them.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
 import attrs
 import grpc
 
+from accelkit.bridge.k8s.holders import pod_booking
 from accelkit.bridge.k8s.preferred import preferred_devices
-from accelkit.bridge.k8s.resources import HEALTHY, K8sDevice, K8sResource
+from accelkit.bridge.k8s.resources import HEALTHY, UNHEALTHY, K8sDevice, K8sResource
 from accelkit.errors import AccelkitError
 from accelkit.node import Node
 from accelkit.runtime.kubelet_api import deviceplugin_v1beta1_pb2 as pb
-from accelkit.runtime.kubelet_pods import kubelet_handle
+from accelkit.runtime.kubelet_pods import kubelet_handle, superseded
 from accelkit.types import AgentId, MountType, Workload, WorkloadConfig
 from accelkit.workload.cdi_spec import default_cdi_kind
 from accelkit.workload.lifecycle import WorkloadLifecycle
@@ -83,24 +91,30 @@ class DevicePluginService:
         *,
         pod_resources: str,
         admission_grace: Decimal,
+        settle: Decimal,
         listing: Callable[[K8sResource], list[K8sDevice]],
         changed: Callable[[int], Any],
+        held: Callable[[], Mapping[str, str]] = dict,
     ) -> None:
         self.node = node
         self.agent_id = agent_id
         self.resource = resource
         self.pod_resources = pod_resources
         self.admission_grace = admission_grace
+        self.settle = settle
         self._listing = listing
+        #: the devices of this resource that something else in the ledger holds, and who
+        self._held = held
         #: ``await changed(seen)`` returns the next generation after ``seen``
         self._changed = changed
 
     def _list(self) -> pb.ListAndWatchResponse:
+        held = self._held()
         return pb.ListAndWatchResponse(
             devices=[
                 pb.Device(
                     ID=d.device_id,
-                    health=d.health,
+                    health=UNHEALTHY if d.device_id in held else d.health,
                     topology=None
                     if d.numa_node is None
                     else pb.TopologyInfo(nodes=[pb.NUMANode(ID=d.numa_node)]),
@@ -133,11 +147,12 @@ class DevicePluginService:
         numa: dict[str, int | None] = {
             d.device_id: d.numa_node for d in self._listing(self.resource)
         }
+        held = self._held()
         return pb.PreferredAllocationResponse(
             container_responses=[
                 pb.ContainerPreferredAllocationResponse(
                     deviceIDs=preferred_devices(
-                        list(r.available_deviceIDs),
+                        [d for d in r.available_deviceIDs if d not in held],
                         list(r.must_include_deviceIDs),
                         r.allocation_size,
                         numa,
@@ -189,7 +204,10 @@ class DevicePluginService:
             raise AllocateRefused(grpc.StatusCode.FAILED_PRECONDITION, msg)
         devices = [known[i] for i in ids]
         workload_id = self.resource.workload_id(ids)
-        handle = kubelet_handle(self.resource.name, ids, self.pod_resources, self.admission_grace)
+        handed = self._supersede(ids, workload_id)
+        handle = kubelet_handle(
+            self.resource.name, ids, self.pod_resources, self.admission_grace, self.settle
+        )
         try:
             record = await self.node.bookkeeper.book_devices(
                 self.agent_id,
@@ -198,8 +216,13 @@ class DevicePluginService:
                 handle=handle,
             )
         except AccelkitError as exc:
-            msg = f"{self.resource.name}: cannot book {', '.join(ids)}: {exc}"
+            holders = self._holders(ids)
+            msg = f"{self.resource.name}: cannot book {', '.join(ids)}: " + (
+                "; ".join(holders) if holders else str(exc)
+            )
             raise AllocateRefused(grpc.StatusCode.FAILED_PRECONDITION, msg) from None
+        for old in handed:
+            log.info("%s: %s handed over to %s", self.resource.name, old, workload_id)
         lifecycle = self.node.lifecycle(record)
         try:
             config = await lifecycle.prepare()  # a failure tears down and frees
@@ -209,6 +232,35 @@ class DevicePluginService:
         kind = default_cdi_kind(self.agent_id)
         cdi = [f"{kind}={cdi_device_name(self.resource.plugin, i)}" for i in ids]
         return _Booked(record.key, lifecycle, container_response(config, cdi, workload_id))
+
+    def _supersede(self, ids: list[str], workload_id: str) -> list[str]:
+        """Mark the pod bookings of this resource that hold any of ``ids`` as superseded
+        (the kubelet handed their devices out again); their ids. The booking that follows
+        finishes and frees them (see the module docstring)."""
+        ledger = self.node.bookkeeper.ledger
+        found: list[str] = []
+        with ledger.transaction():
+            keys = {(h.agent_id, h.workload_id) for h in ledger.holders(self.resource.plugin, ids)}
+            for key in sorted(keys):
+                record = ledger.read(*key)
+                if record is None or record.handle is None:
+                    continue
+                if not pod_booking(record, self.agent_id, self.resource.name):
+                    continue
+                if "superseded-by" not in record.handle.details:
+                    ledger.write(record.with_handle(superseded(record.handle, workload_id)))
+                found.append(key[1])
+        return found
+
+    def _holders(self, ids: list[str]) -> list[str]:
+        """Who holds which of ``ids`` in the ledger, for a refusal."""
+        ledger = self.node.bookkeeper.ledger
+        said: dict[str, list[str]] = {}
+        for h in ledger.holders(self.resource.plugin, ids):
+            said.setdefault(f"workload {h.workload_id!r} of agent {h.agent_id!r}", []).append(
+                h.device_id
+            )
+        return [f"{', '.join(devices)} held by {who}" for who, devices in said.items()]
 
 
 @attrs.frozen

@@ -85,6 +85,15 @@ def test_plan_table_on_the_manual_example(capsys):
     assert "warning: cuda device(s) assigned to no agent: 'cuda4'" in out
 
 
+@pytest.mark.parametrize("count", ["3000", "4097", "100000000000000000000"])
+def test_plan_refuses_more_agents_than_devices(capsys, count):
+    status, out, err = run(capsys, "plan", "--config", str(AUTO), "--agents", count)
+    assert status == 2
+    assert err.startswith("error: Invalid value for '--agents'")
+    assert "more agents than the node has devices" in err or "not in the range" in err
+    assert out == ""
+
+
 def test_plan_refuses_agents_with_manual_mode(capsys):
     status, _, err = run(capsys, "plan", "--config", str(MANUAL), "--agents", "2")
     assert status == 2

@@ -13,6 +13,9 @@ from accelkit.config.model import AllocationMode, HostConfig
 from accelkit.plugin import PluginRole
 from accelkit.types import DeviceName
 
+#: --agents above this is refused before any agent is made (a node has fewer devices)
+MAX_AGENTS = 4096
+
 
 def plan_config(config: HostConfig, mode: str | None, agent_count: int | None) -> HostConfig:
     """Apply ``--mode`` and ``--agents`` to the loaded config."""
@@ -30,12 +33,14 @@ def plan_config(config: HostConfig, mode: str | None, agent_count: int | None) -
 
 
 async def compute_plan(
-    config: HostConfig,
+    config: HostConfig, *, agents_asked: int | None = None
 ) -> tuple[dict[str, Any], dict[DeviceName, PluginRole]]:
     """Start a partition host on ``config``; its plan, and each plugin's role by key.
 
     Devices that are unhealthy, degraded or cordoned are among the plan's warnings, and so
     are devices that live workloads hold and this plan gives to another agent.
+    ``agents_asked`` (``--agents``) may not exceed the node's devices: the agents beyond them
+    would get nothing.
     """
     from accelkit.host import PartitionHost
     from accelkit.host.plan import health_warnings
@@ -44,6 +49,13 @@ async def compute_plan(
 
     async with PartitionHost.open(config) as host:
         echo_warnings(host.loader.warnings)  # the plan's own warnings are part of the plan
+        devices = sum(len(plugin.devices) for plugin in host.plugins.values())
+        if agents_asked is not None and agents_asked > max(devices, 1):
+            msg = (
+                f"{agents_asked} is more agents than the node has devices ({devices}):"
+                " each agent past them would get nothing"
+            )
+            raise click.BadParameter(msg, param_hint="'--agents'")
         plan = host.plan()
         roles = host.roles
         health, problems = await read_health(host.plugins.values(), config)
@@ -107,9 +119,9 @@ def print_plan(data: dict[str, Any], roles: Mapping[DeviceName, PluginRole] | No
 @click.option(
     "--agents",
     "agent_count",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_AGENTS),
     default=None,
-    help="Use N agents named agent-1 … agent-N.",
+    help="Use N agents named agent-1 … agent-N (at most the node's devices).",
 )
 @json_option
 def plan(
@@ -119,7 +131,7 @@ def plan(
     import asyncio
 
     config = plan_config(read_config(config_path), mode, agent_count)
-    data, roles = asyncio.run(compute_plan(config))
+    data, roles = asyncio.run(compute_plan(config, agents_asked=agent_count))
     if as_json:
         import json
 

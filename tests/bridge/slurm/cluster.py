@@ -1,5 +1,6 @@
 """A real one-node Slurm cluster in a temp dir: munged, slurmctld and slurmd, with accelkit's
-prolog, task prolog and epilog and a gres.conf written by ``accelkit slurm gres-conf``.
+prolog, epilog, the task prolog script of ``accelkit slurm task-prolog-script`` and a gres.conf
+written by ``accelkit slurm gres-conf``.
 
 The node has mock devices whose device nodes are character devices made with ``mknod`` in the
 temp dir: four ``gpu`` (the mock ``cuda`` kind, ``SLURM_JOB_GPUS`` in the prolog) and two ``tpu``
@@ -246,8 +247,12 @@ def start(root: Path, *, prolog: bool = True) -> Cluster:
         raise RuntimeError(msg)
     line = cluster.accelkit("slurm", "node-line", "--node-name", NODE)
     gres_word = line.stdout.split()[1]  # Gres=...
-    for command in ("prolog", "task-prolog", "epilog"):
+    for command in ("prolog", "epilog"):
         _wrapper(root, command, command, config)
+    task = cluster.accelkit("slurm", "task-prolog-script", "--output", str(root / "task-prolog.sh"))
+    if task.returncode != 0:
+        msg = f"accelkit slurm task-prolog-script failed: {task.stderr}"
+        raise RuntimeError(msg)
     (root / "slurm.conf").write_text(_slurm_conf(root, gres_word, prolog))
     try:
         cluster.pids["munged"] = _start_munged(root)

@@ -145,34 +145,6 @@ def test_task_prolog_of_an_unbooked_job_prints_nothing(config: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("body", "message"),
-    [
-        ("{not json", "cannot read the environment of job 4"),
-        ('{"env": {"A": "x\\ny"}}', "job 4: variable 'A' cannot be exported by a task prolog"),
-        ('{"env": {"A B": "x"}}', "job 4: variable 'A B' cannot be exported by a task prolog"),
-    ],
-)
-def test_task_prolog_refuses_what_it_cannot_export(
-    config: Path, tmp_path: Path, body: str, message: str
-) -> None:
-    (tmp_path / "state" / "slurm").mkdir(parents=True)
-    (tmp_path / "state" / "slurm" / "4.json").write_text(body)
-    done = accelkit("slurm", "task-prolog", "--config", str(config), env={"SLURM_JOB_ID": "4"})
-    assert done.returncode == 2
-    assert done.stderr.startswith(f"error: {message}")
-    assert done.stderr.count("\n") == 1
-    assert done.stdout == ""
-
-
-def test_task_prolog_prints_values_as_slurm_reads_them(config: Path, tmp_path: Path) -> None:
-    (tmp_path / "state" / "slurm").mkdir(parents=True)
-    body = {"env": {"B": "two words; $(x)", "A": "a=b"}}
-    (tmp_path / "state" / "slurm" / "4.json").write_text(json.dumps(body))
-    done = accelkit("slurm", "task-prolog", "--config", str(config), env={"SLURM_JOB_ID": "4"})
-    assert done.stdout.splitlines() == ["export A=a=b", "export B=two words; $(x)"]
-
-
-@pytest.mark.parametrize(
     ("table", "key", "message"),
     [
         ("gres-names = { cuda = 3 }", "bridge.slurm.gres-names.cuda", "expected a string"),

@@ -170,7 +170,7 @@ def test_a_job_gone_without_its_epilog_is_freed_by_any_accelkit_process(slurm: C
         env=env, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert task.stdout == "export MOCK_CUDA_DEVICES=cuda3\n"
-    kept = slurm.root / "state" / "slurm" / f"{ended}.json"
+    kept = slurm.root / "state" / "slurm" / f"{ended}.env"
     assert kept.is_file()
     # no epilog ran (slurmd lost, say): Slurm calls the job COMPLETED, so the next accelkit
     # process that reconciles finishes its teardown and frees cuda3

@@ -1,9 +1,10 @@
 """``accelkit slurm``: accelkit devices as Slurm GRES, and the job's Prolog/TaskProlog/Epilog.
 
-``gres-conf`` and ``node-line`` print what ``gres.conf`` and ``slurm.conf`` need; ``prolog``,
-``task-prolog`` and ``epilog`` are meant for ``Prolog=``, ``TaskProlog=`` and ``Epilog=`` (they
-read the job from the environment Slurm gives them). A failure is one ``error: ...`` line on
-stderr, which slurmd logs, and exit status 2.
+``gres-conf`` and ``node-line`` print what ``gres.conf`` and ``slurm.conf`` need; ``prolog``
+and ``epilog`` are meant for ``Prolog=`` and ``Epilog=``, and ``task-prolog-script`` prints the
+``sh`` script for ``TaskProlog=`` (``task-prolog`` runs the same script). They read the job from
+the environment Slurm gives them. A failure is one ``error: ...`` line on stderr, which slurmd
+logs, and exit status 2.
 """
 
 from __future__ import annotations
@@ -136,6 +137,32 @@ async def _prolog(config_path: Path | None, agent: str | None) -> None:
         await prolog(node, agent_id, _settings(config), dict(os.environ))
 
 
+#: seconds the epilog waits for the job's processes to go after SIGKILL
+KILL_WAIT = 10.0
+
+
+def _kill_leftovers(state_dir: Path, job_id: str) -> None:
+    """Kill the job's processes still on the node; an error, keeping the booking, for any
+    that outlive SIGKILL (a process stuck in the kernel)."""
+    from accelkit.bridge.slurm.job_env import env_file
+    from accelkit.bridge.slurm.task_views import kept_files
+    from accelkit.errors import InvalidResourceArgument
+    from accelkit.runtime.slurm_jobs import job_processes, kill_processes
+
+    try:
+        files = kept_files(env_file(state_dir, job_id).read_text(encoding="utf-8"))
+    except OSError:
+        files = []
+    left = kill_processes(job_processes(job_id, files), KILL_WAIT)
+    if left:
+        pids = ", ".join(map(str, left))
+        msg = (
+            f"job {job_id}: processes {pids} still live after SIGKILL; its devices stay booked "
+            "until they are gone (the next epilog run or reconciliation frees them)"
+        )
+        raise InvalidResourceArgument(msg)
+
+
 async def _epilog(config_path: Path | None) -> None:
     from accelkit.bridge.slurm.job_env import job_id_of
     from accelkit.bridge.slurm.job_hooks import epilog
@@ -145,6 +172,7 @@ async def _epilog(config_path: Path | None) -> None:
 
     config = read_config(config_path)
     job_id = job_id_of(os.environ)
+    _kill_leftovers(Path(config.resource.state_dir), job_id)
     runtimes = default_runtimes()
     runtimes[SlurmJobsRuntime.name] = SlurmJobsRuntime(ended=frozenset({job_id}))
     try:
@@ -168,19 +196,53 @@ def prolog_cmd(config_path: Path | None, agent: str | None) -> None:
     asyncio.run(_prolog(config_path, agent))
 
 
+def _task_script(config_path: Path | None) -> str:
+    from accelkit.bridge.slurm.task_script import script
+
+    config = read_config(config_path)
+    settings = _settings(config)
+    return script(str(config.resource.state_dir), settings.scontrol)
+
+
+@slurm.command("task-prolog-script")
+@config_option
+@click.option(
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write the script to this file (atomically, executable) instead of printing it.",
+)
+def task_prolog_script_cmd(config_path: Path | None, output: Path | None) -> None:
+    """Print the sh script for TaskProlog= (no Python start before each task).
+
+    It exports the plugins' variables for the devices Slurm bound to the task and step
+    (SLURM_STEP_GPUS, Slurm's GPU_DEVICE_ORDINAL or CUDA_VISIBLE_DEVICES; for other GRES
+    'scontrol show step -d') and unsets those of the job's other devices.
+    """
+    from accelkit.bridge.slurm.files import write_atomically
+
+    text = _task_script(config_path)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        write_atomically(output, text, mode=0o755)
+    except OSError as exc:
+        msg = f"cannot write {output}: {exc.strerror or exc}"
+        raise click.ClickException(msg) from None
+
+
 @slurm.command("task-prolog")
 @config_option
 def task_prolog_cmd(config_path: Path | None) -> None:
-    """For TaskProlog=: print the job's merged environment as 'export KEY=VALUE' lines."""
-    from accelkit.bridge.slurm.job_env import export_lines
-
-    config = read_config(config_path)
-    for line in export_lines(config.resource.state_dir, os.environ):
-        click.echo(line)
+    """For TaskProlog=: run the task-prolog-script (export/unset lines for the task's devices)."""
+    text = _task_script(config_path)
+    os.execv("/bin/sh", ["sh", "-c", text, "accelkit-task-prolog"])  # noqa: S606 (no shell)
 
 
 @slurm.command("epilog")
 @config_option
 def epilog_cmd(config_path: Path | None) -> None:
-    """For Epilog=: run the job's teardown and free its devices (again: nothing to do)."""
+    """For Epilog=: kill the job's processes left on the node, run its teardown and free its
+    devices (again: nothing to do). Processes that outlive SIGKILL keep the devices booked."""
     asyncio.run(_epilog(config_path))

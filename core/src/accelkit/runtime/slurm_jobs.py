@@ -1,26 +1,44 @@
 """The slurm-jobs runtime: jobs that Slurm runs with devices the Slurm bridge's prolog booked.
 
 accelkit never starts these jobs; it asks Slurm whether they still run (``scontrol show job -o
-ID``, the ``JobState``). A job Slurm no longer knows, or in a final state, is gone; a Slurm that
-cannot be asked is ``None`` (cannot tell), so every accelkit process keeps the booking instead of
-freeing devices a job may still use. Stopping a job is ``scancel``. The handle records the
-``scontrol`` to run and the ``SLURM_CONF`` the prolog saw, so any process asks the same cluster.
+ID``, the ``JobState``). A job Slurm no longer knows, in a final state, or whose ``StartTime``
+(or ``SLUID``) is not the booked job's (a job id used again) is gone; a Slurm that cannot be asked
+is ``None`` (cannot tell), so every accelkit process keeps the booking instead of freeing devices
+a job may still use. A job Slurm calls over whose processes still hold its device nodes, or still
+live in its cgroup, counts as running: the booking outlives none of them (the epilog kills
+them, :func:`job_processes`). Stopping a job is ``scancel``. The handle records the ``scontrol``
+to run and the ``SLURM_CONF`` the prolog saw, so any process asks the same cluster.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import re
 import signal
-from collections.abc import Sequence
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import ClassVar
+
+import attrs
 
 from accelkit.runtime.base import RuntimeUnavailable, TrackingRuntime, WorkloadHandle
 from accelkit.types import WorkloadType
 
-__all__ = ["FINAL_STATES", "SlurmJobsRuntime", "job_state", "run_slurm", "slurm_handle"]
+__all__ = [
+    "FINAL_STATES",
+    "JobInfo",
+    "SlurmJobsRuntime",
+    "job_info",
+    "job_processes",
+    "job_state",
+    "kill_processes",
+    "run_slurm",
+    "slurm_handle",
+]
 
 log = logging.getLogger(__name__)
 
@@ -41,15 +59,121 @@ FINAL_STATES = frozenset(
     }
 )
 _STATE = re.compile(r"\bJobState=([A-Z_]+)")
+_START = re.compile(r"\bStartTime=(\S+)")
+_SLUID = re.compile(r"\bSLUID=(\S+)")
 _UNKNOWN_JOB = "invalid job id"
+#: Slurm's daemons: never counted among a job's processes
+_DAEMONS = frozenset({b"slurmd", b"slurmstepd", b"slurmctld", b"slurmdbd"})
+#: where proctrack/cgroup puts a job's processes (cgroup v1 freezer, v2 under slurmstepd.scope)
+CGROUP_GLOBS = (
+    "freezer/slurm*/uid_*/job_{job}",
+    "system.slice/slurmstepd.scope/job_{job}",
+    "slurmstepd.scope/job_{job}",
+)
 
 
-def slurm_handle(job_id: str, scontrol: str, slurm_conf: str | None) -> WorkloadHandle:
-    """The handle of a booking made for Slurm job ``job_id``."""
+def slurm_handle(
+    job_id: str,
+    scontrol: str,
+    slurm_conf: str | None,
+    *,
+    start: str = "",
+    sluid: str = "",
+    files: Sequence[str] = (),
+) -> WorkloadHandle:
+    """The handle of a booking made for Slurm job ``job_id`` (started at ``start``, Slurm's
+    ``StartTime``, or known by ``sluid``), whose devices are the nodes ``files``."""
     details = {"job": job_id, "scontrol": scontrol}
     if slurm_conf:
         details["slurm-conf"] = slurm_conf
+    if start:
+        details["start"] = start
+    if sluid:
+        details["sluid"] = sluid
+    if files:
+        details["files"] = "\n".join(files)
     return WorkloadHandle(SlurmJobsRuntime.name, job_id, details)
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
+
+
+def _ancestors(proc: Path) -> set[int]:
+    found, pid = set(), os.getpid()
+    while pid > 1 and pid not in found:
+        found.add(pid)
+        stat = _read(proc / str(pid) / "stat")
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        pid = int(fields[1]) if len(fields) > 1 else 0
+    return found
+
+
+def _cgroup_pids(job_id: str, cgroup_root: Path) -> set[int]:
+    pids: set[int] = set()
+    for pattern in CGROUP_GLOBS:
+        for top in cgroup_root.glob(pattern.format(job=job_id)):
+            for procs in [top / "cgroup.procs", *top.rglob("*/cgroup.procs")]:
+                pids.update(int(p) for p in _read(procs).split() if p.isdigit())
+    return pids
+
+
+def job_processes(
+    job_id: str,
+    files: Iterable[str] = (),
+    *,
+    by_environment: bool = True,
+    by_cgroup: bool = True,
+    proc: Path = Path("/proc"),
+    cgroup_root: Path = Path("/sys/fs/cgroup"),
+) -> list[int]:
+    """The job's processes still on this node: those in its cgroup (proctrack/cgroup), those
+    holding one of ``files`` open and, ``by_environment``, those whose environment says
+    ``SLURM_JOB_ID=<job_id>`` (what proctrack/linuxproc loses when its slurmstepd dies).
+
+    Never this process, its ancestors (the epilog and slurmd), nor Slurm's daemons.
+    """
+    wanted = {os.path.realpath(f) for f in files}
+    mark = f"\0SLURM_JOB_ID={job_id}\0".encode()
+    skip = _ancestors(proc)
+    found = _cgroup_pids(job_id, cgroup_root) if by_cgroup else set()
+    for entry in proc.iterdir() if proc.is_dir() else ():
+        if not entry.name.isdigit() or int(entry.name) in skip:
+            continue
+        pid = int(entry.name)
+        if by_environment and mark in b"\0" + _read(entry / "environ"):
+            found.add(pid)
+            continue
+        if wanted:
+            try:
+                links = [os.readlink(fd) for fd in (entry / "fd").iterdir()]
+            except OSError:
+                continue
+            if wanted.intersection(links):
+                found.add(pid)
+    return sorted(p for p in found - skip if _read(proc / str(p) / "comm").strip() not in _DAEMONS)
+
+
+def _gone(pid: int, proc: Path) -> bool:
+    stat = _read(proc / str(pid) / "stat")
+    return not stat or stat[stat.rfind(b")") + 2 :].startswith(b"Z")
+
+
+def kill_processes(pids: Iterable[int], timeout: float, proc: Path = Path("/proc")) -> list[int]:
+    """SIGKILL ``pids`` and wait up to ``timeout`` seconds for them to go; those left."""
+    left = list(pids)
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while True:
+        left = [p for p in left if not _gone(p, proc)]
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.02)
 
 
 async def run_slurm(argv: Sequence[str], slurm_conf: str | None) -> tuple[int, str]:
@@ -73,23 +197,57 @@ async def run_slurm(argv: Sequence[str], slurm_conf: str | None) -> tuple[int, s
     return proc.returncode or 0, out.decode(errors="replace")
 
 
-async def job_state(job_id: str, scontrol: str = "scontrol", slurm_conf: str | None = None) -> str:
-    """The job's ``JobState`` (``""`` when Slurm does not know the job any more).
+@attrs.frozen
+class JobInfo:
+    """What ``scontrol show job`` says of a job (``state`` ``""``: Slurm does not know it)."""
+
+    state: str
+    start: str = ""
+    sluid: str = ""
+    text: str = ""
+
+
+def parse_job(text: str) -> JobInfo:
+    """A job's ``JobState``, ``StartTime`` and ``SLUID`` from ``scontrol show job`` output."""
+    found = _STATE.search(text)
+    if found is None:
+        msg = f"no JobState in: {text.strip()[:200]}"
+        raise RuntimeError(msg)
+    start = _START.search(text)
+    sluid = _SLUID.search(text)
+    return JobInfo(
+        found.group(1),
+        start.group(1) if start else "",
+        sluid.group(1) if sluid else "",
+        text,
+    )
+
+
+async def job_info(
+    job_id: str, scontrol: str = "scontrol", slurm_conf: str | None = None, *, detail: bool = False
+) -> JobInfo:
+    """What Slurm says of the job (``detail``: ``-d``, with the GRES indices).
 
     Raises ``OSError`` or ``TimeoutError`` when Slurm cannot be asked, ``RuntimeError`` when it
     answers something else.
     """
-    code, text = await run_slurm([scontrol, "show", "job", "-o", job_id], slurm_conf)
+    argv = [scontrol, "show", "job", "-d" if detail else "-o", job_id]
+    code, text = await run_slurm(argv, slurm_conf)
     if code != 0:
         if _UNKNOWN_JOB in text.lower():
-            return ""
-        msg = f"{scontrol} show job {job_id} failed ({code}): {text.strip()}"
+            return JobInfo("")
+        msg = f"{' '.join(argv)} failed ({code}): {text.strip()}"
         raise RuntimeError(msg)
-    found = _STATE.search(text)
-    if found is None:
+    try:
+        return parse_job(text)
+    except RuntimeError:
         msg = f"{scontrol} show job {job_id} gave no JobState: {text.strip()[:200]}"
-        raise RuntimeError(msg)
-    return found.group(1)
+        raise RuntimeError(msg) from None
+
+
+async def job_state(job_id: str, scontrol: str = "scontrol", slurm_conf: str | None = None) -> str:
+    """The job's ``JobState`` (``""`` when Slurm does not know the job any more)."""
+    return (await job_info(job_id, scontrol, slurm_conf)).state
 
 
 class SlurmJobsRuntime(TrackingRuntime):
@@ -135,7 +293,7 @@ class SlurmJobsRuntime(TrackingRuntime):
         if handle.ident in self.ended:
             return False
         try:
-            state = await job_state(
+            info = await job_info(
                 handle.ident,
                 handle.details.get("scontrol", "scontrol"),
                 handle.details.get("slurm-conf"),
@@ -143,7 +301,23 @@ class SlurmJobsRuntime(TrackingRuntime):
         except (OSError, TimeoutError, RuntimeError) as exc:
             log.info("Slurm cannot be asked about job %s: %s", handle.ident, exc)
             return None
-        return bool(state) and state not in FINAL_STATES
+        same = _same_job(handle, info)
+        if same and info.state and info.state not in FINAL_STATES:
+            return True
+        # over for Slurm: its processes holding its devices (or in its cgroup) keep it booked
+        files = [f for f in handle.details.get("files", "").split("\n") if f]
+        left = job_processes(handle.ident, files, by_environment=False, by_cgroup=same)
+        if left:
+            log.info("Slurm job %s is over but processes %s hold its devices", handle.ident, left)
+        return bool(left)
 
     def describe(self, handle: WorkloadHandle) -> list[str]:
         return [f"Slurm job {handle.ident}"]
+
+
+def _same_job(handle: WorkloadHandle, info: JobInfo) -> bool:
+    """Whether Slurm's job of that id is the booked one (not the id used again)."""
+    sluid, start = handle.details.get("sluid", ""), handle.details.get("start", "")
+    if sluid and info.sluid and sluid != info.sluid:
+        return False
+    return not (start and info.start and start != info.start)

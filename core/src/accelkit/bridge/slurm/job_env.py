@@ -1,19 +1,20 @@
-"""A Slurm job's identity and the environment the prolog keeps for its task prolog.
+"""A Slurm job's identity and where the prolog keeps what its task prolog reads.
 
-Kept apart from the node's modules so that the task prolog, run before every task of a job,
-imports little.
+Kept apart from the node's modules so that the commands that only need a job's id import little.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 
 from accelkit.errors import InvalidResourceArgument
 from accelkit.types import is_digits
 
-__all__ = ["env_file", "export_lines", "job_id_of"]
+__all__ = ["SLUID", "env_file", "job_id_of", "job_key", "workload_id"]
+
+#: the cluster-unique job id Slurm 25.11 and later export next to SLURM_JOB_ID
+SLUID = "SLURM_JOB_SLUID"
 
 
 def job_id_of(env: Mapping[str, str]) -> str:
@@ -25,29 +26,24 @@ def job_id_of(env: Mapping[str, str]) -> str:
     return job_id
 
 
-def env_file(state_dir: Path | str, job_id: str) -> Path:
-    """Where the prolog keeps the job's merged environment for the task prolog."""
-    return Path(state_dir) / "slurm" / f"{job_id}.json"
-
-
-def export_lines(state_dir: Path | str, env: Mapping[str, str]) -> list[str]:
-    """The task prolog's ``export KEY=VALUE`` lines (none for a job the prolog did not book).
-
-    Slurm takes everything after ``=`` as the value, so values are printed as they are; a
-    value with a line break cannot be passed this way and is refused.
-    """
+def job_key(env: Mapping[str, str]) -> str:
+    """What a booking is keyed by: ``SLURM_JOB_SLUID`` where Slurm sets it, else the job id
+    (whose reuse the booking's recorded ``StartTime`` tells apart)."""
     job_id = job_id_of(env)
-    try:
-        data = json.loads(env_file(state_dir, job_id).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return []
-    except (OSError, ValueError) as exc:
-        msg = f"cannot read the environment of job {job_id}: {exc}"
-        raise InvalidResourceArgument(msg) from None
-    lines: list[str] = []
-    for key, value in sorted(dict(data.get("env", {})).items()):
-        if not str(key).isidentifier() or "\n" in str(value) or "\r" in str(value):
-            msg = f"job {job_id}: variable {key!r} cannot be exported by a task prolog"
-            raise InvalidResourceArgument(msg)
-        lines.append(f"export {key}={value}")
-    return lines
+    sluid = env.get(SLUID, "")
+    if not sluid:
+        return job_id
+    if not sluid.isascii() or not sluid.replace("-", "").replace("_", "").isalnum():
+        msg = f"{SLUID} is {sluid[:80]!r}, not a job id"
+        raise InvalidResourceArgument(msg)
+    return sluid
+
+
+def workload_id(key: str) -> str:
+    """The ledger's workload id of a Slurm job."""
+    return f"slurm:{key}"
+
+
+def env_file(state_dir: Path | str, job_id: str) -> Path:
+    """Where the prolog keeps the job's devices and variables for the task prolog."""
+    return Path(state_dir) / "slurm" / f"{job_id}.env"

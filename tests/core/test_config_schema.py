@@ -371,3 +371,17 @@ def test_a_dns_subdomain_outside_kubernetes_io_is_a_resource_domain(tmp_path, do
     config = load_host_config(write(tmp_path, f"[bridge.k8s]\ndomain = '{domain}'"))
     assert config.bridge.k8s is not None
     assert config.bridge.k8s.domain == domain
+
+
+def test_a_byte_order_mark_is_skipped(tmp_path):
+    path = tmp_path / "host.toml"
+    path.write_bytes(b'\xef\xbb\xbf[resource]\nallocation-mode = "shared"\n')
+    assert load_host_config(path).resource.allocation_mode.value == "shared"
+
+
+def test_nesting_too_deep_for_the_parser_is_a_config_error_naming_the_file(tmp_path):
+    path = tmp_path / "host.toml"
+    path.write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(ConfigError, match="nests arrays or inline tables too deeply") as info:
+        load_host_config(path)
+    assert info.value.file == str(path)

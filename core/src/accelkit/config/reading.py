@@ -1,5 +1,8 @@
 """Reading a TOML file safely: a regular file, at most 16 MiB, UTF-8 (DESIGN §17).
 
+A UTF-8 byte-order mark at the start is skipped; nesting too deep for the parser is a config
+error like any other, not a crash.
+
 ``/dev/zero``, a FIFO or a directory is refused before a byte is read, and no read is larger
 than the limit, so a bad path never grows memory without bound or blocks the command.
 """
@@ -18,6 +21,7 @@ from accelkit.errors import ConfigError
 __all__ = ["MAX_CONFIG_BYTES", "TomlDocument", "read_toml"]
 
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
+_BOM = b"\xef\xbb\xbf"
 
 #: the parsed table and the text it came from (for line numbers)
 TomlDocument = tuple[dict[str, Any], str]
@@ -29,7 +33,7 @@ def read_toml(path: Path, what: str, *, key: str | None = None) -> TomlDocument:
     ``what`` names the file in messages ("the host config"); ``key`` is the setting that named
     the file, if any (``config-file``).
     """
-    raw = _read_bounded(path, what, key)
+    raw = _read_bounded(path, what, key).removeprefix(_BOM)  # as Windows editors save it
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -41,6 +45,9 @@ def read_toml(path: Path, what: str, *, key: str | None = None) -> TomlDocument:
         msg = f"malformed TOML: {exc}"
         line = re.search(r"at line (\d+)", str(exc))
         raise ConfigError(msg, file=str(path), line=int(line[1]) if line else None) from None
+    except RecursionError:  # the parser recurses once per level of nested arrays or tables
+        msg = f"{what} nests arrays or inline tables too deeply to be a configuration"
+        raise ConfigError(msg, file=str(path), key=key) from None
 
 
 def _read_bounded(path: Path, what: str, key: str | None) -> bytes:

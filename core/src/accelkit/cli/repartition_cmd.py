@@ -27,6 +27,8 @@ async def _repartition(config_path: Path | None) -> dict[str, Any]:
 
 
 def _say(result: dict[str, Any]) -> None:
+    from accelkit.cli.output import compact_ids
+
     for key, devices in result["given"].items():
         for device, agent in devices.items():
             click.echo(f"{key}/{device} given to {agent}")
@@ -36,7 +38,7 @@ def _say(result: dict[str, Any]) -> None:
     if not result["given"] and not result["moved"]:
         click.echo("nothing to change: every device is assigned and the split is even")
     for agent, plugins in result["agents"].items():
-        listing = "; ".join(f"{k}: {', '.join(ids) or '-'}" for k, ids in plugins.items())
+        listing = "; ".join(f"{k}: {compact_ids(ids)}" for k, ids in plugins.items())
         click.echo(f"{agent}: {listing}")
 
 

@@ -284,11 +284,45 @@ def mixed_maps(draw: st.DrawFn) -> tuple[AbstractAllocMap, dict[SlotName, bool]]
             specs.append(SlotSpec(name, slot_type, divisible=divisible))
     strategy = draw(st.sampled_from(list(AllocationStrategy)))
     m: AbstractAllocMap
+    if draw(st.booleans()):  # the map a plugin's agent gets by default, of the same specs
+        quantum_specs = [
+            SlotSpec(s.name, s.type, divisible=True, quantum=quantum) if s.divisible else s
+            for s in specs
+        ]
+        return _plugin_map(slots, quantum_specs, strategy), whole
     if fractional:
         m = FractionAllocMap(slots, strategy=strategy, quantum_size=quantum, slot_specs=specs)
     else:
         m = DiscretePropertyAllocMap(slots, strategy=strategy, slot_specs=specs)
     return m, whole
+
+
+def _plugin_map(
+    slots: dict[DeviceId, DeviceSlotInfo], specs: list[SlotSpec], strategy: AllocationStrategy
+) -> AbstractAllocMap:
+    """The alloc map of an agent given every device of a plugin of these slots and kinds."""
+    import asyncio
+
+    class Mixed(ZetaPlugin):
+        async def list_devices(self) -> Sequence[ComputeDevice]:
+            return [
+                ComputeDevice(self.key, d, f"x:{d}", i.numa_node, 0, 1) for d, i in slots.items()
+            ]
+
+        def configurable_slots(self) -> Sequence[SlotSpec]:
+            return specs
+
+        def device_slots(
+            self, devices: Iterable[ComputeDevice]
+        ) -> Mapping[DeviceId, DeviceSlotInfo]:
+            return {d.device_id: slots[d.device_id] for d in devices}
+
+        def allocation_strategy(self) -> AllocationStrategy:
+            return strategy
+
+        create_alloc_map = AbstractComputePlugin.create_alloc_map
+
+    return asyncio.run(_context_map(Mixed()))
 
 
 requests = st.lists(
@@ -302,7 +336,7 @@ requests = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(mixed_maps(), requests)
 def test_no_map_grants_a_fraction_or_a_second_holder_of_a_whole_device(
     built: tuple[AbstractAllocMap, dict[SlotName, bool]],

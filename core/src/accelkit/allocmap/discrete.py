@@ -62,11 +62,13 @@ class DiscretePropertyAllocMap(AbstractAllocMap):
             # More than any pool of the map holds: any count above every capacity is refused
             # the same way, and int() of a huge amount such as 1e999999 would take minutes.
             if amount != amount.to_integral_value():
-                raise InvalidResourceArgument(not_whole(pool, amount))
+                msg = not_whole(pool, amount)
+                raise InvalidResourceArgument(msg)
             return self._beyond_capacity
         units = int(amount)
         if units != amount:
-            raise InvalidResourceArgument(not_whole(pool, amount))
+            msg = not_whole(pool, amount)
+            raise InvalidResourceArgument(msg)
         return units
 
     def _make_amount(self, pool: SlotPool, units: int) -> Decimal:

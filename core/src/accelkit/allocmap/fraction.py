@@ -136,7 +136,8 @@ class FractionAllocMap(AbstractAllocMap):
             return units
         if pool.whole:
             if amount != amount.to_integral_value():
-                raise InvalidResourceArgument(not_whole(pool, amount))
+                msg = not_whole(pool, amount)
+                raise InvalidResourceArgument(msg)
             return self._beyond_capacity if amount > self._beyond_capacity else int(amount)
         if amount.adjusted() > _ABSURD_DIGITS and amount > self._beyond_amount:
             # beyond every capacity by dozens of digits: refused as insufficient without

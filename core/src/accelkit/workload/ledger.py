@@ -30,7 +30,10 @@ Conventions:
 * a row that cannot be read as a record (not JSON, wrong format, over :data:`MAX_RECORD_BYTES`,
   nested deeper than :data:`MAX_RECORD_DEPTH`) is moved to ``set_aside`` and reported, never
   raised and never parsed into a crash;
-* the state directory and the database are checked before use (:mod:`accelkit.workload.state_dir`);
+* the state directory and the database are checked before use (:mod:`accelkit.workload.state_dir`),
+  the directory opened once and the database reached through its descriptor, and the identity
+  is kept in ``ledger.id`` too: a database emptied, deleted or replaced beside it is refused
+  (:mod:`accelkit.workload.ledger_identity`);
 * JSON only, never pickle.
 """
 
@@ -50,8 +53,10 @@ import attrs
 
 from accelkit.errors import ConfigError
 from accelkit.types import AgentId, DeviceId, DeviceName, SlotName, format_amount
+from accelkit.workload.ledger_identity import write_identity
+from accelkit.workload.ledger_open import connect_checked
 from accelkit.workload.record import LedgerFormatError, LedgerRecord
-from accelkit.workload.state_dir import KEY, secure_file, secure_state_dir
+from accelkit.workload.state_dir import KEY, dir_path, open_state_dir, secure_file, secure_state_dir
 
 __all__ = [
     "DB_NAME",
@@ -235,6 +240,8 @@ class Ledger:
         self._db: sqlite3.Connection | None = None
         self._depth = 0
         self._ledger_id: str | None = None
+        #: the state directory, opened once (:func:`open_state_dir`)
+        self._dir_fd: int | None = None
 
     def __repr__(self) -> str:
         return f"Ledger({str(self.path)!r})"
@@ -247,34 +254,59 @@ class Ledger:
 
     @property
     def db(self) -> sqlite3.Connection:
-        """The open connection; the state directory and the files are checked first."""
+        """The open connection; the state directory, the files and the identity are checked.
+
+        The state directory is opened once (:func:`open_state_dir`) and the database reached
+        through its descriptor (:mod:`accelkit.workload.ledger_open` says why that is safe);
+        a database that does not carry the identity ``ledger.id`` records is refused.
+        """
         if self._db is None:
-            secure_state_dir(self.state_dir, source=self.source)
-            secure_file(self.path, source=self.source, create=True)
-            for suffix in ("-wal", "-shm", "-journal"):
-                secure_file(Path(f"{self.path}{suffix}"), source=self.source)
+            dir_fd = self._open_dir()
             try:
-                db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            except sqlite3.Error as exc:
-                msg = "cannot open it"
-                raise self._error(msg, exc) from exc
+                db, recorded = connect_checked(
+                    dir_fd,
+                    self.state_dir,
+                    self.path,
+                    source=self.source,
+                    busy_timeout_ms=BUSY_TIMEOUT_MS,
+                    patiently=_patiently,
+                )
+            except BaseException as exc:
+                self.close()
+                if isinstance(exc, sqlite3.Error):
+                    raise self._unusable(exc) from exc
+                raise
             try:
-                db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
                 _patiently(lambda: db.execute("PRAGMA journal_mode = WAL"))
                 db.execute("PRAGMA synchronous = FULL")
                 _patiently(lambda: db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} COMMIT;"))
             except sqlite3.Error as exc:
                 db.close()
-                fix = (
-                    "move the file away if it is not a ledger"
-                    if "not a database" in str(exc)
-                    else "check the disk and the file's permissions"
-                )
-                msg = f"cannot use it ({fix})"
-                raise self._error(msg, exc) from exc
+                self.close()
+                raise self._unusable(exc) from exc
             self._db = db
+            if recorded is None:
+                try:
+                    write_identity(dir_fd, self.ledger_id)
+                except OSError as exc:
+                    msg = "cannot record its identity in ledger.id"
+                    raise self._error(msg, exc) from exc
             self._import_legacy()
         return self._db
+
+    def _unusable(self, exc: sqlite3.Error) -> ConfigError:
+        fix = (
+            "move the file away if it is not a ledger"
+            if "not a database" in str(exc)
+            else "check the disk and the file's permissions"
+        )
+        return self._error(f"cannot use it ({fix})", exc)
+
+    def _open_dir(self) -> int:
+        """The state directory's descriptor: this object's, else opened (and created) now."""
+        if self._dir_fd is None:
+            self._dir_fd = open_state_dir(self.state_dir, source=self.source)
+        return self._dir_fd
 
     def _import_legacy(self) -> None:
         """Move the records of the JSON-file ledger (``<state-dir>/ledger/*.json``) in, once.
@@ -283,7 +315,7 @@ class Ledger:
         renamed ``ledger.imported``, so live workloads keep their devices across the upgrade.
         The directory must be ours like the state directory; symlinks in it are skipped.
         """
-        legacy = self.state_dir / LEGACY_DIR
+        legacy = dir_path(self._open_dir()) / LEGACY_DIR
         try:
             info = os.lstat(legacy)
         except FileNotFoundError:
@@ -303,13 +335,16 @@ class Ledger:
                     continue
                 if not self.exists(*record.key):
                     self.write(record)
-        os.replace(legacy, self.state_dir / f"{LEGACY_DIR}.imported")
+        os.replace(legacy, legacy.with_name(f"{LEGACY_DIR}.imported"))
 
     def close(self) -> None:
-        """Close the connection (a later use opens it again)."""
+        """Close the connection and the state directory (a later use opens them again)."""
         if self._db is not None:
             self._db.close()
             self._db = None
+        if self._dir_fd is not None:
+            os.close(self._dir_fd)
+            self._dir_fd = None
 
     # -- transactions ------------------------------------------------------------------------
 
@@ -489,12 +524,27 @@ class Ledger:
         writer has left a WAL behind, the database file alone is complete and is read as
         immutable.
         """
-        if not secure_file(self.path, source=self.source):
+        try:
+            dir_fd = self._open_dir() if self._db is not None else self._open_existing_dir()
+        except FileNotFoundError:
+            return {}
+        try:
+            return self._read_all(dir_fd)
+        finally:
+            if self._db is None:
+                self.close()
+
+    def _open_existing_dir(self) -> int:
+        self._dir_fd = open_state_dir(self.state_dir, source=self.source, create=False)
+        return self._dir_fd
+
+    def _read_all(self, dir_fd: int) -> dict[RecordKey, LedgerRecord]:
+        if not secure_file(self.path, source=self.source, dir_fd=dir_fd):
             return {}
         try:
             rows = self._read_rows("mode=ro")
         except sqlite3.OperationalError as exc:
-            wal = Path(f"{self.path}-wal")
+            wal = dir_path(dir_fd) / f"{DB_NAME}-wal"
             if wal.exists() and wal.stat().st_size:
                 msg = "cannot read it"
                 raise self._error(msg, exc) from exc
@@ -514,7 +564,8 @@ class Ledger:
         return records
 
     def _read_rows(self, options: str) -> list[tuple[str, str, Any]]:
-        db = sqlite3.connect(f"file:{self.path}?{options}", uri=True)
+        assert self._dir_fd is not None
+        db = sqlite3.connect(f"file:{dir_path(self._dir_fd) / DB_NAME}?{options}", uri=True)
         try:
             db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             return list(db.execute("SELECT agent, workload, body FROM records").fetchall())

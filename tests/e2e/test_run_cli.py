@@ -302,6 +302,21 @@ def _start_stubborn(node: Path, out: Path, grace: str, *extra: str) -> subproces
     )
 
 
+#: what run says, once, when the leader exits and other processes of the workload run on
+LEFT = "left 1 process(es) running"
+
+
+def _said(process: subprocess.Popen[str], text: str) -> list[str]:
+    """The lines of ``process``'s stderr up to the first that holds ``text`` (an event)."""
+    assert process.stderr is not None
+    lines = []
+    for line in process.stderr:
+        lines.append(line)
+        if text in line:
+            return lines
+    pytest.fail(f"stderr ended without {text!r}: {''.join(lines)}")
+
+
 def _stubborn_gone(out: Path) -> bool:
     pid = int((out / "pid").read_text())
     try:
@@ -318,7 +333,8 @@ def test_a_process_ignoring_sigterm_is_killed_after_the_grace(node, tmp_path, da
     process = _start_stubborn(node, out, "1", *(["daemon"] if daemon else []))
     try:
         _wait_for(out / "pid", process)
-        time.sleep(0.3)  # the leader exits; the run goes on for the child
+        before = _said(process, LEFT)  # the leader exited; the run goes on for the child
+        assert "the command exited with status 0 and left 1 process(es) running" in before[-1]
         assert process.poll() is None
         started = time.monotonic()
         process.send_signal(signal.SIGTERM)
@@ -326,6 +342,8 @@ def test_a_process_ignoring_sigterm_is_killed_after_the_grace(node, tmp_path, da
         assert (out / "term").exists()  # forwarded to every process of the workload
         assert 1 <= time.monotonic() - started < 30
         assert process.returncode == 0, err  # the leader's own status
+        assert "did not end within --grace 1 s of SIGTERM: SIGKILL to every process" in err
+        assert LEFT not in err  # said once
         assert _stubborn_gone(out)
         assert records(node) == []
     finally:
@@ -340,12 +358,13 @@ def test_a_second_sigint_kills_at_once_and_the_teardown_completes(node, tmp_path
     process = _start_stubborn(node, out, "600")
     try:
         _wait_for(out / "pid", process)
-        time.sleep(0.5)  # the leader exits; the run goes on for the child
+        _said(process, LEFT)  # the leader exited; the run goes on for the child
         process.send_signal(signal.SIGTERM)
         _wait_for(out / "term", process)
         process.send_signal(signal.SIGINT)
         _out, err = process.communicate(timeout=60)
         assert process.returncode == 0, err
+        assert "second SIGINT: SIGKILL to every process of the workload" in err
         assert _stubborn_gone(out)
         assert records(node) == []
     finally:

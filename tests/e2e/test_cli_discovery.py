@@ -74,6 +74,7 @@ def test_devices_json_shows_mock_devices_exactly_as_declared():
     assert [d["device_id"] for d in devices["cpu"]] == [str(i) for i in range(8)]
     health = devices["cuda"][2].pop("health")
     assert (health["state"], health["reason"]) == ("healthy", "")
+    assert isinstance(devices["cuda"][2].pop("held_by"), list)  # this machine's ledger says
     assert devices["cuda"][2] == {
         "device_id": "cuda2",
         "numa_node": 1,

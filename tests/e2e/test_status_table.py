@@ -1,4 +1,5 @@
-"""``accelkit status`` for people: 80 columns, amounts with units, ``--agent``, ``--wide``, ``-q``."""
+"""Tables for people: ``status`` in 80 columns with amounts in units, ``--agent``, ``--wide``,
+``-q``; ``devices`` saying who holds each device."""
 
 from __future__ import annotations
 
@@ -119,3 +120,23 @@ def test_long_ids_are_shortened_and_devices_show_shares():
 def test_a_table_aligns_columns_and_never_pads_the_last():
     lines = render_table(["a", "bb"], [["xxx", None], ["y", "z"]])
     assert lines == ["A    BB", "xxx  -", "y    z"]
+
+
+def test_devices_says_who_holds_each_device_and_what_is_free(running):
+    [workload] = json.loads(accelkit(running, "status", "--json").stdout)
+    who = f"{workload['workload']} (agent-1)"
+    table = accelkit(running, "devices")
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[1].split()[-2:] == ["HELD", "BY"]
+    held = {line.split()[1]: line.split("healthy", 1)[1].strip() for line in lines[2:]}
+    assert held == {"0": who, "1": who, "root": f"{who} 1.5G", "cuda0": who}
+    devices = json.loads(accelkit(running, "devices", "--json").stdout)
+    [gpu] = devices["cuda"]
+    assert gpu["held_by"] == [{"agent": "agent-1", "workload": workload["workload"], "amount": "1"}]
+
+
+def test_devices_of_a_node_with_nothing_booked_are_free(mock_node):
+    config = mock_node(cpus=1, gpus=1)
+    table = accelkit(config, "devices")
+    assert [line.split()[-1] for line in table.stdout.splitlines()[2:]] == ["free", "free"]

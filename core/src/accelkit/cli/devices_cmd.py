@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -10,15 +11,26 @@ import click
 
 from accelkit.cli.options import config_option, echo_warnings, json_option, read_config
 from accelkit.cli.output import print_json, print_table
+from accelkit.config import HostConfig
 from accelkit.discovery import PluginLoader
+from accelkit.errors import AccelkitError
 from accelkit.health import DeviceHealth
+from accelkit.plugin import PluginRole
 from accelkit.registry import PluginStatus
 from accelkit.sizes import format_human_size
-from accelkit.types import ComputeDevice
+from accelkit.types import ComputeDevice, DeviceId
+
+#: per (plugin, device): who holds it, as the ledger says
+Holders = dict[tuple[str, str], list[dict[str, str]]]
 
 
-def device_json(device: ComputeDevice, health: DeviceHealth | None = None) -> dict[str, Any]:
-    """One device as ``accelkit devices --json`` prints it (``health`` when it is known)."""
+def device_json(
+    device: ComputeDevice,
+    health: DeviceHealth | None = None,
+    held_by: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    """One device as ``accelkit devices --json`` prints it (``health`` when it is known,
+    ``held_by`` when the ledger was read: the bookings holding it, empty when free)."""
     from accelkit.node.health_view import health_json
 
     found: dict[str, Any] = {
@@ -31,13 +43,45 @@ def device_json(device: ComputeDevice, health: DeviceHealth | None = None) -> di
     }
     if health is not None:
         found["health"] = health_json(health)
+    if held_by is not None:
+        found["held_by"] = held_by
     return found
 
 
 Found = dict[str, list[tuple[ComputeDevice, DeviceHealth | None]]]
 
 
-async def _devices(config_path: Path | None) -> Found:
+def _holders(config: HostConfig) -> Holders | None:
+    """Who holds each device by the ledger, read only (``None`` when it cannot be read).
+
+    The ledger's records as they stand: a booking whose workload died is shown until a
+    command that opens the node (``status``, ``run``, ``serve``) reconciles it.
+    """
+    from accelkit.workload.ledger import Ledger
+
+    ledger = Ledger(config.resource.state_dir, source=config.source_name)
+    try:
+        records = ledger.read_all()
+    except AccelkitError as exc:
+        click.echo(f"warning: cannot read the ledger to say who holds what: {exc}", err=True)
+        return None
+    holders: Holders = {}
+    for (agent, workload), record in sorted(records.items()):
+        for plugin, alloc in record.allocation.items():
+            held: dict[DeviceId, Decimal] = {}
+            for per_device in alloc.values():
+                for device, amount in per_device.items():
+                    if amount:
+                        held[device] = held.get(device, Decimal(0)) + amount
+            for held_id, total in held.items():
+                entry = {"agent": agent, "workload": workload, "amount": str(total)}
+                holders.setdefault((plugin, held_id), []).append(entry)
+    return holders
+
+
+async def _devices(config_path: Path | None, memory: set[str]) -> tuple[Found, Holders | None]:
+    """The devices per plugin with their health, and their holders; ``memory`` gets the keys
+    of the memory plugins."""
     from accelkit.node.health_view import read_health
 
     config = read_config(config_path)
@@ -51,9 +95,11 @@ async def _devices(config_path: Path | None) -> Found:
         health, problems = await read_health(plugins, config)
         for line in problems:
             click.echo(f"warning: {line}", err=True)
-        return {
+        found: Found = {
             p.key: [(d, health.get(p.key, {}).get(d.device_id)) for d in p.devices] for p in plugins
         }
+        memory.update(p.key for p in plugins if p.role is PluginRole.MEMORY)
+        return found, _holders(config)
     finally:
         await loader.close()
 
@@ -62,14 +108,27 @@ async def _devices(config_path: Path | None) -> Found:
 @config_option
 @json_option
 def devices(config_path: Path | None, as_json: bool) -> None:
-    """List the node's devices per plugin, with each one's health.
+    """List the node's devices per plugin, with each one's health and who holds it.
 
     Health is what the plugin reports, or 'unhealthy' with reason 'cordoned: ...' for a device
     an operator cordoned ('accelkit cordon'); an unhealthy device takes no new workload.
+    'held by' names the workloads the ledger books on the device (with the amount where it is
+    a share), or 'free'.
     """
-    found = asyncio.run(_devices(config_path))
+    memory: set[str] = set()
+    found, holders = asyncio.run(_devices(config_path, memory))
     if as_json:
-        print_json({key: [device_json(d, h) for d, h in items] for key, items in found.items()})
+        print_json(
+            {
+                key: [
+                    device_json(
+                        d, h, None if holders is None else holders.get((key, d.device_id), [])
+                    )
+                    for d, h in items
+                ]
+                for key, items in found.items()
+            }
+        )
         return
     rows = [
         (
@@ -77,16 +136,33 @@ def devices(config_path: Path | None, as_json: bool) -> None:
             d.device_id,
             d.numa_node,
             d.model_name,
-            format_human_size(d.memory_size) if d.memory_size else 0,
+            format_human_size(d.memory_size) if d.memory_size else None,
             d.processing_units,
             d.hw_location,
             _health_cell(h),
+            _held_cell(holders, key, d, memory=key in memory),
         )
         for key, items in found.items()
         for d, h in items
     ]
     columns = ("plugin", "device", "numa", "model", "memory", "units", "location", "health")
-    print_table("Devices", columns, rows)
+    print_table("Devices", (*columns, "held by"), rows)
+
+
+def _held_cell(holders: Holders | None, key: str, device: ComputeDevice, *, memory: bool) -> str:
+    """``free``, or each holder as ``workload (agent)`` with its part where it is one."""
+    if holders is None:
+        return "?"
+    held = holders.get((key, device.device_id), [])
+    if not held:
+        return "free"
+
+    def part(amount: Decimal) -> str:
+        if memory:
+            return f" {format_human_size(int(amount))}"
+        return "" if amount == amount.to_integral_value() else f" {amount.normalize():f}"
+
+    return ", ".join(f"{h['workload']} ({h['agent']}){part(Decimal(h['amount']))}" for h in held)
 
 
 def _health_cell(health: DeviceHealth | None) -> str:

@@ -125,7 +125,7 @@ class Claims:
         self.by_name[made.metadata.name] = made
         return made
 
-    async def read(self, namespace: str, name: str) -> Any:
+    async def read(self, namespace: str, name: str, uid: str) -> Any:
         from kubernetes.client.exceptions import ApiException
 
         self.reads += 1

@@ -416,8 +416,10 @@ class Bookkeeper:
         """Stop managing a booked workload whose liveness its runtime answers (the handle):
         its record loses its owner and keeps its devices, and whichever accelkit process finds
         it dead in a full reconciliation finishes its teardown and frees it (a pod the
-        kubelet runs outlives the bridge that booked it)."""
-        with self.ledger.transaction():
+        kubelet runs outlives the bridge that booked it). Not synced to disk: a power loss that
+        undoes it leaves the record owned by a process that is gone, which reconciliation then
+        judges through the same handle."""
+        with self.ledger.transaction(durable=False):
             record = self.owned.pop(key)
             given = attrs.evolve(record, owner=None)
             self.ledger.write(given)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 from pathlib import Path
 
@@ -43,7 +42,7 @@ class ClaimSpecs:
         return f"{self.kind}={uid}"
 
     def write(self, uid: str, label: str, config: WorkloadConfig) -> Path:
-        """Write the claim's spec (temp file, fsync, rename); ``OSError`` when it cannot."""
+        """Write the claim's spec (temp file, rename); ``OSError`` when it cannot."""
         env = {**config.env_vars, "ACCELKIT_CLAIM": label}
         spec = render_cdi_spec(self.kind, [(uid, attrs.evolve(config, env_vars=env))])
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -52,9 +51,7 @@ class ClaimSpecs:
         with open(temp, "w", encoding="utf-8") as out:
             json.dump(spec, out, indent=2, sort_keys=True)
             out.write("\n")
-            out.flush()
-            os.fsync(out.fileno())
-        temp.replace(path)
+        temp.replace(path)  # atomic; no fsync: the CDI directory is a tmpfs (/var/run)
         return path
 
     def exists(self, uid: str) -> bool:

@@ -2,7 +2,8 @@
 
 :class:`DraDriver` publishes the agent's devices as the node's ResourceSlice pool (again on every
 health change, at once), serves the registration socket in the kubelet's plugin registry and
-the DRA socket (``dra/v1`` and the ``v1alpha1`` health service) in its plugins directory, and
+the DRA socket (``dra/v1`` and the ``v1alpha1`` health service) in its plugins directory
+(claims are read from a watch, :mod:`~accelkit.bridge.dra.claim_cache`), and
 every ``interval`` serves again what went missing, asks the plugins for health and runs the
 ledger's full reconciliation, which frees the bookings of claims that are gone (the
 ``k8s-claims`` runtime tells). An API server that cannot be reached at start is tried again
@@ -26,6 +27,7 @@ import grpc
 from accelkit.bridge.dra.api import dra_health_v1alpha1_pb2_grpc as health_grpc
 from accelkit.bridge.dra.api import dra_v1_pb2_grpc as dra_grpc
 from accelkit.bridge.dra.api import pluginregistration_v1_pb2_grpc as reg_grpc
+from accelkit.bridge.dra.claim_cache import ClaimCache
 from accelkit.bridge.dra.claim_cdi import DEFAULT_CDI_DIR, ClaimSpecs
 from accelkit.bridge.dra.devices import DraDevice, dra_devices
 from accelkit.bridge.dra.prepare import ClaimPreparer
@@ -97,6 +99,7 @@ class DraDriver:
             self.resource_api, driver=settings.driver, node=settings.node_name, agent=agent_id
         )
         self.specs = ClaimSpecs(settings.cdi_dir, settings.driver)
+        self.claims = ClaimCache(self.resource_api, settings.driver, self._read_claim)
         self.preparer = ClaimPreparer(
             node,
             agent_id,
@@ -105,7 +108,7 @@ class DraDriver:
             node_name=settings.node_name,
             kubeconfig=settings.kubeconfig,
             specs=self.specs,
-            read_claim=self._read_claim,
+            read_claim=self.claims.get,
             devices=self.devices,
         )
         self.registration: grpc.aio.Server | None = None
@@ -199,6 +202,11 @@ class DraDriver:
         await server.start()
         return server
 
+    def _registration_service(self) -> RegistrationService:
+        return RegistrationService(
+            self.settings.driver, str(self.settings.dra_socket), self._on_registration
+        )
+
     async def ensure_serving(self) -> None:
         """Serve the DRA socket and the registration socket where either is missing."""
         registry, plugins = self.settings.registry_dir, self.settings.plugins_dir
@@ -218,20 +226,22 @@ class DraDriver:
             service = DraPluginService(self.preparer, self.settings.node_name)
             health = HealthService(self.health_listing, self.next_generation, service.pool)
 
+            info = self._registration_service()
+
             def add_dra(server: grpc.aio.Server) -> None:
                 dra_grpc.add_DRAPluginServicer_to_server(service, server)  # type: ignore[no-untyped-call]
                 health_grpc.add_DRAResourceHealthServicer_to_server(health, server)  # type: ignore[no-untyped-call]
+                # GetInfo here too: a probe of the DRA socket that does no work
+                reg_grpc.add_RegistrationServicer_to_server(info, server)  # type: ignore[no-untyped-call]
 
             self.dra = await self._start_server(self.settings.dra_socket, add_dra)
         if self.registration is None or not self.settings.registration_socket.exists():
             if self.registration is not None:
                 await self.registration.stop(0)
-            info = RegistrationService(
-                self.settings.driver, str(self.settings.dra_socket), self._on_registration
-            )
+            registration = self._registration_service()
 
             def add_reg(server: grpc.aio.Server) -> None:
-                reg_grpc.add_RegistrationServicer_to_server(info, server)  # type: ignore[no-untyped-call]
+                reg_grpc.add_RegistrationServicer_to_server(registration, server)  # type: ignore[no-untyped-call]
 
             self.registration = await self._start_server(self.settings.registration_socket, add_reg)
             self.echo({"event": "serving", "socket": str(self.settings.registration_socket)})
@@ -258,6 +268,7 @@ class DraDriver:
     async def run(self) -> None:
         """Serve until cancelled; the sockets are removed, the slices and bookings stay."""
         await self.connect()
+        self.claims.start()
         follower = asyncio.create_task(self._follow_health())
         try:
             async with self.node.watching_health():
@@ -268,6 +279,7 @@ class DraDriver:
             follower.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await follower
+            self.claims.stop()
             await self.close()
 
     async def close(self) -> None:

@@ -70,7 +70,7 @@ class ClaimPreparer:
         node_name: str,
         kubeconfig: str,
         specs: ClaimSpecs,
-        read_claim: Callable[[str, str], Awaitable[Any]],
+        read_claim: Callable[[str, str, str], Awaitable[Any]],
         devices: Callable[[], Sequence[DraDevice]],
     ) -> None:
         self.node = node
@@ -91,7 +91,7 @@ class ClaimPreparer:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            claim = await self._read_claim(ref.namespace, ref.name)
+            claim = await self._read_claim(ref.namespace, ref.name, ref.uid)
         except ApiException as exc:
             if exc.status == 404:
                 msg = f"claim {ref.label} does not exist"

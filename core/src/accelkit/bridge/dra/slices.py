@@ -12,8 +12,8 @@ divisible ones their slot (``cuda.shares`` → ``shares``) as consumable capacit
 ``allowMultipleAllocations`` and a request policy of the slot's quantum: at least one quantum
 (a claim asking for nothing gets the whole device), in steps of the quantum where it is a whole
 number (the scheduler rounds steps in whole units; a fractional amount that is not a multiple
-of the quantum is refused when the claim is prepared). An unhealthy or cordoned device carries a ``NoSchedule`` taint
-``<driver>/unhealthy`` (or ``/cordoned``) until it recovers.
+of the quantum is refused when the claim is prepared). An unhealthy or cordoned device carries
+a ``NoSchedule`` taint ``<driver>/unhealthy`` (or ``/cordoned``) until it recovers.
 """
 
 from __future__ import annotations

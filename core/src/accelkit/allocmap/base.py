@@ -103,7 +103,7 @@ class AbstractAllocMap(MapOperations):
         for name in self._pools:
             if matched := frozenset(p for p in self._patterns if fnmatchcase(name, p)):
                 self._exclusive[name] = matched
-        fastpath.install(self, self._quick_place)
+        fastpath.install(self, self._quick_placer())
 
     # -- conversions between Decimal amounts and a pool's integer units -------------------
 
@@ -121,6 +121,10 @@ class AbstractAllocMap(MapOperations):
     @abstractmethod
     def _quick_place(self, pool: SlotPool, units: int, requested: Decimal) -> Grants:
         """Grants for a request without a hint on a pool of several devices, not UNIQUE."""
+
+    def _quick_placer(self) -> fastpath.QuickPlace:
+        """What the fast path places hint-less requests with (:meth:`_quick_place`)."""
+        return self._quick_place
 
     # -- views ------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from decimal import Decimal
 from accelkit.allocmap.affinity import AffinityHint
 from accelkit.allocmap.base import AbstractAllocMap
 from accelkit.allocmap.checks import not_whole
+from accelkit.allocmap.fastpath import QuickPlace
 from accelkit.allocmap.placement import (
     Grants,
     best_fit,
@@ -174,9 +175,7 @@ class FractionAllocMap(AbstractAllocMap):
         return self._strategy is AllocationStrategy.FILL and self._allow_fragmentation
 
     def _quick_place(self, pool: SlotPool, units: int, requested: Decimal) -> Grants:
-        # A request without a hint on a pool of several devices (not UNIQUE).
-        if pool.whole:
-            return self._whole_place(pool, pool.all_mask, units)
+        # A request without a hint on a pool of several devices (not UNIQUE, not whole).
         buckets = pool.buckets
         if self._fill:
             most = max(buckets)
@@ -194,6 +193,17 @@ class FractionAllocMap(AbstractAllocMap):
         if grants is None:
             raise self._fragmented(pool, requested, limit)
         return grants
+
+    def _quick_placer(self) -> QuickPlace:
+        # Only maps with whole slots pay for telling them apart on the fast path.
+        if any(p.whole and not p.unique for p in self._pools.values()):
+            return self._quick_place_by_kind
+        return self._quick_place
+
+    def _quick_place_by_kind(self, pool: SlotPool, units: int, requested: Decimal) -> Grants:
+        if pool.whole:
+            return self._whole_place(pool, pool.all_mask, units)
+        return self._quick_place(pool, units, requested)
 
     def _fragmented(
         self, pool: SlotPool, requested: Decimal, limit: int | None

@@ -47,6 +47,7 @@ def test_a_ledger_made_before_identities_gets_one_on_first_open_and_keeps_its_re
     old.close()
     with sqlite3.connect(tmp_path / "ledger.db") as db:  # as an accelkit of before left it
         db.execute("DROP TABLE identity")
+    (tmp_path / "ledger.id").unlink()  # which did not write this either
     reopened = Ledger(tmp_path)
     made = reopened.ledger_id
     assert HEX32.match(made)

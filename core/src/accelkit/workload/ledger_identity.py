@@ -16,6 +16,7 @@ opening then takes the database as it is and records its identity.
 from __future__ import annotations
 
 import os
+import secrets
 import sqlite3
 from pathlib import Path
 
@@ -50,8 +51,8 @@ def read_identity(dir_fd: int, state_dir: Path, *, source: str | None = None) ->
 
 def write_identity(dir_fd: int, ledger_id: str) -> None:
     """Record ``ledger_id`` in ``ledger.id`` (written aside, synced, then renamed in place)."""
-    aside = f".{ID_FILE}.{os.getpid()}"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    aside = f".{ID_FILE}.{os.getpid()}.{secrets.token_hex(4)}"  # one per writer, threads too
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(aside, flags, 0o600, dir_fd=dir_fd)
     try:
         os.write(fd, f"{ledger_id}\n".encode("ascii"))

@@ -170,3 +170,10 @@ def test_a_slice_name_taken_by_another_driver_is_said_and_left_alone(
         k8s_cluster.kubectl("delete", "resourceslice", taken, check=False)
         shutil.rmtree(root, ignore_errors=True)
     assert code == 0, err
+
+
+def test_the_documented_daemonset_rbac_and_classes_are_accepted(k8s_cluster: Cluster) -> None:
+    example = Path(__file__).resolve().parents[3] / "docs" / "examples" / "k8s" / "dra-driver.yaml"
+    out = k8s_cluster.kubectl("apply", "--dry-run=server", "-f", str(example))
+    assert "daemonset.apps/accelkit-dra-driver created (server dry run)" in out.stdout
+    assert "deviceclass.resource.k8s.io/accelkit-mig-1g-10gb created (server dry run)" in out.stdout

@@ -187,7 +187,7 @@ def test_a_killed_runs_cuda_program_keeps_its_gpu_until_it_is_released(plugin, g
         assert held.value.value >= HELD, "the orphaned program still holds its GPU memory"
 
         second = accelkit("run", *where, "--", "true")
-        assert second.returncode == 2
+        assert second.returncode == 125
         assert f"held by {entry['workload']!r}" in second.stderr
 
         released = accelkit("release", "--config", str(gpu_node), "--grace", "2", entry["workload"])

@@ -61,7 +61,7 @@ def run(site: Path, config: Path, *args: str) -> subprocess.CompletedProcess[str
 def test_a_failed_creation_names_the_plugin_and_the_hook(refusing_site, tmp_path, phase, how):
     config = node_config(tmp_path, phase, how)
     result = run(refusing_site, config)
-    assert result.returncode == 2, result.stderr
+    assert result.returncode == 125, result.stderr
     expected = f"error: plugin 'refuse' {phase}: {MESSAGES[how].format(phase=phase)}"
     assert expected in result.stderr.splitlines()
     assert "internal error" not in result.stderr
@@ -82,7 +82,7 @@ def test_a_failed_teardown_hook_is_a_warning_naming_the_plugin(refusing_site, tm
 def test_verbose_shows_the_hooks_own_traceback(refusing_site, tmp_path):
     config = node_config(tmp_path, "pre_create", "crash")
     result = run(refusing_site, config, "--verbose")
-    assert result.returncode == 2
+    assert result.returncode == 125
     assert "raise RuntimeError(msg)" in result.stderr  # the plugin's line, as the cause
     assert "error: plugin 'refuse' pre_create: RuntimeError: bug in pre_create" in result.stderr
 

@@ -128,7 +128,7 @@ def test_an_unhealthy_gpu_is_never_granted_and_comes_back_without_restart(node: 
     node.set_health("cuda1", "unhealthy", "XID 79")
     assert {node.gpu_of(node.run_gpu(*PRINT_GPU)) for _ in range(3)} == {"cuda0"}
     both = node.accelkit("run", "--agent", "agent-1", "--slots", "cuda.device=2", "--", "true")
-    assert both.returncode == 2
+    assert both.returncode == 125
     assert "unhealthy or cordoned: cuda1" in both.stderr
     assert "Traceback" not in both.stderr
     devices = json.loads(node.accelkit("devices", "--json").stdout)

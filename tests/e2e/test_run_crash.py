@@ -209,7 +209,7 @@ def test_killed_while_the_command_runs_keeps_it_until_it_ends(node, step):
         timeout=120,
         check=False,
     )
-    assert refused.returncode == 2
+    assert refused.returncode == 125
     assert "cuda.device" in refused.stderr
 
     os.kill(leader.pid, signal.SIGKILL)
@@ -255,7 +255,7 @@ def test_two_runs_compete_for_the_last_gpu_and_exactly_one_gets_it(node, tmp_pat
                 loser = run
         time.sleep(0.02)
     _out, err = loser.communicate()
-    assert loser.returncode == 2, err
+    assert loser.returncode == 125, err
     assert "cuda.device" in err
     release.write_text("go")
     [winner] = [r for r in runs if r is not loser]
@@ -313,8 +313,8 @@ def gpu_refused(config: Path) -> bool:
         timeout=120,
         check=False,
     )
-    assert result.returncode in (0, 2), result.stderr
-    return result.returncode == 2 and "cuda.device" in result.stderr
+    assert result.returncode in (0, 125), result.stderr
+    return result.returncode == 125 and "cuda.device" in result.stderr
 
 
 @pytest.mark.parametrize("kind", ["child", "daemon"])

@@ -167,7 +167,7 @@ def test_a_device_added_while_serving_is_granted_within_an_interval(
     node: Node, serving: Callable[..., Serve]
 ) -> None:
     serve = serving()
-    assert node.run_gpus(3).returncode == 2  # two GPUs so far
+    assert node.run_gpus(3).returncode == 125  # two GPUs so far
     write_gpus(node.devices, ["cuda0", "cuda1", "cuda2"])
     serve.wait_for("device cuda/cuda2 added: healthy")
     got = node.run_gpus(3)
@@ -196,7 +196,7 @@ def test_a_removed_device_a_workload_holds_keeps_it_running(
         assert (shown["workload"], shown["phase"]) == (held["workload"], "post_create")
         got = node.run_gpus(1)  # nothing else breaks: the other GPU is granted
         assert (got.returncode, got.stdout.strip()) == (0, "cuda1"), got.stderr
-        assert node.run_gpus(2).returncode == 2
+        assert node.run_gpus(2).returncode == 125
     finally:
         run.kill()
         run.wait()

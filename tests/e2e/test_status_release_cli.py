@@ -103,7 +103,7 @@ def test_status_shows_a_running_workload_and_a_refused_run_names_its_holder(node
         assert shown["owner_alive"] is True
         assert shown["unfinished_teardown"] == []
         refused = accelkit(node, "run", "--agent", "agent-1", "--slots", "cuda.device=1", "true")
-        assert refused.returncode == 2
+        assert refused.returncode == 125
         assert f"held by {shown['workload']!r} of agent 'agent-1' (cuda0=1)" in refused.stderr
     finally:
         run.kill()

@@ -97,9 +97,9 @@ def test_the_container_gets_the_cores_and_memory_it_was_given(
     assert left_behind(dockerd, real_node) == ([], [])
 
 
-def test_a_missing_image_exits_2_with_nothing_booked(dockerd: Engine, demo: Path) -> None:
+def test_a_missing_image_exits_125_with_nothing_booked(dockerd: Engine, demo: Path) -> None:
     result = accelkit_run(dockerd, demo, "cpu=1", "true", image="no/such:image")
-    assert result.returncode == 2
+    assert result.returncode == 125
     assert (
         "error: image 'no/such:image' not found; load it with docker load/import" in result.stderr
     )
@@ -107,12 +107,12 @@ def test_a_missing_image_exits_2_with_nothing_booked(dockerd: Engine, demo: Path
     assert left_behind(dockerd, demo) == ([], [])
 
 
-def test_an_engine_that_does_not_run_exits_2_with_nothing_booked(
+def test_an_engine_that_does_not_run_exits_125_with_nothing_booked(
     dockerd: Engine, demo: Path, tmp_path: Path
 ) -> None:
     gone = dockerd.__class__(f"unix://{tmp_path}/no-engine.sock", dockerd.image, dockerd.cli)
     result = accelkit_run(gone, demo, "cpu=1", "true")
-    assert result.returncode == 2
+    assert result.returncode == 125
     expected = f"error: cannot reach the Docker engine at unix://{tmp_path}/no-engine.sock: "
     assert expected in result.stderr
     assert "Traceback" not in result.stderr
@@ -220,7 +220,7 @@ def test_a_container_outliving_a_killed_accelkit_keeps_its_device_until_it_ends(
         first.wait(30)
     (container,) = left_behind(dockerd, node)[0]
     refused = accelkit_run(dockerd, node, "cuda.device=1", "true")
-    assert refused.returncode == 2
+    assert refused.returncode == 125
     assert "cuda.device" in refused.stderr
     dockerd.run_cli("kill", container)  # the workload ends while no accelkit watches it
     after = accelkit_run(dockerd, node, "cuda.device=1", "true")
@@ -269,7 +269,7 @@ def test_kill_9_at_every_step_leaves_no_device_booked_and_no_container(
         run.wait(30)
     running = dockerd.run_cli("ps", "--quiet", "--filter", "label=io.accelkit.agent").split()
     if running:  # its GPU is not given to anyone else while it runs
-        assert accelkit_run(dockerd, node, "cuda.device=1", "true").returncode == 2
+        assert accelkit_run(dockerd, node, "cuda.device=1", "true").returncode == 125
     assert bool(running) == (step in {"spawned", "post_create:cuda", "running"})
     for container in running:
         dockerd.run_cli("kill", container)

@@ -352,7 +352,7 @@ def test_a_docker_run_on_an_engine_without_a_socket_leaves_the_sweep_nothing_to_
     result = accelkit(
         ACCELKIT, nowhere, node, *args, "--runtime", "docker", "--image", "x", "--", "true"
     )
-    assert result.returncode == 2
+    assert result.returncode == 125
     assert f"cannot reach the Docker engine at {nowhere}" in result.stderr
     ledger = Ledger(node.parent / "state")
     assert container_engines(ledger) == []

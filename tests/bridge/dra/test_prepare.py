@@ -199,3 +199,30 @@ def test_a_cdi_directory_that_cannot_be_written_books_nothing(
         f"claim default/one: cannot write its CDI spec in {short_root / 'cdi'}:"
     )
     assert records == {}
+
+
+def test_a_device_another_workload_holds_is_refused_naming_it(
+    dra_node: Path, short_root: Path
+) -> None:
+    from decimal import Decimal
+
+    from accelkit.types import SlotName, Workload
+
+    async def main() -> tuple[Any, dict[str, Any]]:
+        async with serving(dra_node, short_root) as served:
+            await served.node.bookkeeper.book_devices(
+                AGENT,
+                Workload.process_tree("pid:4242"),
+                {DeviceName("cuda"): {SlotName("cuda.device"): {"cuda0": Decimal(1)}}},
+            )
+            one = served.claims.add(claim("one", "uid-1", [result("cuda0")]))
+            answer = await served.stub.NodePrepareResources(
+                pb.NodePrepareResourcesRequest(claims=[ref(one)])
+            )
+            return answer, booked(served)
+
+    answer, records = asyncio.run(main())
+    error = answer.claims["uid-1"].error
+    assert error.startswith("claim default/one: cannot book its devices:")
+    assert error.endswith("(held by pid:4242 of agent agent-1)")
+    assert list(records) == ["pid:4242"]

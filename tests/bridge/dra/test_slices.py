@@ -198,3 +198,18 @@ def test_quantities_and_capacity_names() -> None:
     assert capacity_name("cuda.shares") == "shares"
     assert capacity_name("mem") == "mem"
     assert capacity_name("npu.9x") == "c9x"
+
+
+def test_what_other_workloads_hold_is_not_offered() -> None:
+    whole = attrs.evolve(gpu("cuda0"), held=Decimal(1), holders=("pid:42",))
+    part = attrs.evolve(gpu("vgpu0", quantum=Decimal("0.05")), held=Decimal("0.5"))
+    full = attrs.evolve(gpu("vgpu1", quantum=Decimal("0.05")), held=Decimal("0.98"))
+    [one] = slices_of([whole, part, full])
+    entries = {d["name"]: d for d in one["spec"]["devices"]}
+    assert entries["cuda0"]["taints"] == [
+        {"key": "accelkit.io/held", "value": "cuda0", "effect": "NoSchedule"}
+    ]
+    shares = entries["vgpu0"]["capacity"]["shares"]
+    assert (shares["value"], shares["requestPolicy"]["default"]) == ("0.5", "0.5")
+    assert "taints" not in entries["vgpu0"]
+    assert entries["vgpu1"]["taints"][0]["key"] == "accelkit.io/held"

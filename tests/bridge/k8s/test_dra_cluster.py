@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from .bridge_process import ACCELKIT
 from .dra_process import CLASSES, DRIVER, DriverProcess, pod_manifest, set_health, write_node
 from .real_cluster import Cluster
 
@@ -139,6 +141,39 @@ def test_an_unhealthy_device_is_tainted_and_untainted_when_it_recovers(
     set_health(dra.config, "cuda1", None)
     k8s_cluster.wait_for(lambda: not taints(), "the taint to go", every=0.02)
     print(f"taint latency: {latency:.3f} s from the health file's change to the slice")
+
+
+def test_a_gpu_accelkit_run_holds_is_tainted_and_a_pod_gets_the_other(
+    k8s_cluster: Cluster, dra: DriverProcess
+) -> None:
+    run = subprocess.Popen(
+        [*ACCELKIT, "run", "--config", str(dra.config), "--slots", "cuda.device=1", "--",
+         "sleep", "600"],
+        env=dra.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        runs = k8s_cluster.wait_for(
+            lambda: [w for w in dra.workloads() if w["runtime"] == "process"], "the run's booking"
+        )
+        held = runs[0]["devices"]["cuda"][0]
+
+        def held_taint(device: str) -> bool:
+            taints = devices_of(k8s_cluster)[device].get("taints", [])
+            return any(t["key"] == f"{DRIVER}/held" for t in taints)
+
+        k8s_cluster.wait_for(lambda: held_taint(held), "the held taint", every=0.05)
+        k8s_cluster.apply(pod_manifest("beside-run", "one-gpu"))
+        k8s_cluster.wait_for(
+            lambda: k8s_cluster.pod_phase("beside-run") == "Running", "the pod to run"
+        )
+        [booking] = dra.claim_bookings()
+        assert booking["devices"]["cuda"] != [held]  # given the free GPU, never refused
+    finally:
+        run.terminate()
+        run.wait(timeout=60)
+    k8s_cluster.wait_for(lambda: not held_taint(held), "the held taint to go", every=0.05)
+    k8s_cluster.kubectl("delete", "pod", "beside-run", "--wait=true")
+    k8s_cluster.wait_for(lambda: not dra.claim_bookings(), "the claim's booking to be freed")
 
 
 def test_a_slice_name_taken_by_another_driver_is_said_and_left_alone(

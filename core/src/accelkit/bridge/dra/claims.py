@@ -21,7 +21,14 @@ from accelkit.bridge.dra.devices import DraDevice
 from accelkit.bridge.dra.slices import capacity_name
 from accelkit.types import DeviceAllocation, DeviceId, DeviceName, SlotName
 
-__all__ = ["ClaimBooking", "ClaimRefused", "ClaimResult", "claim_booking", "claim_workload_id"]
+__all__ = [
+    "CLAIM_PREFIX",
+    "ClaimBooking",
+    "ClaimRefused",
+    "ClaimResult",
+    "claim_booking",
+    "claim_workload_id",
+]
 
 
 class ClaimRefused(Exception):
@@ -55,9 +62,13 @@ class ClaimBooking:
         return dict(found)
 
 
+#: what the ledger's workload id of every claim starts with
+CLAIM_PREFIX = "k8s-claim:"
+
+
 def claim_workload_id(namespace: str, name: str, uid: str) -> str:
     """The ledger's workload id of a claim: ``k8s-claim:<namespace>/<name>:<uid>``."""
-    return f"k8s-claim:{namespace}/{name}:{uid}"
+    return f"{CLAIM_PREFIX}{namespace}/{name}:{uid}"
 
 
 def _consumed(result: Any, device: DraDevice) -> Decimal:

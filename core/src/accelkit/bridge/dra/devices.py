@@ -23,7 +23,10 @@ from accelkit.partition import natural_sort_key
 from accelkit.plugin import AbstractAgentContext, PluginRole
 from accelkit.types import ComputeDevice, DeviceId, DeviceName, DeviceSlotInfo, SlotName
 
-__all__ = ["DraDevice", "dns_label", "dra_devices", "slot_quantum"]
+__all__ = ["DraDevice", "Held", "dns_label", "dra_devices", "slot_quantum"]
+
+#: per (plugin, device): the amount held outside this driver's claims, and the holders
+Held = Mapping[tuple[DeviceName, DeviceId], tuple[Decimal, tuple[str, ...]]]
 
 _NOT_LABEL = re.compile(r"[^a-z0-9-]+")
 #: the longest DNS label (device, pool and counter-set names)
@@ -62,6 +65,10 @@ class DraDevice:
     counter_set: str | None = None
     #: ``None`` while allocatable; the health that keeps it out of new grants otherwise
     unhealthy: DeviceHealth | None = None
+    #: the amount other workloads of the ledger hold (``accelkit run``, Slurm, pods of the
+    #: device-plugin bridge), which Kubernetes does not count, and who holds it
+    held: Decimal = Decimal(0)
+    holders: tuple[str, ...] = ()
 
     @property
     def divisible(self) -> bool:
@@ -97,9 +104,12 @@ def _device(
 
 
 def dra_devices(
-    agent: AgentView, health: Mapping[DeviceName, Mapping[DeviceId, DeviceHealth]]
+    agent: AgentView,
+    health: Mapping[DeviceName, Mapping[DeviceId, DeviceHealth]],
+    held: Held | None = None,
 ) -> list[DraDevice]:
-    """The agent's accelerator devices now, with the health that keeps any out of grants."""
+    """The agent's accelerator devices now, with the health that keeps any out of grants and
+    what other workloads hold of each (``held``)."""
     raw: list[tuple[DeviceName, AbstractAgentContext, DeviceId, DeviceSlotInfo]] = []
     listed: dict[DeviceName, dict[DeviceId, ComputeDevice]] = {}
     for key, ctx in agent.contexts.items():
@@ -122,7 +132,8 @@ def dra_devices(
             quantum=slot_quantum(ctx, info),
             health=health.get(key, {}).get(device_id),
         )
-        found.append(entry)
+        amount, holders = (held or {}).get((key, device_id), (Decimal(0), ()))
+        found.append(attrs.evolve(entry, held=amount, holders=holders))
     parents = {d.counter_set for d in found if d.counter_set is not None}
     # a GPU with instances draws on its own counter set too (whole, it takes all of it)
     return [

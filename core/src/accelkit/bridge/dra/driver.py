@@ -3,12 +3,13 @@
 :class:`DraDriver` publishes the agent's devices as the node's ResourceSlice pool (again on every
 health change, at once), serves the registration socket in the kubelet's plugin registry and
 the DRA socket (``dra/v1`` and the ``v1alpha1`` health service) in its plugins directory
-(claims are read from a watch, :mod:`~accelkit.bridge.dra.claim_cache`), and
-every ``interval`` serves again what went missing, asks the plugins for health and runs the
-ledger's full reconciliation, which frees the bookings of claims that are gone (the
-``k8s-claims`` runtime tells). An API server that cannot be reached at start is tried again
-with a growing wait, each try said; a missing kubelet directory is said once and looked for
-again at every tick.
+(claims are read from a watch, :mod:`~accelkit.bridge.dra.claim_cache`), and every
+``interval`` serves again what went missing, asks the plugins for health, publishes what other
+workloads of the ledger hold now (``accelkit run``, Slurm, the device-plugin bridge: taken out
+of the slices) and runs the ledger's full reconciliation, which frees the bookings of claims
+that are gone (the ``k8s-claims`` runtime tells). An API server that cannot be reached at start
+is tried again with a growing wait, each try said; a missing kubelet directory is said once and
+looked for again at every tick.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from accelkit.bridge.dra.api import dra_v1_pb2_grpc as dra_grpc
 from accelkit.bridge.dra.api import pluginregistration_v1_pb2_grpc as reg_grpc
 from accelkit.bridge.dra.claim_cache import ClaimCache
 from accelkit.bridge.dra.claim_cdi import DEFAULT_CDI_DIR, ClaimSpecs
-from accelkit.bridge.dra.devices import DraDevice, dra_devices
+from accelkit.bridge.dra.claims import CLAIM_PREFIX
+from accelkit.bridge.dra.devices import DraDevice, Held, dra_devices
 from accelkit.bridge.dra.prepare import ClaimPreparer
 from accelkit.bridge.dra.publisher import PublishFailed, SlicePublisher, api_problem
 from accelkit.bridge.dra.services import DraPluginService, HealthService, RegistrationService
@@ -37,7 +39,7 @@ from accelkit.errors import InvalidResourceArgument
 from accelkit.health import DeviceHealth
 from accelkit.node import Node
 from accelkit.runtime.k8s_claims import REQUEST_TIMEOUT, api_client
-from accelkit.types import AgentId
+from accelkit.types import AgentId, DeviceId, DeviceName
 
 __all__ = ["DraDriver", "DraSettings", "DriverEvent"]
 
@@ -117,12 +119,36 @@ class DraDriver:
         self._generation = 0
         self._changed = asyncio.Condition()
         self._said: set[str] = set()
+        self._held: Held = {}
+        self._held_seq = -1
 
     # -- devices and their changes ------------------------------------------------------------
 
     def devices(self) -> list[DraDevice]:
         """The agent's devices now, with their health."""
         return dra_devices(self.agent, self.node.health.snapshot())
+
+    def held(self) -> Held:
+        """What workloads other than this agent's claims hold, from the ledger (read again
+        only when it changed)."""
+        ledger = self.node.bookkeeper.ledger
+        if (seq := ledger.seq) == self._held_seq:
+            return self._held
+        found: dict[tuple[DeviceName, DeviceId], tuple[Decimal, tuple[str, ...]]] = {}
+        for (agent, workload), record in ledger.scan().records.items():
+            if agent == self.agent.agent_id and workload.startswith(CLAIM_PREFIX):
+                continue  # the scheduler counts these itself
+            for plugin, slots in record.allocation.items():
+                for devices in slots.values():
+                    for device, amount in devices.items():
+                        total, holders = found.get((plugin, device), (Decimal(0), ()))
+                        found[(plugin, device)] = (total + amount, (*holders, workload))
+        self._held, self._held_seq = found, seq
+        return found
+
+    def published_devices(self) -> list[DraDevice]:
+        """The devices as the slices say them: with their health and what others hold."""
+        return dra_devices(self.agent, self.node.health.snapshot(), self.held())
 
     def health_listing(self) -> list[tuple[DraDevice, DeviceHealth | None]]:
         snapshot = self.node.health.snapshot()
@@ -185,7 +211,7 @@ class DraDriver:
     async def publish(self, *, force: bool = False) -> None:
         """Publish the devices if they changed; a failure is said once until it clears."""
         try:
-            if await self.publisher.publish(self.devices(), force=force):
+            if await self.publisher.publish(self.published_devices(), force=force):
                 self.echo({"event": "published", "generation": self.publisher.generation})
             self._said = {k for k in self._said if not k.startswith("publish:")}
         except PublishFailed as exc:

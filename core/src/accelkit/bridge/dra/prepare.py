@@ -133,7 +133,7 @@ class ClaimPreparer:
                 handle=handle,
             )
         except AccelkitError as exc:
-            msg = f"claim {ref.label}: cannot book its devices: {exc}"
+            msg = f"claim {ref.label}: cannot book its devices: {exc}{self._holders(booking)}"
             raise ClaimRefused(msg) from None
         lifecycle = self.node.lifecycle(record)
         try:
@@ -148,6 +148,21 @@ class ClaimPreparer:
             msg = f"claim {ref.label}: cannot write its CDI spec in {self.specs.directory}: {exc}"
             raise ClaimRefused(msg) from None
         self.node.bookkeeper.hand_over(record.key)
+
+    def _holders(self, booking: ClaimBooking) -> str:
+        """``" (held by ...)"``: the ledger's workloads holding any of the claim's devices."""
+        wanted = {(r.device.plugin, r.device.device_id) for r in booking.results}
+        holders = sorted(
+            f"{workload} of agent {agent}"
+            for (agent, workload), record in self.node.bookkeeper.ledger.scan().records.items()
+            if any(
+                (plugin, device) in wanted
+                for plugin, slots in record.allocation.items()
+                for devices in slots.values()
+                for device in devices
+            )
+        )
+        return f" (held by {', '.join(holders)})" if holders else ""
 
     async def unprepare(self, ref: ClaimRef) -> bool:
         """Tear down and free the claim's booking, remove its spec; whether one was booked.

@@ -10,10 +10,13 @@ Attributes (unqualified, so in the driver's domain): ``model``, ``uuid``, ``numa
 ``plugin``, ``agent``, ``deviceId``, ``slot``. Whole devices carry their memory as capacity;
 divisible ones their slot (``cuda.shares`` → ``shares``) as consumable capacity with
 ``allowMultipleAllocations`` and a request policy of the slot's quantum: at least one quantum
-(a claim asking for nothing gets the whole device), in steps of the quantum where it is a whole
+(a claim asking for nothing gets all of it), in steps of the quantum where it is a whole
 number (the scheduler rounds steps in whole units; a fractional amount that is not a multiple
 of the quantum is refused when the claim is prepared). An unhealthy or cordoned device carries
-a ``NoSchedule`` taint ``<driver>/unhealthy`` (or ``/cordoned``) until it recovers.
+a ``NoSchedule`` taint ``<driver>/unhealthy`` (or ``/cordoned``) until it recovers. What other
+workloads of the node's ledger hold is not the scheduler's to give: a divisible device offers
+only the rest as its capacity, and a device with no room left (a whole one held at all) carries
+``<driver>/held`` until it is freed.
 """
 
 from __future__ import annotations
@@ -71,16 +74,25 @@ def _attributes(device: DraDevice, agent: str) -> Json:
     return attributes
 
 
-def _taint(device: DraDevice, driver: str) -> Json | None:
-    if device.unhealthy is None:
-        return None
-    cordoned = device.unhealthy.reason.startswith(CORDON_PREFIX)
-    # no timeAdded: the API server stamps it, and a new report of the same state is no change
-    return {
-        "key": f"{driver}/{'cordoned' if cordoned else 'unhealthy'}",
-        "value": dns_label(device.device_id),
-        "effect": NO_SCHEDULE,
-    }
+def _free(device: DraDevice) -> Decimal:
+    """What the ledger leaves of the device to claims."""
+    return max(device.amount - device.held, Decimal(0))
+
+
+def _taints(device: DraDevice, driver: str) -> list[Json]:
+    """``NoSchedule`` for an unhealthy or cordoned device, and for one whose room other
+    workloads of the ledger hold. No timeAdded: the API server stamps it, and a new report of
+    the same state is no change."""
+    found = []
+    value = dns_label(device.device_id)
+    if device.unhealthy is not None:
+        cordoned = device.unhealthy.reason.startswith(CORDON_PREFIX)
+        kind = "cordoned" if cordoned else "unhealthy"
+        found.append({"key": f"{driver}/{kind}", "value": value, "effect": NO_SCHEDULE})
+    full = device.held > 0 and (device.quantum is None or _free(device) < device.quantum)
+    if full:
+        found.append({"key": f"{driver}/held", "value": value, "effect": NO_SCHEDULE})
+    return found
 
 
 def _weight(device: DraDevice, members: Sequence[DraDevice]) -> int:
@@ -101,10 +113,11 @@ def device_entry(device: DraDevice, driver: str, agent: str, members: Sequence[D
             # step would round every request up to 1, so the quantum is checked at prepare
             valid_range["step"] = quantity(device.quantum)
         entry["allowMultipleAllocations"] = True
+        room = _free(device) if _free(device) >= device.quantum else device.amount
         entry["capacity"] = {
             capacity_name(device.slot): {
-                "value": quantity(device.amount),
-                "requestPolicy": {"default": quantity(device.amount), "validRange": valid_range},
+                "value": quantity(room),
+                "requestPolicy": {"default": quantity(room), "validRange": valid_range},
             }
         }
     elif device.memory > 0:
@@ -116,8 +129,8 @@ def device_entry(device: DraDevice, driver: str, agent: str, members: Sequence[D
         entry["consumesCounters"] = [
             {"counterSet": device.counter_set, "counters": {"draw": {"value": quantity(draws)}}}
         ]
-    if (taint := _taint(device, driver)) is not None:
-        entry["taints"] = [taint]
+    if taints := _taints(device, driver):
+        entry["taints"] = taints
     return entry
 
 

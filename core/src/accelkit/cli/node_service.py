@@ -91,12 +91,25 @@ class _Rediscovery:
                 )
 
 
+async def _slurm_resume(node: Node, say: Say) -> None:
+    """With ``[bridge.slurm] resume = true``: lift the drains accelkit's Slurm prolog set whose
+    devices recovered (DESIGN §16)."""
+    settings = node.config.bridge.slurm
+    if settings is None or not settings.resume:
+        return
+    from accelkit.bridge.slurm.drains import resume_recovered
+
+    for line in await resume_recovered(node, settings.scontrol):
+        say(line)
+
+
 async def _round(node: Node, rediscover: _Rediscovery, say: Say) -> None:
     """One rediscovery and health refresh; a problem of the state dir (a damaged cordon or
     assignment file) is said and retried at the next round instead of ending the service."""
     try:
         await rediscover()
         await node.refresh_health()
+        await _slurm_resume(node, say)
     except AccelkitError as exc:
         line = f"error: {exc} (retried in the next round)"
         if line != rediscover.failure:  # said once, not every round
@@ -142,6 +155,7 @@ async def serve_node(
             try:
                 await rediscover()
                 await node.refresh_health()
+                await _slurm_resume(node, say)
                 if on_ready is not None:
                     on_ready(server)
                 while not stop.is_set():

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import enum
 import os
+import re
 from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import attrs
 from frozendict import frozendict
 
+from accelkit.config.converter import Rule
 from accelkit.config.rules import NON_EMPTY_STRING, RESOURCE_DOMAIN, SECONDS
 from accelkit.errors import ConfigError
 from accelkit.selection import PluginSelection
@@ -109,16 +111,32 @@ def _frozen_names(value: Mapping[str, str]) -> Mapping[str, str]:
     return frozendict(value)
 
 
+_GRES_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
+
+
+def _gres_name(value: Any) -> str:
+    """A Slurm GRES name: it goes into gres.conf, slurm.conf and --gres as it is."""
+    if not isinstance(value, str) or not _GRES_NAME.fullmatch(value):
+        msg = (
+            f"{value!r} is not a Slurm GRES name: a letter, then letters, digits and '_' "
+            "(at most 64)"
+        )
+        raise ValueError(msg)
+    return value
+
+
 @attrs.frozen
 class SlurmBridgeConfig:
     """``[bridge.slurm]`` (DESIGN §16): GRES names and the Slurm commands the bridge runs."""
 
     #: the GRES name of a plugin's devices, by plugin key (others: the plugin key itself)
-    gres_names: Mapping[str, str] = attrs.field(
+    gres_names: Mapping[str, Annotated[str, Rule(_gres_name)]] = attrs.field(
         factory=_default_gres_names, converter=_frozen_names
     )
     #: the ``scontrol`` that tells a job's GRES indices and whether it still runs
     scontrol: Annotated[str, NON_EMPTY_STRING] = "scontrol"
+    #: ``accelkit serve`` lifts the drains accelkit's prolog set once their devices recovered
+    resume: bool = False
 
 
 @attrs.frozen

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from accelkit.bridge.slurm.files import write_atomically
+from accelkit.errors import InvalidResourceArgument
 from accelkit.health import HealthState
 from accelkit.node import Node
 from accelkit.runtime.slurm_jobs import run_slurm
@@ -78,7 +79,7 @@ def _fit(node: Node, device: str) -> bool:
     plugin, _, device_id = device.partition("/")
     try:
         return node.health.of(plugin, device_id).state is not HealthState.UNHEALTHY
-    except (KeyError, ValueError, LookupError):
+    except InvalidResourceArgument:
         return False  # a device gone from the node has not recovered
 
 

@@ -245,7 +245,7 @@ def test_a_booking_of_an_earlier_job_with_the_same_id_is_not_adopted(
         earlier, then = tmp_path / "scontrol", tmp_path / "then"
         then.touch()  # while it exists, the booked job is the earlier one
         earlier.write_text(
-            f"#!/bin/sh\n[ -e {then} ] || exec scontrol \"$@\"\n"
+            f'#!/bin/sh\n[ -e {then} ] || exec scontrol "$@"\n'
             "scontrol \"$@\" | sed 's/StartTime=[^ ]*/StartTime=2001-01-01T00:00:00/'\n"
         )
         earlier.chmod(0o755)

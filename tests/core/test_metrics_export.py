@@ -309,8 +309,10 @@ def test_device_series_carry_the_labels_dcgm_exporter_users_join_on():
         132,
         "NVIDIA H100 80GB HBM3",
         "GPU-aaa",
-        extra={"index": "0", "minor": "0", "pci_bus_id": "00000000:3B:00.0"},
-    )
+        extra={
+            "index": "0", "minor": "0", "pci_bus_id": "00000000:3B:00.0", "serial": "1650921000001"
+        },
+    )  # fmt: skip
     mig = ComputeDevice(
         "cuda", "cuda1-mig1", "0000:86:00.0/gi1/ci0", 1, 10 * 2**30, 16, "NVIDIA H100 MIG 1g.10gb",
         "MIG-bbb",
@@ -331,6 +333,7 @@ def test_device_series_carry_the_labels_dcgm_exporter_users_join_on():
         "gpu": "0",
         "UUID": "GPU-aaa",
         "pci_bus_id": "00000000:3B:00.0",
+        "serial": "1650921000001",
         "modelName": "NVIDIA H100 80GB HBM3",
     }
     assert labels["cuda1-mig1"] == {

@@ -56,6 +56,10 @@ def test_device_facts_come_from_nvml(start):
         "minor": "4",
         "pci_bus_id": "00000000:3B:00.0",
         "cuda_cores": "16896",
+        "serial": "1650921000000",
+        "board_part_number": "692-2G506-0210-002",
+        "vbios_version": "92.00.9E.00.03",
+        "driver_version": "550.54.15",
     }
 
 

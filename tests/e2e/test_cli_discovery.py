@@ -82,6 +82,7 @@ def test_devices_json_shows_mock_devices_exactly_as_declared():
         "memory_size": 40 * 1024**3,
         "processing_units": 108,
         "model_name": "Mock GPU 40G",
+        "uuid": "MOCK-cuda-cuda2",
     }
     assert devices["mem"][0]["memory_size"] == 32 * 1024**3
 

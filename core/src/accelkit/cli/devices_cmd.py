@@ -29,8 +29,10 @@ def device_json(
     health: DeviceHealth | None = None,
     held_by: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
-    """One device as ``accelkit devices --json`` prints it (``health`` when it is known,
-    ``held_by`` when the ledger was read: the bookings holding it, empty when free)."""
+    """One device as ``accelkit devices --json`` prints it (``uuid`` and ``extra``, the
+    plugin's own fields such as a GPU's serial and PCI bus id, when the device has them;
+    ``health`` when it is known; ``held_by`` when the ledger was read: the bookings holding
+    it, empty when free)."""
     from accelkit.node.health_view import health_json
 
     found: dict[str, Any] = {
@@ -41,6 +43,10 @@ def device_json(
         "processing_units": device.processing_units,
         "model_name": device.model_name,
     }
+    if device.uuid:
+        found["uuid"] = device.uuid
+    if device.extra:
+        found["extra"] = dict(sorted(device.extra.items()))
     if health is not None:
         found["health"] = health_json(health)
     if held_by is not None:
@@ -110,6 +116,9 @@ async def _devices(config_path: Path | None, memory: set[str]) -> tuple[Found, H
 def devices(config_path: Path | None, as_json: bool) -> None:
     """List the node's devices per plugin, with each one's health and who holds it.
 
+    A 'uuid' column appears when some device has a UUID (GPUs); --json prints every field,
+    a GPU's serial, PCI bus id, board part number, VBIOS and driver versions among them.
+
     Health is what the plugin reports, or 'unhealthy' with reason 'cordoned: ...' for a device
     an operator cordoned ('accelkit cordon'); an unhealthy device takes no new workload.
     'held by' names the workloads the ledger books on the device (with the amount where it is
@@ -130,7 +139,7 @@ def devices(config_path: Path | None, as_json: bool) -> None:
             }
         )
         return
-    rows = [
+    rows: list[tuple[Any, ...]] = [
         (
             key,
             d.device_id,
@@ -145,7 +154,14 @@ def devices(config_path: Path | None, as_json: bool) -> None:
         for key, items in found.items()
         for d, h in items
     ]
-    columns = ("plugin", "device", "numa", "model", "memory", "units", "location", "health")
+    columns: tuple[str, ...] = (
+        "plugin", "device", "numa", "model", "memory", "units", "location", "health"
+    )  # fmt: skip
+    if any(d.uuid for items in found.values() for d, _h in items):
+        # GPUs have one; a node of cores and memory only keeps its table narrow
+        uuids = [d.uuid or "" for items in found.values() for d, _h in items]
+        rows = [(*row[:2], uuid, *row[2:]) for row, uuid in zip(rows, uuids, strict=True)]
+        columns = (*columns[:2], "uuid", *columns[2:])
     print_table("Devices", (*columns, "held by"), rows)
 
 

@@ -13,7 +13,7 @@ capacity of a ratio is 1).
 Labels: ``device_name`` (the plugin) always, then ``device_id``, ``agent`` and ``workload`` as
 the level has them. Device series also carry the labels DCGM exporter users join on, from the
 device's discovery record (:func:`device_labels`): ``gpu``, ``UUID``, ``pci_bus_id``,
-``modelName`` and, for MIG instances, ``GPU_I_PROFILE`` and ``GPU_I_ID``.
+``serial``, ``modelName`` and, for MIG instances, ``GPU_I_PROFILE`` and ``GPU_I_ID``.
 """
 
 from __future__ import annotations
@@ -128,7 +128,8 @@ def device_labels(device: ComputeDevice) -> dict[str, str]:
     """The DCGM-exporter labels of one device, where its discovery record has them.
 
     ``gpu`` is the NVML index, ``UUID`` the GPU's (for a MIG instance, its parent's, as DCGM
-    exporter labels it), ``pci_bus_id`` NVML's form, ``modelName`` the product name. A device
+    exporter labels it), ``pci_bus_id`` NVML's form, ``serial`` the board's serial number
+    (where the board has one), ``modelName`` the product name. A device
     without a UUID (a CPU core, memory) gets none: the labels are those of GPUs.
     """
     extra = device.extra
@@ -142,6 +143,8 @@ def device_labels(device: ComputeDevice) -> dict[str, str]:
         labels["UUID"] = uuid
     if "pci_bus_id" in extra:
         labels["pci_bus_id"] = extra["pci_bus_id"]
+    if extra.get("serial"):
+        labels["serial"] = extra["serial"]
     model = extra.get("parent_model") or device.model_name
     if model:
         labels["modelName"] = model

@@ -10,6 +10,12 @@ NVML calls fail is skipped and logged, so one broken GPU never hides the others.
 answers for MIG handles only) and from the CUDA cores and compute capability for whole GPUs;
 ``0`` means NVML could not tell. A MIG instance's ``extra`` holds the minors of its
 ``/dev/nvidia-caps`` nodes (``mig_caps``), read from ``/proc/driver/nvidia-caps/mig-minors``.
+
+Every device's ``extra`` carries its identity where NVML tells it (:data:`IDENTITY_KEYS`):
+``pci_bus_id`` (NVML's form), ``serial``, ``board_part_number``, ``vbios_version`` and
+``driver_version``; the UUID is the device's ``uuid``. A field the board does not offer
+(``NOT_SUPPORTED``, ``NO_PERMISSION``, a driver without the function) is left out, and never
+hides the GPU.
 """
 
 from __future__ import annotations
@@ -78,6 +84,22 @@ def sysfs_numa_node(sysfs_root: Path, bus_id: str) -> int | None:
     return node if node >= 0 else None
 
 
+#: identity fields a device's ``extra`` may carry, each where NVML tells it
+IDENTITY_KEYS = ("serial", "board_part_number", "vbios_version", "driver_version")
+
+
+def identity(lib: NVMLLibrary, handle: Handle) -> dict[str, str]:
+    """Serial, board part number, VBIOS and driver versions of a whole GPU, each left out
+    where the board or driver does not tell it (GeForce boards have no serial, say)."""
+    found = {
+        "serial": lib.serial(handle),
+        "board_part_number": lib.board_part_number(handle),
+        "vbios_version": lib.vbios_version(handle),
+        "driver_version": lib.identity(lib.driver_version),
+    }
+    return {key: value for key, value in found.items() if value is not None}
+
+
 def discover_devices(
     lib: NVMLLibrary, id_mode: DeviceIdMode, sysfs_root: Path, proc_root: Path = Path("/proc")
 ) -> list[FoundDevice]:
@@ -107,6 +129,7 @@ def _discover_gpu(
     extra = {"index": str(index), "minor": str(lib.minor_number(handle)), "pci_bus_id": nvml_bus_id}
     if (cores := lib.core_count(handle)) is not None:
         extra["cuda_cores"] = str(cores)
+    extra.update(identity(lib, handle))
     gpu = ComputeDevice(
         device_name=DEVICE_NAME,
         device_id=device_id,
@@ -169,6 +192,8 @@ def _mig_instance(
         "gpu_instance_id": str(gpu_instance),
         "compute_instance_id": str(compute_instance),
         "mig_caps": ",".join(str(m) for m in cap_minors if m is not None),
+        # a MIG instance is on its GPU's board: the board's identity is its own
+        **{key: parent.extra[key] for key in IDENTITY_KEYS if key in parent.extra},
     }
     device = ComputeDevice(
         device_name=DEVICE_NAME,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 
 import attrs
@@ -27,6 +28,7 @@ T = TypeVar("T")
 
 # NVML return codes (nvml.h); stable across driver releases
 ERROR_NOT_SUPPORTED = 3
+ERROR_NO_PERMISSION = 4
 ERROR_NOT_FOUND = 6
 ERROR_INVALID_ARGUMENT = 2
 ERROR_FUNCTION_NOT_FOUND = 13
@@ -64,6 +66,13 @@ CORES_PER_SM: dict[tuple[int, ...], int] = {
 
 #: codes that mean "this GPU or driver does not offer that reading"
 _ABSENT = frozenset({ERROR_NOT_SUPPORTED, ERROR_FUNCTION_NOT_FOUND})
+#: what an identity field may also answer: GeForce boards refuse the serial to non-root users
+_HIDDEN = frozenset({*_ABSENT, ERROR_NO_PERMISSION})
+#: links NVML numbers at most (``NVML_NVLINK_MAX_LINKS``; pynvml 13 says 36)
+NVLINK_MAX_LINKS = 36
+FEATURE_ENABLED = 1
+NVLINK_DEVICE_TYPE_GPU = 0
+NVLINK_DEVICE_TYPE_SWITCH = 2
 
 
 class _NoV3(Exception):
@@ -135,6 +144,60 @@ class NVMLLibrary:
             if self.error_code(exc) in _ABSENT:
                 return None
             raise
+
+    def identity(self, read: Callable[[], str | bytes]) -> str | None:
+        """An identity string (serial, part number, VBIOS); ``None`` where the board or driver
+        does not tell it (not supported, no permission, no such function) or tells it empty."""
+        try:
+            value = text(read()).strip()
+        except self.absent_types:
+            return None
+        except self.error_type as exc:
+            if self.error_code(exc) in _HIDDEN:
+                return None
+            raise
+        return value or None
+
+    def serial(self, handle: Handle) -> str | None:
+        return self.identity(lambda: self.module.nvmlDeviceGetSerial(handle))
+
+    def board_part_number(self, handle: Handle) -> str | None:
+        return self.identity(lambda: self.module.nvmlDeviceGetBoardPartNumber(handle))
+
+    def vbios_version(self, handle: Handle) -> str | None:
+        return self.identity(lambda: self.module.nvmlDeviceGetVbiosVersion(handle))
+
+    def common_ancestor(self, first: Handle, second: Handle) -> int | None:
+        """``nvmlDeviceGetTopologyCommonAncestor``: the PCIe level joining two GPUs
+        (``NVML_TOPOLOGY_SINGLE`` … ``NVML_TOPOLOGY_SYSTEM``); ``None`` where NVML cannot say."""
+        return self.optional(
+            lambda: int(self.module.nvmlDeviceGetTopologyCommonAncestor(first, second))
+        )
+
+    def nvlink_peers(self, handle: Handle) -> list[tuple[str, bool]]:
+        """The PCI bus ids at the far end of each active NVLink, with whether it is an
+        NVSwitch; empty for a GPU without NVLink. Links are asked in order until NVML says the
+        GPU has no such link (``NOT_SUPPORTED`` or ``INVALID_ARGUMENT``)."""
+        peers: list[tuple[str, bool]] = []
+        last = int(getattr(self.module, "NVML_NVLINK_MAX_LINKS", NVLINK_MAX_LINKS))
+        for link in range(last):
+            try:
+                state = int(self.module.nvmlDeviceGetNvLinkState(handle, link))
+            except self.absent_types:
+                break
+            except self.error_type as exc:
+                if self.error_code(exc) in {*_ABSENT, ERROR_INVALID_ARGUMENT}:
+                    break
+                raise
+            if state != FEATURE_ENABLED:
+                continue
+            remote = text(self.module.nvmlDeviceGetNvLinkRemotePciInfo(handle, link).busId)
+            kind = self.optional(partial(self._remote_type, handle, link))
+            peers.append((remote, kind == NVLINK_DEVICE_TYPE_SWITCH))
+        return peers
+
+    def _remote_type(self, handle: Handle, link: int) -> int:
+        return int(self.module.nvmlDeviceGetNvLinkRemoteDeviceType(handle, link))
 
     def init(self) -> None:
         self.module.nvmlInit()

@@ -7,10 +7,13 @@ with ``--verbose``.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import logging
+import os
 import sys
+import threading
 import traceback
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -129,9 +132,31 @@ def main(argv: Sequence[str] | None = None) -> int:  # noqa: PLR0911 - a status 
     return result if isinstance(result, int) else 0
 
 
+def _end_now_if_threads_linger(status: int) -> None:
+    """End the process once the command is done, even where a plugin left a thread running.
+
+    A thread that is not a daemon (one a plugin started and never ended) would keep the
+    interpreter from exiting: it waits for every such thread. The command's teardown is
+    over by now, so the streams are flushed and the process ends with its status, leaving
+    them behind.
+    """
+    main_thread = threading.main_thread()
+    lingering = [t for t in threading.enumerate() if t is not main_thread and not t.daemon]
+    if not lingering:
+        return
+    names = ", ".join(sorted(t.name for t in lingering))
+    logging.getLogger(__name__).info("ending with threads still running: %s", names)
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed or broken pipe: nothing more to say
+            stream.flush()
+    os._exit(status)
+
+
 def run() -> None:
     """Console-script entry point."""
     status = main()
+    _end_now_if_threads_linger(status)
     # The process ends now: the interpreter's last collection passes would traverse every
     # object left (each module's classes and functions), about 20 ms of every command, only to
     # find nothing to free early. Frozen objects are skipped; the exit itself is unchanged

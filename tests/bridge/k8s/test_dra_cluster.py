@@ -212,3 +212,76 @@ def test_the_documented_daemonset_rbac_and_classes_are_accepted(k8s_cluster: Clu
     out = k8s_cluster.kubectl("apply", "--dry-run=server", "-f", str(example))
     assert "daemonset.apps/accelkit-dra-driver created (server dry run)" in out.stdout
     assert "deviceclass.resource.k8s.io/accelkit-mig-1g-10gb created (server dry run)" in out.stdout
+
+
+RESTART_DRIVER = "restart.accelkit.io"
+RESTART_CLASSES = f"""\
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {{name: restart-cuda}}
+spec:
+  selectors:
+  - cel: {{expression: 'device.driver == "{RESTART_DRIVER}"'}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {{name: restart-gpu}}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {{deviceClassName: restart-cuda}}
+"""
+
+
+def test_bookings_survive_kubelet_and_driver_restarts_and_are_freed_after(
+    k8s_cluster: Cluster,
+) -> None:
+    root = Path(tempfile.mkdtemp(prefix="akdrr-", dir="/tmp"))
+    config = write_node(root)
+    driver = DriverProcess(k8s_cluster, config, driver=RESTART_DRIVER)
+    second: DriverProcess | None = None
+    try:
+        driver.wait_event(lambda e: e.get("event") == "registered")
+        k8s_cluster.apply(RESTART_CLASSES)
+        k8s_cluster.apply(pod_manifest("restarts", "restart-gpu"))
+        k8s_cluster.wait_for(lambda: k8s_cluster.pod_phase("restarts") == "Running", "the pod")
+        [booking] = driver.claim_bookings()
+
+        registered = sum(e.get("event") == "registered" for e in driver.events)
+        k8s_cluster.restart_kubelet()
+        k8s_cluster.wait_for(
+            lambda: sum(e.get("event") == "registered" for e in driver.events) > registered,
+            "the kubelet to register the driver again",
+        )
+        code, err = driver.stop()
+        assert code == 0, err
+        second = DriverProcess(k8s_cluster, config, driver=RESTART_DRIVER)
+        second.wait_event(lambda e: e.get("event") == "registered")
+        [kept] = second.claim_bookings()
+        assert (kept["workload"], kept["devices"], kept["liveness"]) == (
+            booking["workload"],
+            booking["devices"],
+            "running",
+        )
+        assert k8s_cluster.pod_phase("restarts") == "Running"
+
+        k8s_cluster.kubectl("delete", "pod", "restarts", "--wait=true")
+        k8s_cluster.wait_for(lambda: not second.claim_bookings(), "the booking to be freed")
+        assert not list(second.cdi_dir.glob("*.json"))
+        k8s_cluster.apply(pod_manifest("after-restarts", "restart-gpu"))
+        k8s_cluster.wait_for(
+            lambda: k8s_cluster.pod_phase("after-restarts") == "Running", "a new pod to run"
+        )
+        k8s_cluster.kubectl("delete", "pod", "after-restarts", "--wait=true")
+        k8s_cluster.wait_for(lambda: not second.claim_bookings(), "its booking to be freed")
+    finally:
+        for process in (driver, second):
+            if process is not None:
+                process.stop()
+        k8s_cluster.kubectl("delete", "resourceclaimtemplate", "restart-gpu", check=False)
+        k8s_cluster.kubectl("delete", "deviceclass", "restart-cuda", check=False)
+        for item in slices(k8s_cluster, RESTART_DRIVER):
+            k8s_cluster.kubectl("delete", "resourceslice", item["metadata"]["name"], check=False)
+        shutil.rmtree(root, ignore_errors=True)

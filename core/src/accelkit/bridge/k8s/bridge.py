@@ -74,15 +74,22 @@ class K8sBridge:
         self._generation = 0
         self._changed = asyncio.Condition()
         self._said: set[str] = set()
+        self._listings: dict[str, tuple[int, list[K8sDevice]]] = {}
         self.pods = pod_resources(str(config.pod_resources_socket))
         self.foreign = ForeignHolders(node, agent_id, self.resources)
 
     # -- what ListAndWatch streams ----------------------------------------------------------------
 
     def listing(self, resource: K8sResource) -> list[K8sDevice]:
-        """The resource's devices with their effective health now."""
+        """The resource's devices with their effective health now (kept until the health
+        board publishes a change: the generation moves on)."""
+        cached = self._listings.get(resource.name)
+        if cached is not None and cached[0] == self._generation:
+            return cached[1]
         health = self.node.health.snapshot().get(resource.plugin, {})
-        return resource.devices(self.agent, health)
+        found = resource.devices(self.agent, health)
+        self._listings[resource.name] = (self._generation, found)
+        return found
 
     async def next_generation(self, seen: int) -> int:
         """Wait until the device lists may have changed since generation ``seen``."""

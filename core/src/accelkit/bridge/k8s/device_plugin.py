@@ -198,7 +198,8 @@ class DevicePluginService:
         if len(set(ids)) != len(ids):
             msg = f"{self.resource.name}: a device id is requested twice: {', '.join(ids)}"
             raise AllocateRefused(grpc.StatusCode.INVALID_ARGUMENT, msg)
-        sick = sorted(i for i in ids if known[i].health != HEALTHY)
+        unhealthy = self.node.health.unallocatable(self.resource.plugin)  # now, not as listed
+        sick = sorted(i for i in ids if i in unhealthy or known[i].health != HEALTHY)
         if sick:
             msg = f"{self.resource.name}: devices {', '.join(sick)} are unhealthy"
             raise AllocateRefused(grpc.StatusCode.FAILED_PRECONDITION, msg)
@@ -239,6 +240,8 @@ class DevicePluginService:
         finishes and frees them (see the module docstring)."""
         ledger = self.node.bookkeeper.ledger
         found: list[str] = []
+        if not ledger.holders(self.resource.plugin, ids):  # the usual case: no write lock
+            return found
         with ledger.transaction():
             keys = {(h.agent_id, h.workload_id) for h in ledger.holders(self.resource.plugin, ids)}
             for key in sorted(keys):

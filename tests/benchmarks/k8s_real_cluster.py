@@ -1,0 +1,163 @@
+"""The device-plugin bridge on a real kubelet: cluster start-up, Allocate against its floor,
+a rollout restart.
+
+Needs root and the single-node cluster of ``../shared/k8s`` beside the repository (see
+``tests/bridge/k8s/real_cluster.py``). Run from the repository root::
+
+    .venv/bin/python tests/benchmarks/k8s_real_cluster.py --starts 3 --allocations 100 --runs 6
+
+- ``startup``: seconds from ``start-cluster.sh`` until pods can be made (node Ready, untainted,
+  default service account), each a fresh cluster folder (binaries unpacked once before), and
+  ``stop-cluster.sh``; the last cluster stays up for the rest.
+- ``allocate``: ``accelkit k8s-device-plugin`` over ``--allocations`` mock GPUs, registered with
+  the real kubelet; on the plugin's socket in the kubelet's device-plugins folder, each call an
+  ``Allocate`` of one GPU not booked yet, each preceded by ``GetDevicePluginOptions`` on the
+  same channel (the floor: a gRPC round trip with no work). Per run (a fresh ledger and bridge):
+  median and p95 in ms, and the ratio of the medians.
+- ``rollout``: a one-GPU Deployment (``Recreate``), ``kubectl rollout restart`` as soon as its
+  pod runs: the pods the kubelet rejected (must be 0) and seconds until the new pod ran.
+
+Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "bridge"))
+
+from k8s import real_cluster  # noqa: E402
+from k8s.real_bridge import GPU, bridge_on, deployment, pods_of, rejected  # noqa: E402
+
+from accelkit.runtime.kubelet_api import deviceplugin_v1beta1_pb2 as dp  # noqa: E402
+from accelkit.runtime.kubelet_api import deviceplugin_v1beta1_pb2_grpc as dp_grpc  # noqa: E402
+
+
+def ms(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {
+        "median_ms": round(statistics.median(ordered) * 1000, 3),
+        "p95_ms": round(ordered[int(len(ordered) * 0.95) - 1] * 1000, 3),
+    }
+
+
+def startup(starts: int) -> tuple[list[dict[str, float]], real_cluster.Cluster]:
+    real_cluster.binaries()
+    rounds: list[dict[str, float]] = []
+    for i in range(starts):
+        cluster = real_cluster.start()
+        if i == starts - 1:
+            rounds.append({"start_s": round(cluster.startup_s, 2)})
+            return rounds, cluster
+        began = time.monotonic()
+        cluster.stop()
+        stopped = time.monotonic() - began
+        rounds.append({"start_s": round(cluster.startup_s, 2), "stop_s": round(stopped, 2)})
+    raise ValueError("--starts must be at least 1")
+
+
+async def _allocate(socket: Path, calls: int) -> tuple[list[float], list[float]]:
+    floor: list[float] = []
+    allocate: list[float] = []
+    async with grpc.aio.insecure_channel(f"unix://{socket}") as channel:
+        stub: Any = dp_grpc.DevicePluginStub(channel)  # type: ignore[no-untyped-call]
+        await stub.GetDevicePluginOptions(dp.Empty())  # connected
+        for i in range(calls):
+            began = time.perf_counter()
+            await stub.GetDevicePluginOptions(dp.Empty())
+            floor.append(time.perf_counter() - began)
+            request = dp.AllocateRequest(
+                container_requests=[dp.ContainerAllocateRequest(devices_ids=[f"cuda{i}"])]
+            )
+            began = time.perf_counter()
+            await stub.Allocate(request)
+            allocate.append(time.perf_counter() - began)
+    return floor, allocate
+
+
+def allocate_runs(cluster: real_cluster.Cluster, calls: int, runs: int) -> list[dict[str, Any]]:
+    results: list[dict[str, Any]] = []
+    for _ in range(runs):
+        root = Path(tempfile.mkdtemp(prefix="akb-", dir="/tmp"))
+        with bridge_on(cluster, root, gpus=calls, grace="600", interval="5"):
+            socket = cluster.device_plugin_dir / "accelkit-accelkit.io_cuda.device.sock"
+            floor, allocate = asyncio.run(_allocate(socket, calls))
+        f, a = ms(floor), ms(allocate)
+        results.append(
+            {
+                "floor": f,
+                "allocate": a,
+                "ratio": round(a["median_ms"] / f["median_ms"], 2),
+            }
+        )
+    return results
+
+
+def rollout(cluster: real_cluster.Cluster) -> dict[str, Any]:
+    root = Path(tempfile.mkdtemp(prefix="akb-", dir="/tmp"))
+    with bridge_on(cluster, root, gpus=1):
+        cluster.apply(deployment("bench", 1))
+        first = cluster.wait_for(
+            lambda: [p["metadata"]["name"] for p in pods_of(cluster, "bench")
+                     if p["status"].get("phase") == "Running"],
+            "the pod", 120,
+        )[0]  # fmt: skip
+        began = time.monotonic()
+        cluster.kubectl("rollout", "restart", "deployment/bench")
+        cluster.wait_for(
+            lambda: [p for p in pods_of(cluster, "bench")
+                     if p["status"].get("phase") == "Running" and p["metadata"]["name"] != first],
+            "the new pod", 180,
+        )  # fmt: skip
+        took = time.monotonic() - began
+        failed = rejected(pods_of(cluster, "bench"))
+    return {"rejected_pods": len(failed), "new_pod_running_s": round(took, 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--starts", type=int, default=3)
+    parser.add_argument("--allocations", type=int, default=100)
+    parser.add_argument("--runs", type=int, default=6)
+    args = parser.parse_args()
+    reason = real_cluster.missing()
+    if reason is not None:
+        sys.exit(f"error: {reason}")
+    starts, cluster = startup(args.starts)
+    try:
+        runs = allocate_runs(cluster, args.allocations, args.runs)
+        restart = rollout(cluster)
+    finally:
+        cluster.stop()
+    ratios = [r["ratio"] for r in runs]
+    print(
+        json.dumps(
+            {
+                "resource": GPU,
+                "startup": starts,
+                "allocate_runs": runs,
+                "allocate_ratio": {
+                    "median": statistics.median(ratios),
+                    "min": min(ratios),
+                    "max": max(ratios),
+                },
+                "rollout_restart": restart,
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

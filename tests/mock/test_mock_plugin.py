@@ -129,3 +129,20 @@ def test_device_node_is_mounted_for_a_container_only():
     assert config.env_vars == {"MOCK_TPU_DEVICES": "t1,t2"}
     tree = asyncio.run(ctx.create_lifecycle_hook(Workload("w"), alloc).pre_create())
     assert tree.mounts == ()
+
+
+def test_a_mig_like_device_names_its_parent_as_the_cuda_plugin_does():
+    kinds = {
+        "kinds": [
+            {
+                "key": "gpu",
+                "devices": [
+                    {"id": "g0"},
+                    {"id": "g0-mig1", "mig-profile": "1g.10gb", "parent": "g0"},
+                ],
+            }
+        ]
+    }
+    devices = {d.device_id: d for d in started(kinds)["gpu"].devices}
+    assert devices["g0-mig1"].extra["parent_id"] == "g0"
+    assert "parent_id" not in devices["g0"].extra

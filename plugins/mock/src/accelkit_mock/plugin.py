@@ -73,7 +73,11 @@ def deterministic_percent(device_id: str, now: float) -> int:
 
 
 def _extra(device: MockDevice) -> dict[str, str]:
-    extra = {"mig-profile": device.mig_profile, "device-node": device.device_node}
+    extra = {
+        "mig-profile": device.mig_profile,
+        "device-node": device.device_node,
+        "parent_id": device.parent,  # as the cuda plugin names a MIG instance's GPU
+    }
     return {k: v for k, v in extra.items() if v}
 
 

@@ -19,6 +19,7 @@ divisible = false         # the slot's kind: whole (false) or divisible by the q
 health = "healthy"        # or "degraded", "unhealthy", "unknown"; re-read while running
 health-reason = ""        # why, shown by 'accelkit devices' and 'accelkit status'
 device-node = ""          # a device node path a container of the device is given (none if "")
+parent = ""               # a MIG-like device: the id of the GPU it is carved from (as NVML says)
 ```
 
 ``[plugins.config.mock] health-interval = "1"`` is how often (seconds) ``watch_health()`` looks
@@ -137,6 +138,7 @@ class DeviceEntry:
     health: Annotated[str, Rule(_health)] = "healthy"
     health_reason: str = ""
     device_node: str = ""
+    parent: str = ""
     slot: Annotated[str | None, Rule(_slot)] = None
     divisible: Annotated[bool | None, Rule(_divisible)] = None
 
@@ -183,6 +185,7 @@ class MockDevice:
     device_node: str = ""
     slot: str = "device"
     divisible: bool = False
+    parent: str = ""
 
 
 @attrs.frozen
@@ -250,6 +253,7 @@ def _device(kind: KindEntry, entry: DeviceEntry, at: KeyPath) -> MockDevice:
         entry.device_node,
         entry.slot or default_slot,
         divisible,
+        entry.parent,
     )
 
 

@@ -87,6 +87,7 @@ def lose_the_engine(mortal: MortalEngine, config: Path) -> tuple[str, str]:
         deadline = time.monotonic() + 60
         while not _waiting(config):  # post_create done: accelkit waits for the container
             assert time.monotonic() < deadline, "the run did not reach its wait"
+            time.sleep(0.05)  # a poll's pace, not a wait for time to pass
         mortal.kill()
         status = run.wait(120)
         stderr = run.stderr.read()

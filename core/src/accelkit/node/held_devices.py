@@ -19,7 +19,7 @@ from accelkit.errors import ConfigError
 from accelkit.host import AgentView, PartitionHost
 from accelkit.partition import natural_sort_key
 from accelkit.types import AgentId, DeviceId, DeviceName
-from accelkit.workload.config_seen import config_digest, last_config, note_config
+from accelkit.workload.config_seen import config_digest, note_config
 from accelkit.workload.ledger import Ledger
 from accelkit.workload.record import LedgerRecord
 
@@ -138,16 +138,14 @@ def _gone(record: LedgerRecord) -> bool:
 
 
 def read_only_notes(host: PartitionHost) -> list[str]:
-    """What :func:`partition_notes` would say of ``host``'s config, read only (for ``check``
-    and ``plan``): nothing is recorded, no liveness is asked of a runtime (records of
-    workloads whose processes are gone are left out)."""
+    """The devices live bookings hold that ``host``'s partition gives to another agent, read
+    only (for ``check`` and ``plan``): nothing is recorded, no runtime is asked (records of
+    workloads whose processes are gone are left out). Which config the ledger was last
+    opened with is said by the commands that open it, not here: a check is no opening."""
     ledger = Ledger(host.config.resource.state_dir, source=host.config.source_name)
     try:
         records = ledger.read_all()
     except ConfigError as exc:
         return [f"cannot read the ledger to compare its bookings with this partition: {exc}"]
-    seen = config_digest(host.config)
-    before = last_config(ledger)
-    lines = [line] if before is not None and (line := before.differs(seen)) else []
     live = [r for r in records.values() if not _gone(r)]
-    return lines + [h.message() for h in held_elsewhere(holdings_of(live), masks_of(host.agents))]
+    return [h.message() for h in held_elsewhere(holdings_of(live), masks_of(host.agents))]

@@ -13,7 +13,6 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
-import sqlite3
 from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path, PurePath
@@ -24,7 +23,7 @@ import attrs
 from accelkit.config.model import HostConfig
 from accelkit.workload.ledger import Ledger
 
-__all__ = ["ConfigSeen", "config_digest", "last_config", "note_config"]
+__all__ = ["ConfigSeen", "config_digest", "note_config"]
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS opened_with (name TEXT PRIMARY KEY, value TEXT NOT NULL)"
 
@@ -82,23 +81,6 @@ def note_config(ledger: Ledger, now: ConfigSeen) -> ConfigSeen | None:
             "INSERT OR REPLACE INTO opened_with VALUES (?, ?)",
             [("digest", now.digest), ("source", now.source)],
         )
-    if "digest" not in rows:
-        return None
-    return ConfigSeen(str(rows["digest"]), str(rows.get("source", "<unknown>")))
-
-
-def last_config(ledger: Ledger) -> ConfigSeen | None:
-    """The config the ledger was last opened with, read only; ``None`` when it cannot tell."""
-    if not ledger.path.is_file():
-        return None
-    try:
-        db = sqlite3.connect(f"file:{ledger.path}?mode=ro", uri=True)
-        try:
-            rows = dict(db.execute("SELECT name, value FROM opened_with").fetchall())
-        finally:
-            db.close()
-    except sqlite3.Error:
-        return None  # no such table yet, or the ledger cannot be read: nothing to compare
     if "digest" not in rows:
         return None
     return ConfigSeen(str(rows["digest"]), str(rows.get("source", "<unknown>")))

@@ -137,6 +137,7 @@ def test_release_force_frees_the_gpu_of_a_container_whose_engine_is_gone(
     forced = accelkit(engine, node, "release", "--config", str(node), "--force", workload)
     assert forced.returncode == 0, forced.stderr
     assert "--force: skipping stopping the workload" in forced.stderr
+    assert f"workload {workload!r} was not stopped: it may still run" in forced.stderr
     assert booked(node) == []
     after = run_once(engine, node)
     assert after.returncode == 0, after.stderr

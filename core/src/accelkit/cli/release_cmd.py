@@ -11,6 +11,9 @@ from accelkit.cli.options import config_option, echo_warnings, finite_seconds, r
 from accelkit.types import AgentId
 from accelkit.workload.status import ReleaseReport
 
+#: how a skipped stop begins in a release report (the workload could not be reached)
+UNSTOPPED = "stopping the workload"
+
 
 async def _release(
     config_path: Path | None, workload: str, agent: str | None, force: bool, grace: float
@@ -62,3 +65,10 @@ def release(
             click.echo(f"warning: {line}", err=True)
         elif not line.startswith("skipped:"):  # said as it was skipped
             click.echo(line)
+    if any(s.startswith(UNSTOPPED) for s in report.skipped):
+        msg = (
+            f"warning: workload {workload!r} was not stopped: it may still run and use the "
+            "devices freed now (a container is removed by the orphan sweep once its engine "
+            "answers)"
+        )
+        click.echo(msg, err=True)

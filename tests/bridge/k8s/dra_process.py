@@ -38,6 +38,22 @@ id = "vgpu0"
 model = "Mock GPU 80G"
 memory = "80G"
 numa-node = 0
+[[kinds]]
+key = "mig"
+[[kinds.devices]]
+id = "mg0"
+model = "Mock GPU 20G"
+memory = "20G"
+[[kinds.devices]]
+id = "mg0-1"
+mig-profile = "1g.10gb"
+parent = "mg0"
+memory = "10G"
+[[kinds.devices]]
+id = "mg0-2"
+mig-profile = "1g.10gb"
+parent = "mg0"
+memory = "10G"
 """
 
 HOST = """\
@@ -67,6 +83,40 @@ metadata: {{name: accelkit-vgpu}}
 spec:
   selectors:
   - cel: {{expression: '{SELECT.format(d=DRIVER, p="vgpu")}'}}
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {{name: accelkit-mig-gpu}}
+spec:
+  selectors:
+  - cel: {{expression: 'device.attributes["{DRIVER}"].slot == "mig.device"'}}
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {{name: accelkit-mig-1g}}
+spec:
+  selectors:
+  - cel: {{expression: 'device.attributes["{DRIVER}"].slot == "mig.mig-1g.10gb"'}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {{name: mig-gpu}}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {{deviceClassName: accelkit-mig-gpu}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {{name: mig-slice}}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {{deviceClassName: accelkit-mig-1g}}
 ---
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate

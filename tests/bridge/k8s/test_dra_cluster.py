@@ -49,14 +49,24 @@ def devices_of(cluster: Cluster) -> dict[str, dict[str, Any]]:
     return {d["name"]: d for s in slices(cluster) for d in s["spec"].get("devices", [])}
 
 
+def unschedulable(cluster: Cluster, pod: str) -> bool:
+    """The scheduler tried the pod and found no room for it."""
+    conditions = cluster.get("pod", pod)["status"].get("conditions", [])
+    return any(c["type"] == "PodScheduled" and c["status"] == "False" for c in conditions)
+
+
 def test_the_slices_say_the_devices_their_attributes_and_shares(
     k8s_cluster: Cluster, dra: DriverProcess
 ) -> None:
-    [pool] = slices(k8s_cluster)
+    counters, pool = sorted(slices(k8s_cluster), key=lambda s: "devices" in s["spec"])
     assert pool["spec"]["nodeName"] == k8s_cluster.node
     assert pool["spec"]["pool"]["name"] == k8s_cluster.node
+    assert pool["spec"]["pool"]["resourceSliceCount"] == 2
+    assert counters["spec"]["sharedCounters"] == [
+        {"name": "mg0", "counters": {"draw": {"value": str(20 << 30)}}}
+    ]
     devices = devices_of(k8s_cluster)
-    assert sorted(devices) == ["cuda0", "cuda1", "vgpu0"]
+    assert sorted(devices) == ["cuda0", "cuda1", "mg0", "mg0-1", "mg0-2", "vgpu0"]
     attributes = devices["cuda1"]["attributes"]
     assert attributes["model"] == {"string": "Mock GPU 40G"}
     assert attributes["uuid"] == {"string": "MOCK-cuda-cuda1"}
@@ -106,9 +116,8 @@ def test_four_pods_share_one_gpu_in_quarters_and_a_fifth_waits(
 
     k8s_cluster.wait_for(lambda: phases() == ["Pending"] + ["Running"] * 4, "four pods to run")
     [waiting] = [n for n in names if k8s_cluster.pod_phase(n) == "Pending"]
-    pod = k8s_cluster.get("pod", waiting)
-    scheduled = [c for c in pod["status"].get("conditions", []) if c["type"] == "PodScheduled"]
-    assert scheduled[0]["status"] == "False"  # the scheduler found no room: not admitted
+    # the scheduler found no room: never admitted, so never rejected by the driver
+    k8s_cluster.wait_for(lambda: unschedulable(k8s_cluster, waiting), "the fifth to wait")
     bookings = dra.claim_bookings()
     assert len(bookings) == 4
     assert {json.dumps(b["amounts"], sort_keys=True) for b in bookings} == {
@@ -122,6 +131,29 @@ def test_four_pods_share_one_gpu_in_quarters_and_a_fifth_waits(
     k8s_cluster.wait_for(lambda: not dra.claim_bookings(), "every booking to be freed")
 
 
+def test_a_gpu_and_its_mig_instances_are_never_allocated_together(
+    k8s_cluster: Cluster, dra: DriverProcess
+) -> None:
+    def booked_devices() -> list[str]:
+        return sorted(d for b in dra.claim_bookings() for d in b["devices"].get("mig", []))
+
+    k8s_cluster.apply(pod_manifest("mig-a", "mig-slice"))
+    k8s_cluster.wait_for(lambda: k8s_cluster.pod_phase("mig-a") == "Running", "an instance")
+    k8s_cluster.apply(pod_manifest("mig-whole", "mig-gpu"))
+    k8s_cluster.apply(pod_manifest("mig-b", "mig-slice"))
+    k8s_cluster.wait_for(lambda: k8s_cluster.pod_phase("mig-b") == "Running", "the other one")
+    assert booked_devices() == ["mg0-1", "mg0-2"]
+    # its instances hold the GPU's counters
+    k8s_cluster.wait_for(lambda: unschedulable(k8s_cluster, "mig-whole"), "the GPU to wait")
+    k8s_cluster.kubectl("delete", "pod", "mig-a", "mig-b", "--wait=true")
+    k8s_cluster.wait_for(lambda: k8s_cluster.pod_phase("mig-whole") == "Running", "the GPU")
+    assert booked_devices() == ["mg0"]
+    k8s_cluster.apply(pod_manifest("mig-c", "mig-slice"))
+    k8s_cluster.wait_for(lambda: unschedulable(k8s_cluster, "mig-c"), "an instance to wait")
+    k8s_cluster.delete_all_pods()
+    k8s_cluster.wait_for(lambda: not dra.claim_bookings(), "every booking to be freed")
+
+
 def test_an_unhealthy_device_is_tainted_and_untainted_when_it_recovers(
     k8s_cluster: Cluster, dra: DriverProcess
 ) -> None:
@@ -129,6 +161,7 @@ def test_an_unhealthy_device_is_tainted_and_untainted_when_it_recovers(
         return list(devices_of(k8s_cluster)["cuda1"].get("taints", []))
 
     generation = slices(k8s_cluster)[0]["spec"]["pool"]["generation"]
+    assert all(s["spec"]["pool"]["generation"] == generation for s in slices(k8s_cluster))
     flipped = time.monotonic()
     set_health(dra.config, "cuda1", "XID 79")
     seen = k8s_cluster.wait_for(taints, "the taint", every=0.02)

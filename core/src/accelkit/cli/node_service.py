@@ -23,6 +23,7 @@ from accelkit.metrics_export.gather import MetricsGatherer
 from accelkit.metrics_export.server import LOOPBACK, MetricsServer
 from accelkit.node import Node
 from accelkit.node.health_board import DeviceChange, Subscription
+from accelkit.workload.occupancy import read_held
 
 __all__ = ["describe", "serve_node"]
 
@@ -146,6 +147,10 @@ async def serve_node(
             MetricsGatherer(node.host),
             lambda: {k: v.devices for k, v in found.items()},
             health=lambda: node.health,
+            held=lambda: read_held(
+                node.bookkeeper.ledger,
+                {str(k): [d.device_id for d in v.devices] for k, v in found.items()},
+            ),
         )
         rediscover = _Rediscovery(node, say)
         changes = node.health.changes()

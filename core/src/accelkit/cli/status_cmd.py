@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,6 +16,9 @@ from accelkit.health import DeviceHealth
 from accelkit.plugin import PluginRole
 from accelkit.types import DeviceId, DeviceName
 from accelkit.workload.status import WorkloadStatus
+
+if TYPE_CHECKING:
+    from accelkit.workload.ledger import Ledger
 
 Health = Mapping[DeviceName, Mapping[DeviceId, DeviceHealth]]
 Roles = Mapping[str, PluginRole]
@@ -36,7 +39,10 @@ async def _status(
         found = await node.status()
         notes = read_notes(node.bookkeeper.ledger)
         health = node.health.snapshot()
+        held = _held(node.bookkeeper.ledger)
         rows = [_row(s, health, notes.get((s.agent, s.workload_id), [])) for s in found]
+        for row in rows:
+            row["held_seconds"] = held.get((row["agent"], row["workload"]), {})
         cordons = [
             f"{plugin}/{device}: {cordon.reason or '(no reason given)'}"
             for (plugin, device), cordon in sorted(node.health.cordons().items())
@@ -44,6 +50,18 @@ async def _status(
         findings = list(dict.fromkeys([*opened, *node.last_report.messages()]))
         roles = {str(k): role for k, role in node.host.roles.items()}
         return rows, cordons, findings, set(node.host.agents), roles
+
+
+def _held(ledger: Ledger) -> dict[tuple[str, str], dict[str, dict[str, str]]]:
+    """Per workload, the seconds it has held each device so far (see ``occupancy``)."""
+    from accelkit.workload.occupancy import read_held
+
+    held: dict[tuple[str, str], dict[str, dict[str, str]]] = {}
+    for h in read_held(ledger):
+        if h.holding:
+            per_plugin = held.setdefault((h.agent, h.workload), {}).setdefault(h.plugin, {})
+            per_plugin[h.device] = format(h.seconds, "f")
+    return held
 
 
 def _row(status: WorkloadStatus, health: Health, notes: list[Any]) -> dict[str, Any]:
@@ -155,7 +173,7 @@ def status(
 ) -> None:
     """The node's workloads: agent, workload id, runtime, devices, phase, age, liveness,
     unfinished teardowns, the health of their devices and what happened to it; then the
-    cordoned devices.
+    cordoned devices. --json also gives the seconds each workload has held each device.
 
     Opening the node reconciles the ledger first: dead workloads are torn down and freed,
     containers of this ledger that no record names are removed, and what that found is

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 
 from prometheus_client import CollectorRegistry
@@ -10,11 +10,13 @@ from prometheus_client.exposition import choose_encoder
 
 from accelkit.metrics_export.gather import MetricsGatherer
 from accelkit.metrics_export.health_metrics import HealthCollector
+from accelkit.metrics_export.occupancy_metrics import HeldSecondsCollector
 from accelkit.metrics_export.prometheus import SnapshotCollector
 from accelkit.metrics_export.scrape_errors import ScrapeErrorCollector
 from accelkit.metrics_export.snapshot import MetricsSnapshot
 from accelkit.node.health_board import HealthBoard
 from accelkit.types import ComputeDevice
+from accelkit.workload.occupancy import HeldSeconds
 
 __all__ = ["SCRAPE_TIMEOUT_HEADER", "Exposition", "scrape_budget"]
 
@@ -46,7 +48,9 @@ class Exposition:
 
     Scrapes that share a gather (see :class:`MetricsGatherer`) share its rendered text too.
     ``health``, when given, returns the node's health board: every scrape then carries the
-    device health series (:mod:`accelkit.metrics_export.health_metrics`), read fresh.
+    device health series (:mod:`accelkit.metrics_export.health_metrics`), read fresh;
+    ``held``, when given, the held device-seconds
+    (:mod:`accelkit.metrics_export.occupancy_metrics`), read fresh too.
     """
 
     def __init__(
@@ -55,10 +59,12 @@ class Exposition:
         devices: Callable[[], Mapping[str, Iterable[ComputeDevice]]] | None = None,
         *,
         health: Callable[[], HealthBoard] | None = None,
+        held: Callable[[], Sequence[HeldSeconds]] | None = None,
     ) -> None:
         self.gatherer = gatherer
         self._devices = devices
         self._health = health
+        self._held = held
         self._last: tuple[MetricsSnapshot, str, bytes] | None = None
 
     async def render(self, budget: Decimal | None, accept: str | None) -> tuple[bytes, str]:
@@ -70,7 +76,9 @@ class Exposition:
             last is not None
             and last[0] is snapshot
             and last[1] == content_type
-            and self._health is None  # health changes between gathers: render it each time
+            # health and held seconds change between gathers: render them each time
+            and self._health is None
+            and self._held is None
         ):
             return last[2], content_type
         registry = CollectorRegistry(auto_describe=False)
@@ -78,6 +86,8 @@ class Exposition:
         registry.register(ScrapeErrorCollector(lambda: snapshot))
         if self._health is not None:
             registry.register(HealthCollector(self._health))
+        if self._held is not None:
+            registry.register(HeldSecondsCollector(self._held))
         body = encoder(registry)
         self._last = (snapshot, content_type, body)
         return body, content_type

@@ -34,6 +34,8 @@ Conventions:
   the directory opened once and the database reached through its descriptor, and the identity
   is kept in ``ledger.id`` too: a database emptied, deleted or replaced beside it is refused
   (:mod:`accelkit.workload.ledger_identity`);
+* ``held`` keeps, per workload and device, when the booking began to hold the device and when
+  it stopped, in the transaction that writes or removes the record (:mod:`.occupancy`);
 * JSON only, never pickle.
 """
 
@@ -55,6 +57,8 @@ from accelkit.errors import ConfigError
 from accelkit.types import AgentId, DeviceId, DeviceName, SlotName, format_amount
 from accelkit.workload.ledger_identity import write_identity
 from accelkit.workload.ledger_open import connect_checked
+from accelkit.workload.occupancy import SCHEMA as OCCUPANCY_SCHEMA
+from accelkit.workload.occupancy import note_booking, note_release
 from accelkit.workload.record import LedgerFormatError, LedgerRecord
 from accelkit.workload.state_dir import KEY, dir_path, open_state_dir, secure_file, secure_state_dir
 
@@ -100,7 +104,7 @@ CREATE TABLE IF NOT EXISTS set_aside (
     agent TEXT, workload TEXT, body BLOB, reason TEXT NOT NULL, at TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS identity (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 INSERT OR IGNORE INTO identity VALUES ('ledger-id', lower(hex(randomblob(16))));
-"""
+""" + OCCUPANCY_SCHEMA
 
 RecordKey = tuple[AgentId, str]
 
@@ -242,6 +246,8 @@ class Ledger:
         self._ledger_id: str | None = None
         #: the state directory, opened once (:func:`open_state_dir`)
         self._dir_fd: int | None = None
+        #: wall-clock nanoseconds of the held-device intervals (:mod:`.occupancy`)
+        self.clock: Callable[[], int] = time.time_ns
 
     def __repr__(self) -> str:
         return f"Ledger({str(self.path)!r})"
@@ -611,6 +617,7 @@ class Ledger:
                     if amount
                 ],
             )
+            note_booking(self.db, record, self.clock())
 
     def remove(self, agent_id: str, workload_id: str) -> bool:
         """Delete a workload's record; ``False`` when there was none."""
@@ -627,6 +634,7 @@ class Ledger:
         self._execute(
             "DELETE FROM holdings WHERE agent = ? AND workload = ?", (agent_id, workload_id)
         )
+        note_release(self.db, agent_id, workload_id, self.clock())
         seq = self._next_seq()
         self._execute("INSERT INTO removals VALUES (?, ?, ?)", (seq, agent_id, workload_id))
         if seq % 1000 == 0 and seq > REMOVALS_KEPT:

@@ -42,9 +42,9 @@ from accelkit.workload import stopping
 from accelkit.workload.holders import naming_holders
 from accelkit.workload.ledger import Ledger, LedgerScan
 from accelkit.workload.lifecycle import HookTarget, PhaseListener, WorkloadLifecycle
-from accelkit.workload.liveness import ProcessStamp
+from accelkit.workload.liveness import Liveness, ProcessStamp
 from accelkit.workload.node_wide import NodeWideAgents
-from accelkit.workload.reconcile import Liveness, Reconciler, ReconcileReport, RecordKey, TornDown
+from accelkit.workload.reconcile import Reconciler, ReconcileReport, RecordKey, TornDown
 from accelkit.workload.record import LedgerRecord
 from accelkit.workload.status import ReleaseReport, WorkloadStatus, status_of
 

@@ -83,8 +83,8 @@ class _RoutedMap:
             for owners, part in self._targets(alloc).items():
                 done.append(self._place(owners, part))
         except BaseException:
-            for agent_id, part in reversed(done):
-                self._map_of(agent_id).free(part)
+            for agent_id, taken in reversed(done):
+                self._map_of(agent_id).free(taken)
             raise
         self._agents.placed.setdefault((self._agent_id, self._key), []).append((alloc, done))
 

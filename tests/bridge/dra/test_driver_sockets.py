@@ -157,3 +157,15 @@ def test_an_api_server_down_at_start_is_tried_again_with_a_growing_wait(
     messages = [e["message"] for e in events[:3]]
     assert all(m.startswith(f"cannot reach the API server at {UNREACHABLE} (") for m in messages)
     assert [m.rsplit("trying again in ", 1)[1] for m in messages] == ["0.01 s", "0.02 s", "0.04 s"]
+
+
+def test_connection_errors_are_said_in_short() -> None:
+    from urllib3.exceptions import MaxRetryError, NewConnectionError
+
+    from accelkit.bridge.dra.publisher import api_problem
+
+    refused = NewConnectionError(
+        None, "Failed to establish a new connection: [Errno 111] Connection refused"
+    )
+    assert api_problem(MaxRetryError(None, "/apis", refused)) == "[Errno 111] Connection refused"
+    assert api_problem(ValueError("something else\nand more")) == "something else"

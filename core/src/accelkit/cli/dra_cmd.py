@@ -82,9 +82,11 @@ async def _serve(config_path: Path | None, agent: str | None, settings: Any, as_
                 msg = f"the node has several agents ({known}); pick one with --agent"
                 raise click.ClickException(msg)
             agent = next(iter(node.agents))
+        from kubernetes.config import ConfigException
+
         try:
             driver = DraDriver(node, AgentId(agent), settings, echo)
-        except OSError as exc:  # an unreadable kubeconfig, a missing service-account token
+        except (OSError, ConfigException) as exc:  # no kubeconfig, no service-account token
             msg = f"cannot read the API server's credentials ({settings.kubeconfig}): {exc}"
             raise click.ClickException(msg) from None
         echo(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,6 +25,7 @@ __all__ = ["PublishFailed", "SlicePublisher", "api_problem"]
 
 log = logging.getLogger(__name__)
 
+_ERRNO = re.compile(r"\[Errno -?\d+\][^\"')]*")
 CONFLICT = 409
 NOT_FOUND = 404
 
@@ -46,7 +48,10 @@ def api_problem(exc: BaseException) -> str:
         except ValueError:
             pass
         return f"{status} {reason}: {message}".strip().rstrip(":")
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    text = str(getattr(exc, "reason", None) or exc)
+    if (errno := _ERRNO.search(text)) is not None:  # urllib3's connection errors, in short
+        return errno.group(0).strip()
+    return text.splitlines()[0][:200] if text else type(exc).__name__
 
 
 def _without_generation(slices: Sequence[Json]) -> list[Any]:

@@ -226,3 +226,32 @@ def test_a_device_another_workload_holds_is_refused_naming_it(
     assert error.startswith("claim default/one: cannot book its devices:")
     assert error.endswith("(held by pid:4242 of agent agent-1)")
     assert list(records) == ["pid:4242"]
+
+
+def test_specs_of_claims_no_longer_booked_are_removed_at_start(
+    dra_node: Path, short_root: Path
+) -> None:
+    from types import SimpleNamespace
+
+    from accelkit.bridge.dra.driver import DraDriver, DraSettings
+    from accelkit.types import WorkloadConfig
+
+    async def main() -> tuple[list[str], list[str]]:
+        async with serving(dra_node, short_root) as served:
+            one = served.claims.add(claim("kept", "u-kept", [result("cuda0")]))
+            await served.stub.NodePrepareResources(
+                pb.NodePrepareResourcesRequest(claims=[ref(one)])
+            )
+            served.specs.write("u-stale", "default/stale", WorkloadConfig())
+            settings = DraSettings(
+                node_name=POOL,
+                kubeconfig="unused",
+                cdi_dir=short_root / "cdi",
+            )
+            api = SimpleNamespace(configuration=SimpleNamespace(host="https://unused"))
+            driver = DraDriver(served.node, AGENT, settings, api=api)
+            return driver.remove_stale_specs(), served.specs.uids()
+
+    removed, left = asyncio.run(main())
+    assert removed == ["u-stale"]
+    assert left == ["u-kept"]

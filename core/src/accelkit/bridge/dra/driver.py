@@ -285,6 +285,19 @@ class DraDriver:
                 self.specs.remove(torn.workload_id.rsplit(":", 1)[-1])
             self.echo({"event": "released", "workload": torn.workload_id})
 
+    def remove_stale_specs(self) -> list[str]:
+        """Remove the CDI specs of claims the ledger no longer books (freed while no driver
+        ran); the uids removed."""
+        booked = {
+            workload.rsplit(":", 1)[-1]
+            for (_agent, workload) in self.node.bookkeeper.ledger.scan().records
+            if workload.startswith(CLAIM_PREFIX)
+        }
+        stale = [uid for uid in self.specs.uids() if uid not in booked]
+        for uid in stale:
+            self.specs.remove(uid)
+        return stale
+
     async def _follow_health(self) -> None:
         async with self.node.health.changes() as changes:
             async for _change in changes:
@@ -294,6 +307,7 @@ class DraDriver:
     async def run(self) -> None:
         """Serve until cancelled; the sockets are removed, the slices and bookings stay."""
         await self.connect()
+        self.remove_stale_specs()
         self.claims.start()
         follower = asyncio.create_task(self._follow_health())
         try:

@@ -148,6 +148,10 @@ def test_task_prolog_of_an_unbooked_job_prints_nothing(config: Path) -> None:
     ("table", "key", "message"),
     [
         ("gres-names = { cuda = 3 }", "bridge.slurm.gres-names.cuda", "expected a string"),
+        ('gres-names = { cuda = "gpu x" }', "bridge.slurm.gres-names.cuda", "not a Slurm GRES"),
+        ('gres-names = { cuda = "g,pu" }', "bridge.slurm.gres-names.cuda", "not a Slurm GRES"),
+        ('gres-names = { cuda = "1gpu" }', "bridge.slurm.gres-names.cuda", "not a Slurm GRES"),
+        ("resume = 1", "bridge.slurm.resume", "expected true or false"),
         ('scontrol = ""', "bridge.slurm.scontrol", ""),
         ("nodes = 1", "bridge.slurm.nodes", "unknown key"),
     ],
@@ -169,3 +173,23 @@ def test_gres_names_rename_a_plugins_gres(tmp_path: Path, config: Path) -> None:
     path.write_text(config.read_text().replace('{ cuda = "gpu" }', '{ cuda = "gpu", tpu = "npu" }'))
     done = accelkit("slurm", "node-line", "--config", str(path), "--node-name", "n")
     assert done.stdout.split() == ["NodeName=n", "Gres=gpu:mock_gpu_40g:4,npu:acme:2"]
+
+
+def test_a_plugin_key_that_is_no_gres_name_must_be_named(tmp_path: Path, config: Path) -> None:
+    path = tmp_path / "dashed.toml"
+    path.write_text(config.read_text().replace('key = "tpu"', 'key = "acme-npu"'))
+    for command in ("gres-conf", "node-line"):
+        done = accelkit("slurm", command, "--config", str(path))
+        assert done.returncode == 2
+        assert done.stderr == (
+            "error: plugin 'acme-npu': 'acme-npu' is not a Slurm GRES name (a letter, then "
+            "letters, digits and '_'); name it in [bridge.slurm] gres-names\n"
+        )
+    named = tmp_path / "named.toml"
+    named.write_text(
+        path.read_text().replace('{ cuda = "gpu" }', '{ cuda = "gpu", acme-npu = "npu" }')
+    )
+    done = accelkit("slurm", "node-line", "--config", str(named), "--node-name", "n")
+    name, gres = done.stdout.split()
+    assert name == "NodeName=n"
+    assert sorted(gres.removeprefix("Gres=").split(",")) == ["gpu:mock_gpu_40g:4", "npu:acme:2"]

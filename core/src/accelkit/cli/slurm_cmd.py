@@ -13,12 +13,16 @@ import asyncio
 import os
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from accelkit.cli.options import config_option, read_config
 from accelkit.config.model import HostConfig, SlurmBridgeConfig
 from accelkit.types import AgentId
+
+if TYPE_CHECKING:
+    from accelkit.bridge.slurm.gres import GresDevice
 
 AGENT_HELP = "The agent this slurmd serves (default: the only one)."
 
@@ -37,6 +41,19 @@ def _agents(known: list[str], agent: str | None, *, one: bool) -> list[AgentId]:
         msg = f"the node has several agents ({', '.join(sorted(known))}); pick one with --agent"
         raise click.UsageError(msg)
     return [AgentId(a) for a in known]
+
+
+def _check_names(devices: list[GresDevice]) -> None:
+    """A plugin key used as GRES name must be one Slurm reads (``acme-npu`` is not)."""
+    from accelkit.config.model import GRES_NAME
+
+    for device in devices:
+        if not GRES_NAME.fullmatch(device.name):
+            msg = (
+                f"plugin {device.plugin!r}: {device.name!r} is not a Slurm GRES name (a letter, "
+                "then letters, digits and '_'); name it in [bridge.slurm] gres-names"
+            )
+            raise click.ClickException(msg)
 
 
 def _node_name(base: str, agent: AgentId, several: bool) -> str:
@@ -62,6 +79,7 @@ async def _gres(
             devices = await gres_devices(
                 host.agents[agent_id], settings.gres_names, config.plugins.hook_timeout
             )
+            _check_names(devices)
             name = _node_name(base, agent_id, several)
             conf += divisible_notes(host.agents[agent_id])
             conf += gres_conf(devices, name if several else None)

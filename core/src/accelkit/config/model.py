@@ -111,12 +111,16 @@ def _frozen_names(value: Mapping[str, str]) -> Mapping[str, str]:
     return frozendict(value)
 
 
-_GRES_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
+#: a Slurm GRES name (what gres.conf, slurm.conf's Gres= and --gres read as one word)
+GRES_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 
 
 def _gres_name(value: Any) -> str:
     """A Slurm GRES name: it goes into gres.conf, slurm.conf and --gres as it is."""
-    if not isinstance(value, str) or not _GRES_NAME.fullmatch(value):
+    if not isinstance(value, str):
+        msg = f"expected a string, got {value!r}"
+        raise ValueError(msg)
+    if not GRES_NAME.fullmatch(value):
         msg = (
             f"{value!r} is not a Slurm GRES name: a letter, then letters, digits and '_' "
             "(at most 64)"

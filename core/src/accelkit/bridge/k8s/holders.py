@@ -48,6 +48,8 @@ class ForeignHolders:
         self.resources = resources
         #: per resource, device id -> ``workload 'W' of agent 'A'``
         self.held: dict[str, dict[str, str]] = {}
+        #: per resource, whether each holder seen is one of the bridge's pod bookings
+        self._ours: dict[str, dict[tuple[str, str], bool]] = {}
 
     def _scan(self, resource: K8sResource) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
         ledger = self.node.bookkeeper.ledger
@@ -55,15 +57,21 @@ class ForeignHolders:
         ids: list[str] = [d.device_id for d in resource.devices(agent, {})]
         held: dict[str, str] = {}
         keys: dict[str, tuple[str, str]] = {}
-        records: dict[tuple[str, str], LedgerRecord | None] = {}
+        known = self._ours.get(resource.name, {})
+        ours: dict[tuple[str, str], bool] = {}  # a record is read once while it holds
         for h in ledger.holders(resource.plugin, ids):
             key = (h.agent_id, h.workload_id)
-            if key not in records:
-                records[key] = ledger.read(*key)
-            if pod_booking(records[key], self.agent_id, resource.name) or records[key] is None:
+            if key not in ours:
+                if key in known:
+                    ours[key] = known[key]
+                else:
+                    record = ledger.read(*key)
+                    ours[key] = record is None or pod_booking(record, self.agent_id, resource.name)
+            if ours[key]:
                 continue
             held.setdefault(h.device_id, f"workload {h.workload_id!r} of agent {h.agent_id!r}")
             keys.setdefault(h.device_id, key)
+        self._ours[resource.name] = ours
         return held, keys
 
     def update(self) -> list[dict[str, Any]]:

@@ -119,14 +119,18 @@ class DraDriver:
         self._generation = 0
         self._changed = asyncio.Condition()
         self._said: set[str] = set()
+        self._listed: tuple[int, list[DraDevice]] = (-1, [])
         self._held: Held = {}
         self._held_seq = -1
 
     # -- devices and their changes ------------------------------------------------------------
 
     def devices(self) -> list[DraDevice]:
-        """The agent's devices now, with their health."""
-        return dra_devices(self.agent, self.node.health.snapshot())
+        """The agent's devices with their health, made again after every change on the health
+        board (which also says devices added and removed)."""
+        if self._listed[0] != self._generation:
+            self._listed = (self._generation, dra_devices(self.agent, self.node.health.snapshot()))
+        return self._listed[1]
 
     def held(self) -> Held:
         """What workloads other than this agent's claims hold, from the ledger (read again

@@ -18,7 +18,7 @@ from accelkit.errors import PluginContractError
 from accelkit.plugin import AbstractComputePlugin
 from accelkit.types import ComputeDevice, DeviceAllocation, DeviceName
 
-__all__ = ["denied_device_nodes", "names_device_nodes"]
+__all__ = ["denied_device_nodes", "device_nodes_of", "names_device_nodes"]
 
 
 def names_device_nodes(plugin: AbstractComputePlugin) -> bool:
@@ -32,7 +32,7 @@ def _granted(plugin: AbstractComputePlugin, alloc: DeviceAllocation) -> tuple[Co
     return tuple(d for d in plugin.devices if d.device_id in wanted)
 
 
-def _paths(found: object) -> set[str]:
+def _paths(found: object) -> list[str]:
     if isinstance(found, str | bytes) or not isinstance(found, Iterable):
         msg = f"device_nodes returned {type(found).__name__}, not a sequence of paths"
         raise PluginContractError(msg)
@@ -40,17 +40,24 @@ def _paths(found: object) -> set[str]:
     if bad := [p for p in paths if not isinstance(p, str) or not p.startswith("/")]:
         msg = f"device_nodes returned {bad[0]!r}, not an absolute path"
         raise PluginContractError(msg)
-    return set(paths)
+    return list(dict.fromkeys(paths))
 
 
-async def _nodes(
+async def device_nodes_of(
     key: DeviceName,
     plugin: AbstractComputePlugin,
     devices: Sequence[ComputeDevice],
     timeout: Decimal,
-) -> set[str]:
-    if not devices:
-        return set()
+) -> list[str]:
+    """The device nodes a workload given ``devices`` may open, as the plugin names them, each
+    once and in its order; none for no device or a plugin without ``device_nodes``.
+
+    Raises:
+        PluginContractError: the plugin answered something other than absolute paths.
+        PluginTimeout: it did not answer within ``timeout`` seconds.
+    """
+    if not devices or not names_device_nodes(plugin):
+        return []
     ask = functools.partial(plugin.device_nodes, devices)
     return _paths(await call_sync(key, "device_nodes", timeout, ask))
 
@@ -71,10 +78,11 @@ async def denied_device_nodes(
         if not names_device_nodes(plugin):
             continue
         try:
-            every = await _nodes(key, plugin, plugin.devices, timeout)
-            granted = await _nodes(key, plugin, _granted(plugin, allocation.get(key, {})), timeout)
+            every = await device_nodes_of(key, plugin, plugin.devices, timeout)
+            given = _granted(plugin, allocation.get(key, {}))
+            granted = await device_nodes_of(key, plugin, given, timeout)
         except Exception as exc:  # a plugin's failure must not stop the run
             problems.append(f"cannot tell the device nodes of plugin {key!r}: {exc}")
             continue
-        denied |= every - granted
+        denied |= set(every) - set(granted)
     return frozenset(denied), problems

@@ -3,7 +3,7 @@
 Every device of a *whole* slot (its alloc map's ``whole_slots``: whole GPUs, MIG-like
 instances) of an accelerator plugin is one ``gres.conf`` line, in accelkit's natural order, so
 Slurm's GRES index ``i`` of a name is the ``i``-th device of that name here
-(:func:`indexed_devices`). ``File=`` is the device node the plugin's hook gives a container of
+(:func:`indexed_devices`). ``File=`` is the device node the plugin's ``device_nodes`` names for
 that device alone (nodes every device gets, like ``/dev/nvidiactl``, are left out); a device
 without one is ``Count=1``. ``Cores=`` are the cores plugin's cores on the device's NUMA node.
 
@@ -22,20 +22,17 @@ from decimal import Decimal
 
 import attrs
 
-from accelkit.calls import call_async
 from accelkit.host import AgentView
 from accelkit.partition import natural_sort_key
 from accelkit.plugin import AbstractAgentContext, PluginRole
 from accelkit.types import (
     DeviceId,
     DeviceName,
-    DeviceSlotInfo,
-    MountType,
     SlotName,
-    Workload,
     format_amount,
     is_digits,
 )
+from accelkit.workload.device_nodes import device_nodes_of
 
 __all__ = [
     "GresDevice",
@@ -48,8 +45,6 @@ __all__ = [
 ]
 
 _NOT_TYPE = re.compile(r"[^a-z0-9_]+")
-#: the workload the hooks are asked about: only their DEVICE mounts are read, nothing runs
-_PROBE = Workload.container("accelkit-slurm-gres")
 
 
 @attrs.frozen
@@ -108,11 +103,10 @@ def _cores_by_numa(agent: AgentView) -> dict[int, tuple[int, ...]]:
 
 
 async def _device_nodes(
-    ctx: AbstractAgentContext, device_id: DeviceId, info: DeviceSlotInfo, timeout: Decimal
+    ctx: AbstractAgentContext, device_id: DeviceId, timeout: Decimal
 ) -> list[str]:
-    hook = ctx.create_lifecycle_hook(_PROBE, {info.slot_name: {device_id: info.amount}})
-    config = await call_async(ctx.plugin.key, "pre_create", timeout, hook.pre_create)
-    return [m.source for m in config.mounts if m.type is MountType.DEVICE]
+    device = [d for d in ctx.plugin.devices if d.device_id == device_id]
+    return await device_nodes_of(ctx.plugin.key, ctx.plugin, device, timeout)
 
 
 async def gres_devices(
@@ -120,7 +114,7 @@ async def gres_devices(
 ) -> list[GresDevice]:
     """The agent's GRES devices, by plugin in the agent's order, each in natural order.
 
-    ``timeout`` bounds each hook's ``pre_create`` (asked only for device nodes).
+    ``timeout`` bounds each plugin's ``device_nodes``.
     """
     cores = _cores_by_numa(agent)
     found: list[GresDevice] = []
@@ -135,7 +129,7 @@ async def gres_devices(
             if info.slot_name in whole_slots
         ]
         whole.sort(key=lambda item: natural_sort_key(item[0]))
-        nodes = {d: await _device_nodes(ctx, d, i, timeout) for d, i in whole}
+        nodes = {d: await _device_nodes(ctx, d, timeout) for d, _ in whole}
         shared = Counter(path for paths in nodes.values() for path in set(paths))
         for device_id, info in whole:
             own = [p for p in nodes[device_id] if len(whole) == 1 or shared[p] < len(whole)]

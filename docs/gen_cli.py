@@ -93,6 +93,12 @@ def render() -> str:
         command = cli.get_command(root, name)
         if command is not None and not command.hidden:
             lines += _section(name, command, root)
+            if isinstance(command, click.Group):  # its subcommands, each with its own section
+                group = click.Context(command, info_name=name, parent=root)
+                for sub in command.list_commands(group):
+                    found = command.get_command(group, sub)
+                    if found is not None and not found.hidden:
+                        lines += _section(f"{name} {sub}", found, group)
     return "\n".join(lines).rstrip() + "\n"
 
 

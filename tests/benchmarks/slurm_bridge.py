@@ -5,12 +5,14 @@ sees a device Slurm did not allocate to it. Run from the repository root::
     .venv/bin/python tests/benchmarks/slurm_bridge.py --runs 20 --jobs 100
 
 - ``first_line``: from starting ``srun --gres=gpu:1 echo`` until its first line arrives, median
-  and p95 in ms, ``with_prolog`` (accelkit's Prolog/TaskProlog/Epilog) and the floor
-  ``without_prolog`` (the same cluster config with no Prolog/TaskProlog/Epilog lines, started
-  in the same run), and their ratio.
+  and p95 in ms, ``with_prolog`` (accelkit's Prolog, task prolog script and Epilog) and the
+  floor ``without_prolog`` (the same cluster config with no Prolog/TaskProlog/Epilog lines),
+  side by side: both clusters run at once and the samples alternate between them, so load on
+  the machine weighs on both alike; and their ratio.
 - ``foreign_devices``: ``--jobs`` jobs, four at a time, each ``--gres=gpu:K`` with K drawn from
-  1..4 (seeded); a job counts when ``MOCK_CUDA_DEVICES`` differs from the GPUs of Slurm's
-  ``SLURM_STEP_GPUS``, or when a job running at the same time held one of its devices. Must be 0.
+  1..4 or ``-nK --gpus-per-task=1`` with K from 1..3 (seeded); a task counts when
+  ``MOCK_CUDA_DEVICES`` differs from the GPUs of Slurm's ``SLURM_STEP_GPUS`` (its own, per
+  task), a pair when tasks of two jobs running at the same time held the same device. Must be 0.
 
 Prints one JSON object.
 """
@@ -34,9 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bridge" / "slurm")
 
 import cluster as slurm_cluster  # the tests' cluster helper
 
+#: one line per task: start, end, Slurm's GPUs for the task, accelkit's variable
 JOB = (
-    'echo "START=$(date +%s.%N)"; echo "GPUS=$SLURM_STEP_GPUS"; '
-    'echo "MOCK=$MOCK_CUDA_DEVICES"; sleep 0.3; echo "END=$(date +%s.%N)"'
+    "s=$(date +%s.%N); sleep 0.3; "
+    'echo "T $s $(date +%s.%N) ${SLURM_STEP_GPUS:--} ${MOCK_CUDA_DEVICES:--}"'
 )
 
 
@@ -62,20 +65,27 @@ def _wait_idle(c: slurm_cluster.Cluster) -> None:
         time.sleep(0.1)
 
 
-def first_line(prolog: bool, runs: int) -> list[float]:
-    root = Path(tempfile.mkdtemp(prefix="accelkit-slurm-bench-"))
-    root.chmod(0o755)
-    c = slurm_cluster.start(root, prolog=prolog)
+def first_line(runs: int) -> tuple[list[float], list[float]]:
+    """Samples without and with the prolog, taken in turns on two clusters running at once."""
+    roots = [Path(tempfile.mkdtemp(prefix="accelkit-slurm-bench-")) for _ in range(2)]
+    clusters: list[slurm_cluster.Cluster] = []
     try:
-        _first_line_ms(c)  # warm-up: caches, the first job's credential
-        samples = []
+        for root, prolog in zip(roots, (False, True), strict=True):
+            root.chmod(0o755)
+            clusters.append(slurm_cluster.start(root, prolog=prolog))
+        samples: tuple[list[float], list[float]] = ([], [])
+        for c in clusters:
+            _first_line_ms(c)  # warm-up: caches, the first job's credential
         for _ in range(runs):
-            _wait_idle(c)
-            samples.append(_first_line_ms(c))
+            for c, found in zip(clusters, samples, strict=True):
+                _wait_idle(c)
+                found.append(_first_line_ms(c))
         return samples
     finally:
-        c.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        for c in clusters:
+            c.stop()
+        for root in roots:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def foreign_devices(jobs: int, seed: int) -> dict[str, Any]:
@@ -83,43 +93,48 @@ def foreign_devices(jobs: int, seed: int) -> dict[str, Any]:
     root.chmod(0o755)
     c = slurm_cluster.start(root)
     rng = random.Random(seed)
-    counts = [rng.randint(1, slurm_cluster.GPUS) for _ in range(jobs)]
+    forms = [
+        [f"--gres=gpu:{rng.randint(1, slurm_cluster.GPUS)}"]
+        if rng.random() < 0.5
+        else [f"-n{rng.randint(1, 3)}", "-O", "--gpus-per-task=1"]
+        for _ in range(jobs)
+    ]
 
-    def one(count: int) -> dict[str, str]:
-        done = c.run("srun", f"--gres=gpu:{count}", "sh", "-c", JOB, timeout=300)
-        out = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
-        out["rc"] = str(done.returncode)
-        out["count"] = str(count)
-        return out
+    def one(job: tuple[int, list[str]]) -> tuple[int, int, list[list[str]]]:
+        done = c.run("srun", *job[1], "sh", "-c", JOB, timeout=300)
+        lines = [line.split()[1:] for line in done.stdout.splitlines() if line.startswith("T ")]
+        return job[0], done.returncode, lines
 
     try:
         with ThreadPoolExecutor(4) as pool:
-            results = list(pool.map(one, counts))
+            results = list(pool.map(one, enumerate(forms)))
     finally:
         c.stop()
         shutil.rmtree(root, ignore_errors=True)
-    wrong = 0
-    failed = 0
-    held: list[tuple[float, float, set[str]]] = []
-    for r in results:
-        if r["rc"] != "0" or "START" not in r:
+    wrong = failed = tasks = 0
+    held: list[tuple[int, float, float, set[str]]] = []
+    for job, rc, lines in results:
+        if rc != 0 or not lines:
             failed += 1
             continue
-        slurm = {f"cuda{i}" for i in r["GPUS"].split(",") if i}
-        mine = set(filter(None, r["MOCK"].split(",")))
-        if mine != slurm or len(mine) != int(r["count"]):
-            wrong += 1
-        held.append((float(r["START"]), float(r["END"]), mine))
+        for start, end, gpus, mock in lines:
+            tasks += 1
+            slurm = {f"cuda{i}" for i in gpus.split(",") if i and gpus != "-"}
+            mine = set() if mock == "-" else set(mock.split(","))
+            if mine != slurm:
+                wrong += 1
+            held.append((job, float(start), float(end), mine))
     overlapping = sum(
         1
-        for i, (s1, e1, d1) in enumerate(held)
-        for s2, e2, d2 in held[i + 1 :]
-        if s1 < e2 and s2 < e1 and d1 & d2
+        for i, (j1, s1, e1, d1) in enumerate(held)
+        for j2, s2, e2, d2 in held[i + 1 :]
+        if j1 != j2 and s1 < e2 and s2 < e1 and d1 & d2
     )
     return {
         "jobs": jobs,
+        "tasks": tasks,
         "failed": failed,
-        "saw_devices_not_allocated": wrong,
+        "tasks_saw_devices_not_bound": wrong,
         "concurrent_jobs_sharing_a_device": overlapping,
     }
 
@@ -141,8 +156,7 @@ def main() -> None:
     reason = slurm_cluster.missing()
     if reason:
         raise SystemExit(f"error: {reason}")
-    without = first_line(False, args.runs)
-    with_prolog = first_line(True, args.runs)
+    without, with_prolog = first_line(args.runs)
     result = {
         "first_line": {
             "runs": args.runs,

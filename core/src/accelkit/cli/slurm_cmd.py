@@ -205,11 +205,13 @@ async def _epilog(config_path: Path | None) -> None:
 @config_option
 @click.option("--agent", default=None, help=AGENT_HELP)
 def prolog_cmd(config_path: Path | None, agent: str | None) -> None:
-    """For Prolog=: book the job's accelkit GRES as workload slurm:JOBID and run pre_create.
+    """For Prolog=: book the job's accelkit GRES as workload slurm:KEY and run pre_create.
 
-    The indices come from SLURM_JOB_GPUS (gpu) or 'scontrol show job -d' (other names); a job
-    with no accelkit GRES passes through. On failure nothing stays booked and the exit status
-    is non-zero, so Slurm drains the node and requeues the job.
+    KEY is SLURM_JOB_SLUID where Slurm sets it, else the job id (its StartTime recorded). The
+    indices come from SLURM_JOB_GPUS (gpu) or 'scontrol show job -d' (other names); a job
+    with no accelkit GRES passes through. A device that is unhealthy or cordoned fails the
+    prolog and drains the node with the reason. On failure nothing stays booked and the exit
+    status is non-zero, so Slurm drains the node and requeues the job.
     """
     asyncio.run(_prolog(config_path, agent))
 

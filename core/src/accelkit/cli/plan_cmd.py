@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +10,7 @@ import click
 
 from accelkit.cli.options import config_option, echo_warnings, json_option, read_config
 from accelkit.config.model import AllocationMode, HostConfig
-from accelkit.plugin import PluginRole
+from accelkit.plugin import AbstractComputePlugin, PluginRole
 from accelkit.types import DeviceName
 
 #: --agents above this is refused before any agent is made (a node has fewer devices)
@@ -61,7 +61,27 @@ async def compute_plan(
         health, problems = await read_health(host.plugins.values(), config)
         plan["warnings"] += [*health_warnings(health, roles), *problems]
         plan["warnings"] += read_only_notes(host)  # live bookings this split would move
+        if topology := await _topology(host.plugins.values(), config):
+            plan["topology"] = topology  # how each plugin's devices are joined, where known
         return plan, roles
+
+
+async def _topology(plugins: Iterable[AbstractComputePlugin], config: HostConfig) -> dict[str, str]:
+    """Per plugin, how its devices are joined, where its node info tells it (``topology``)."""
+    from accelkit.calls import call_async
+
+    found = {}
+    for plugin in plugins:
+        try:
+            info = await call_async(
+                plugin.key, "get_node_info", config.plugins.call_timeout, plugin.get_node_info
+            )
+        except Exception as exc:  # a plugin's failure: the plan does without it
+            click.echo(f"warning: plugin {plugin.key!r}: no topology: {exc}", err=True)
+            continue
+        if text := info.facts.get("topology"):
+            found[str(plugin.key)] = text
+    return found
 
 
 def _amount(slot: str, amount: str) -> str:
@@ -98,6 +118,8 @@ def print_plan(data: dict[str, Any], roles: Mapping[DeviceName, PluginRole] | No
     ]
     if numa:
         click.echo(f"NUMA nodes: {'; '.join(numa)}")
+    for key, text in data.get("topology", {}).items():
+        click.echo(f"topology {key}: {text}")
     reserved = data["reserved"]
     mem = _amount("mem", reserved["mem"])
     click.echo(f"reserved: {reserved['cpu']} cpu core(s), {mem} of memory")

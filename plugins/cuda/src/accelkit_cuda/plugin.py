@@ -30,8 +30,16 @@ from accelkit_cuda.hook import CUDALifecycleHook
 from accelkit_cuda.hook import device_nodes as gpu_device_nodes
 from accelkit_cuda.metrics import node_metrics, read_devices
 from accelkit_cuda.nvml import Handle, NVMLLibrary, NVMLModule, import_nvml
+from accelkit_cuda.placement import TopologyAllocMap
 from accelkit_cuda.processes import WorkloadPids, leader_process_tree
-from accelkit_cuda.slots import EXCLUSIVE_SLOT_TYPES, device_slots, mig_slot_spec, whole_gpu_slot
+from accelkit_cuda.slots import (
+    DEVICE_SLOT,
+    EXCLUSIVE_SLOT_TYPES,
+    device_slots,
+    mig_slot_spec,
+    whole_gpu_slot,
+)
+from accelkit_cuda.topology import GPUPlace, Topology, read_topology
 
 if TYPE_CHECKING:
     from accelkit.allocmap import AbstractAllocMap
@@ -80,6 +88,8 @@ class CUDAPlugin(AbstractComputePlugin):
         #: the physical GPUs behind the devices, by GPU device id (health is read per GPU)
         self._gpus: dict[str, GPU] = {}
         self._health = HealthKeeper()
+        #: how the whole GPUs are joined (NVLink, PCIe), where NVML tells it
+        self.topology: Topology | None = None
         #: what device_health() or the watch last reported
         self._told: dict[DeviceId, DeviceHealth] = {}
 
@@ -131,6 +141,7 @@ class CUDAPlugin(AbstractComputePlugin):
             if f.parent_handle is not None
         }
         self._gpus = _physical_gpus(found)
+        self.topology = await asyncio.to_thread(_read_topology, self.library, found)
         return tuple(f.device for f in found)
 
     def handles(self, device_ids: Iterable[DeviceId]) -> dict[DeviceId, Handle]:
@@ -156,9 +167,25 @@ class CUDAPlugin(AbstractComputePlugin):
     def create_alloc_map(
         self, device_slots: Mapping[DeviceId, DeviceSlotInfo], device_mask: frozenset[DeviceId]
     ) -> AbstractAllocMap:
-        """A discrete map, or a fraction map with the configured quantum for ``cuda.shares``."""
+        """A discrete map, or a fraction map with the configured quantum for ``cuda.shares``.
+
+        Whole GPUs on a node whose topology NVML tells are granted as close together as it
+        allows (:mod:`accelkit_cuda.placement`): one NVLink island, else one PCIe switch, else
+        one NUMA node.
+        """
         if self.settings.allocation is not AllocationMode.FRACTIONAL:
-            return super().create_alloc_map(device_slots, device_mask)
+            topology = self.topology
+            whole = any(i.slot_name == DEVICE_SLOT for i in device_slots.values())
+            if topology is None or not whole:
+                return super().create_alloc_map(device_slots, device_mask)
+            return TopologyAllocMap(
+                device_slots,
+                topology=topology,
+                device_mask=device_mask,
+                exclusive_slot_types=self.exclusive_slot_types,
+                strategy=self.allocation_strategy(),
+                slot_specs=tuple(self.configurable_slots()),
+            )
         return self.fraction_alloc_map(
             device_slots,
             device_mask,
@@ -197,14 +224,13 @@ class CUDAPlugin(AbstractComputePlugin):
             return False
 
     async def get_node_info(self) -> NodeInfo:
-        """Driver, NVML and CUDA driver versions."""
+        """Driver, NVML and CUDA driver versions, and the GPU topology where NVML tells it."""
         library = self.library
         cuda = library.cuda_driver_version()
-        return NodeInfo(
-            driver_version=library.driver_version(),
-            runtime_version=cuda,
-            facts={"nvml_version": library.nvml_version(), "cuda_driver_version": cuda},
-        )
+        facts = {"nvml_version": library.nvml_version(), "cuda_driver_version": cuda}
+        if self.topology is not None:
+            facts["topology"] = self.topology.describe()
+        return NodeInfo(driver_version=library.driver_version(), runtime_version=cuda, facts=facts)
 
     async def gather_node_metrics(self, ctx: MetricContext) -> Sequence[NodeMetric]:
         """Utilisation, memory, power and temperature of every discovered device.
@@ -284,6 +310,16 @@ def _physical_gpus(found: Sequence[FoundDevice]) -> dict[str, GPU]:
         instances[int(device.extra["gpu_instance_id"])] = device.device_id
         gpus[parent] = GPU(known.handle, (*known.devices, device.device_id), instances)
     return gpus
+
+
+def _read_topology(library: NVMLLibrary, found: Sequence[FoundDevice]) -> Topology | None:
+    """The topology of the whole GPUs found (MIG instances are granted one at a time)."""
+    places = [
+        GPUPlace(f.device.device_id, f.handle, f.device.extra["pci_bus_id"], f.device.numa_node)
+        for f in found
+        if f.parent_handle is None
+    ]
+    return read_topology(library, places)
 
 
 def _shutdown(library: NVMLLibrary) -> None:

@@ -4,7 +4,8 @@ a rollout restart.
 Needs root and the single-node cluster of ``../shared/k8s`` beside the repository (see
 ``tests/bridge/k8s/real_cluster.py``). Run from the repository root::
 
-    .venv/bin/python tests/benchmarks/k8s_real_cluster.py --starts 3 --allocations 100 --runs 6
+    .venv/bin/python tests/benchmarks/k8s_real_cluster.py --starts 3 --allocations 100 --runs 6 \
+        --churn 120
 
 - ``startup``: seconds from ``start-cluster.sh`` until pods can be made (node Ready, untainted,
   default service account), each a fresh cluster folder (binaries unpacked once before), and
@@ -16,6 +17,9 @@ Needs root and the single-node cluster of ``../shared/k8s`` beside the repositor
   median and p95 in ms, and the ratio of the medians.
 - ``rollout``: a one-GPU Deployment (``Recreate``), ``kubectl rollout restart`` as soon as its
   pod runs: the pods the kubelet rejected (must be 0) and seconds until the new pod ran.
+- ``churn``: a Deployment of 8 one-GPU pods over 4 GPUs; every half second a running pod is
+  deleted (its Deployment makes another) for ``--churn`` seconds: pods the kubelet rejected and
+  GPUs PodResources listed in two pods at once (both must be 0).
 
 Prints one JSON object.
 """
@@ -25,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import random
 import statistics
 import sys
 import tempfile
@@ -42,6 +47,8 @@ from k8s.real_bridge import GPU, bridge_on, deployment, pods_of, rejected  # noq
 
 from accelkit.runtime.kubelet_api import deviceplugin_v1beta1_pb2 as dp  # noqa: E402
 from accelkit.runtime.kubelet_api import deviceplugin_v1beta1_pb2_grpc as dp_grpc  # noqa: E402
+from accelkit.runtime.kubelet_api import podresources_v1_pb2 as pr  # noqa: E402
+from accelkit.runtime.kubelet_api import podresources_v1_pb2_grpc as pr_grpc  # noqa: E402
 
 
 def ms(values: list[float]) -> dict[str, float]:
@@ -125,11 +132,58 @@ def rollout(cluster: real_cluster.Cluster) -> dict[str, Any]:
     return {"rejected_pods": len(failed), "new_pod_running_s": round(took, 2)}
 
 
+def _holders(cluster: real_cluster.Cluster) -> dict[str, list[str]]:
+    """Per GPU id, the pods whose containers PodResources lists with it."""
+    with grpc.insecure_channel(f"unix://{cluster.pod_resources_socket}") as channel:
+        stub: Any = pr_grpc.PodResourcesListerStub(channel)  # type: ignore[no-untyped-call]
+        reply = stub.List(pr.ListPodResourcesRequest(), timeout=5)
+    found: dict[str, set[str]] = {}
+    for p in reply.pod_resources:
+        for c in p.containers:
+            for d in c.devices:
+                if d.resource_name == GPU:
+                    for device in d.device_ids:
+                        found.setdefault(device, set()).add(p.name)
+    return {device: sorted(pods) for device, pods in found.items()}
+
+
+def churn(cluster: real_cluster.Cluster, seconds: float) -> dict[str, Any]:
+    """8 pods over 4 GPUs; a running pod deleted (and recreated by its Deployment) every
+    moment for ``seconds``: pods the kubelet rejected, GPUs listed in two pods at once."""
+    root = Path(tempfile.mkdtemp(prefix="akb-", dir="/tmp"))
+    deleted = samples = twice = 0
+    failed: set[str] = set()
+    rng = random.Random(7)
+    with bridge_on(cluster, root, gpus=4, interval="1"):
+        cluster.apply(deployment("churn", 8).replace('"Recreate"', '"RollingUpdate"'))
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pods = pods_of(cluster, "churn")
+            failed.update(rejected(pods))
+            doubled = {d: p for d, p in _holders(cluster).items() if len(p) > 1}
+            samples += 1
+            twice += len(doubled)
+            up = [p["metadata"]["name"] for p in pods if p["status"].get("phase") == "Running"]
+            if up:
+                cluster.kubectl("delete", "pod", rng.choice(up), "--wait=false")
+                deleted += 1
+            time.sleep(0.5)
+        failed.update(rejected(pods_of(cluster, "churn")))
+    return {
+        "seconds": seconds,
+        "pods_deleted": deleted,
+        "samples": samples,
+        "rejected_pods": len(failed),
+        "gpus_in_two_pods": twice,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--starts", type=int, default=3)
     parser.add_argument("--allocations", type=int, default=100)
     parser.add_argument("--runs", type=int, default=6)
+    parser.add_argument("--churn", type=float, default=120.0, help="seconds of pod churn")
     args = parser.parse_args()
     reason = real_cluster.missing()
     if reason is not None:
@@ -138,6 +192,7 @@ def main() -> None:
     try:
         runs = allocate_runs(cluster, args.allocations, args.runs)
         restart = rollout(cluster)
+        churned = churn(cluster, args.churn)
     finally:
         cluster.stop()
     ratios = [r["ratio"] for r in runs]
@@ -153,6 +208,7 @@ def main() -> None:
                     "max": max(ratios),
                 },
                 "rollout_restart": restart,
+                "churn": churned,
             },
             indent=2,
         )

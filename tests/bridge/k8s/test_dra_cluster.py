@@ -176,6 +176,34 @@ def test_an_unhealthy_device_is_tainted_and_untainted_when_it_recovers(
     print(f"taint latency: {latency:.3f} s from the health file's change to the slice")
 
 
+def test_the_kubelet_shows_a_pods_device_health_from_the_driver(
+    k8s_cluster: Cluster, dra: DriverProcess
+) -> None:
+    k8s_cluster.apply(pod_manifest("health", "one-gpu"))
+    k8s_cluster.wait_for(lambda: k8s_cluster.pod_phase("health") == "Running", "the pod to run")
+    [booking] = dra.claim_bookings()
+    [device] = booking["devices"]["cuda"]
+
+    def shown() -> list[tuple[str, str]]:
+        statuses = k8s_cluster.get("pod", "health")["status"]["containerStatuses"]
+        return [
+            (r["health"], r.get("message", ""))
+            for c in statuses
+            for claim in c.get("allocatedResourcesStatus", [])
+            for r in claim["resources"]
+        ]
+
+    try:
+        set_health(dra.config, device, "XID 79")  # NodeWatchResources, v1alpha1
+        k8s_cluster.wait_for(lambda: shown() == [("Unhealthy", "XID 79")], "the pod's status")
+        set_health(dra.config, device, None)
+        k8s_cluster.wait_for(lambda: shown() == [("Healthy", "")], "its recovery")
+    finally:
+        set_health(dra.config, device, None)
+        k8s_cluster.kubectl("delete", "pod", "health", "--wait=true")
+    k8s_cluster.wait_for(lambda: not dra.claim_bookings(), "the claim's booking to be freed")
+
+
 def test_a_gpu_accelkit_run_holds_is_tainted_and_a_pod_gets_the_other(
     k8s_cluster: Cluster, dra: DriverProcess
 ) -> None:

@@ -24,6 +24,7 @@ from accelkit.calls import (
     call_blocking,
     call_sync,
     failure_of,
+    iterate,
     on_failure,
     plugin_of,
     retire,
@@ -265,3 +266,58 @@ def test_the_loader_marks_a_plugin_that_overruns_a_later_call_failed():
     assert record.status is PluginStatus.FAILED
     assert record.error == "plugin 'slow' timed out after 0.2 s in blocks"
     assert loader.plugins == []
+
+
+class Watching(Plugin):
+    key = DeviceName("watch")
+
+    def __init__(self, *, fails: bool = False) -> None:
+        super().__init__()
+        self.fails = fails
+        self.closed = threading.Event()
+
+    async def watch_health(self) -> Any:
+        try:
+            yield threading.current_thread().name
+            if self.fails:
+                raise RuntimeError("driver gone")
+            await asyncio.sleep(HANG)
+        finally:
+            self.closed.set()
+
+
+def test_watch_health_runs_on_the_worker_and_ends_there_when_the_caller_stops():
+    plugin = Watching()
+
+    async def main() -> list[str]:
+        seen: list[str] = []
+
+        async def watch() -> None:
+            async for item in iterate("watch", "watch_health", plugin.watch_health):
+                seen.append(item)
+
+        task = asyncio.ensure_future(watch())
+        while not seen:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return seen
+
+    assert asyncio.run(main()) == ["accelkit-plugin-watch"]
+    assert plugin.closed.wait(HANG)  # its finally ran, on its own loop
+    assert call_blocking("watch", "where_sync", LIMIT, plugin.where_sync) == "accelkit-plugin-watch"
+
+
+def test_an_error_of_watch_health_reaches_the_caller():
+    plugin = Watching(fails=True)
+
+    seen: list[str] = []
+
+    async def main() -> None:
+        async for item in iterate("watch", "watch_health", plugin.watch_health):
+            seen.append(item)
+
+    with pytest.raises(RuntimeError, match="driver gone"):
+        asyncio.run(main())
+    assert seen == ["accelkit-plugin-watch"]

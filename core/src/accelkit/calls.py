@@ -32,7 +32,7 @@ import functools
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from decimal import Decimal
 from typing import Any, TypeVar
 
@@ -50,6 +50,7 @@ __all__ = [
     "call_blocking",
     "call_sync",
     "failure_of",
+    "iterate",
     "on_failure",
     "plugin_of",
     "retire",
@@ -281,6 +282,47 @@ class PluginWorker:
             self._settle_blocking()
             raise PluginTimeout(message) from None
 
+    async def iterate(
+        self, name: str, method: str, call: Callable[[], AsyncIterator[T]]
+    ) -> AsyncIterator[T]:
+        """The items of the async iterator ``call()`` runs on the worker, as they come.
+
+        No time limit: such an iterator may wait indefinitely between items (``watch_health``).
+        Leaving the loop (or being cancelled) cancels it on the worker.
+        """
+        await self._settle()
+        self._refuse(name, method)
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        ended = threading.Event()
+
+        def hand_over(kind: str, value: object) -> None:
+            with contextlib.suppress(RuntimeError):  # the caller's loop is closed: nobody reads
+                loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
+
+        async def relay() -> None:
+            try:
+                async for item in call():
+                    hand_over("item", item)
+            except Exception as exc:  # the caller raises it
+                hand_over("error", exc)
+            else:
+                hand_over("end", None)
+
+        future = self._submit_async(relay, ended)
+        try:
+            while True:
+                kind, value = await queue.get()
+                if kind == "end":
+                    return
+                if kind == "error":
+                    raise value
+                yield value
+        finally:
+            if not future.done():
+                future.cancel()
+                self._cut_off(ended, f"plugin {name!r} did not end {method} when cancelled")
+
     async def _wait(
         self,
         name: str,
@@ -364,6 +406,19 @@ async def call_async(
         return await asyncio.wait_for(call(), float(timeout))
     except TimeoutError:
         raise PluginTimeout(timeout_message(plugin, method, timeout)) from None
+
+
+async def iterate(
+    plugin: str, method: str, call: Callable[[], AsyncIterator[T]]
+) -> AsyncIterator[T]:
+    """The items of the async iterator ``call()`` (``watch_health()``), run on its plugin's
+    worker; without a time limit, as it may wait indefinitely between items."""
+    if (worker := _worker_for(call)) is None:
+        async for item in call():
+            yield item
+        return
+    async for item in worker.iterate(plugin, method, call):
+        yield item
 
 
 async def call_sync(plugin: str, method: str, timeout: Decimal | float, call: Callable[[], T]) -> T:

@@ -16,7 +16,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from decimal import Decimal
 
-from accelkit.calls import call_async
+from accelkit.calls import call_async, iterate
 from accelkit.events import WorkloadEvent, WorkloadPhase
 from accelkit.health import DeviceHealth, HealthEvent, HealthState
 from accelkit.host import PartitionHost
@@ -213,7 +213,7 @@ class HealthKeeper:
 
     async def _watch(self, key: DeviceName, plugin: AbstractComputePlugin) -> None:
         try:
-            async for event in plugin.watch_health():
+            async for event in iterate(key, "watch_health", plugin.watch_health):
                 self.apply_event(key, event)
         except asyncio.CancelledError:
             raise

@@ -99,6 +99,13 @@ def test_a_pod_claiming_one_gpu_runs_with_it_booked_until_it_is_deleted(
     assert booking["devices"] == {"cuda": [allocated["device"]]}
     spec = json.loads(next(dra.cdi_dir.glob(f"*{uid}.json")).read_text())
     assert f"MOCK_CUDA_DEVICES={allocated['device']}" in spec["devices"][0]["containerEdits"]["env"]
+    refused = subprocess.run(
+        [*ACCELKIT, "release", "--config", str(dra.config), booking["workload"]],
+        capture_output=True, text=True, env=dra.env, timeout=120, check=False,
+    )  # fmt: skip
+    assert refused.returncode == 2
+    assert "is still reserved for a running pod on node" in refused.stderr
+    assert [b["workload"] for b in dra.claim_bookings()] == [booking["workload"]]  # kept
     k8s_cluster.kubectl("delete", "pod", "one-gpu", "--wait=true")
     k8s_cluster.wait_for(lambda: not dra.claim_bookings(), "the claim's booking to be freed")
     k8s_cluster.wait_for(lambda: not list(dra.cdi_dir.glob(f"*{uid}.json")), "its CDI spec to go")

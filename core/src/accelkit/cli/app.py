@@ -132,34 +132,43 @@ def main(argv: Sequence[str] | None = None) -> int:  # noqa: PLR0911 - a status 
     return result if isinstance(result, int) else 0
 
 
-def _end_now_if_threads_linger(status: int) -> None:
-    """End the process once the command is done, even where a plugin left a thread running.
+#: seconds the exit waits for threads that are not daemons before it ends the process anyway
+EXIT_GRACE = 3.0
 
-    A thread that is not a daemon (one a plugin started and never ended) would keep the
-    interpreter from exiting: it waits for every such thread. The command's teardown is
-    over by now, so the streams are flushed and the process ends with its status, leaving
-    them behind.
+
+def _bound_the_exit(status: int) -> None:
+    """End the process ``EXIT_GRACE`` seconds into its exit, even where a plugin left a thread
+    running.
+
+    The interpreter's exit waits for every thread that is not a daemon; one a plugin started
+    and never ends would hold the process forever, its command done. Threads that end as the
+    exit begins, and the exit's atexit handlers, are kept as they are; past the grace the
+    streams are flushed and the process ends with the command's status.
     """
     main_thread = threading.main_thread()
-    lingering = [t for t in threading.enumerate() if t is not main_thread and not t.daemon]
-    if not lingering:
+    if all(t is main_thread or t.daemon for t in threading.enumerate()):
         return
-    names = ", ".join(sorted(t.name for t in lingering))
-    logging.getLogger(__name__).info("ending with threads still running: %s", names)
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):  # a closed or broken pipe: nothing more to say
-            stream.flush()
-    os._exit(status)
+
+    def end() -> None:
+        threading.Event().wait(EXIT_GRACE)
+        left = [t.name for t in threading.enumerate() if t is not main_thread and not t.daemon]
+        logging.getLogger(__name__).info("ending with threads still running: %s", left)
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):  # a closed or broken pipe: nothing more to say
+                stream.flush()
+        os._exit(status)
+
+    threading.Thread(target=end, name="accelkit-exit", daemon=True).start()
 
 
 def run() -> None:
     """Console-script entry point."""
     status = main()
-    _end_now_if_threads_linger(status)
     # The process ends now: the interpreter's last collection passes would traverse every
     # object left (each module's classes and functions), about 20 ms of every command, only to
     # find nothing to free early. Frozen objects are skipped; the exit itself is unchanged
-    # (atexit handlers, threads joined, streams flushed, modules torn down).
+    # (atexit handlers, threads joined, streams flushed, modules torn down), but for a
+    # thread that outlives EXIT_GRACE.
     gc.freeze()
+    _bound_the_exit(status)
     sys.exit(status)

@@ -124,7 +124,7 @@ class Cluster:
         raise AssertionError(msg)
 
     def stop(self) -> None:
-        for name in ("slurmd", "slurmctld", "munged"):
+        for name in ("serve", "slurmd", "slurmctld", "munged"):
             pid = self.pids.pop(name, None)
             if pid is None:
                 continue
@@ -225,8 +225,29 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscrib
 """
 
 
-def start(root: Path, *, prolog: bool = True) -> Cluster:
-    """Start munged, slurmctld and slurmd in ``root``; return once the node is idle."""
+def _start_serve(cluster: Cluster) -> None:
+    """``accelkit serve`` answering the prolog script; return once it listens."""
+    log = cluster.root / "log" / "serve.log"
+    proc = subprocess.Popen(
+        [ACCELKIT, "serve", "--config", str(cluster.config), "--listen", "127.0.0.1:0",
+         "--rediscover-interval", "30"],
+        stdout=subprocess.DEVNULL, stderr=log.open("w"), env=cluster.env,
+    )  # fmt: skip
+    cluster.pids["serve"] = proc.pid
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if "serving http" in log.read_text():
+            return
+        time.sleep(0.1)
+    msg = f"accelkit serve did not start: {log.read_text()[-2000:]}"
+    raise RuntimeError(msg)
+
+
+def start(root: Path, *, prolog: bool = True, serve: bool = False) -> Cluster:
+    """Start munged, slurmctld and slurmd in ``root``; return once the node is idle.
+
+    ``serve``: ``accelkit serve`` answers the prologs (``serve-prologs``) and the prolog is the
+    script of ``accelkit slurm prolog-script``."""
     for sub in ("dev", "state", "ctld", "spool", "log"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     for i in range(GPUS):
@@ -234,7 +255,7 @@ def start(root: Path, *, prolog: bool = True) -> Cluster:
     for i in range(TPUS):
         os.mknod(root / "dev" / f"tpu{i}", 0o666 | 0o020000, os.makedev(_MAJOR, 16 + i))
     config = root / "host.toml"
-    config.write_text(host_toml(root))
+    config.write_text(host_toml(root) + ("serve-prologs = true\n" if serve else ""))
     env = {**os.environ, "SLURM_CONF": str(root / "slurm.conf")}
     cluster = Cluster(root, config, env)
     gres = subprocess.run(
@@ -249,12 +270,23 @@ def start(root: Path, *, prolog: bool = True) -> Cluster:
     gres_word = line.stdout.split()[1]  # Gres=...
     for command in ("prolog", "epilog"):
         _wrapper(root, command, command, config)
+    if serve:
+        script = root / "prolog-script.sh"
+        made = cluster.accelkit("slurm", "prolog-script", "--output", str(script))
+        if made.returncode != 0:
+            msg = f"accelkit slurm prolog-script failed: {made.stderr}"
+            raise RuntimeError(msg)
+        (root / "prolog.sh").write_text(
+            f"#!/bin/sh\nexport SLURM_CONF={root}/slurm.conf\nexec {script}\n"
+        )
     task = cluster.accelkit("slurm", "task-prolog-script", "--output", str(root / "task-prolog.sh"))
     if task.returncode != 0:
         msg = f"accelkit slurm task-prolog-script failed: {task.stderr}"
         raise RuntimeError(msg)
     (root / "slurm.conf").write_text(_slurm_conf(root, gres_word, prolog))
     try:
+        if serve:
+            _start_serve(cluster)
         cluster.pids["munged"] = _start_munged(root)
         for daemon, extra in (("slurmctld", ["-i"]), ("slurmd", ["-N", NODE])):
             proc = subprocess.Popen(

@@ -104,6 +104,18 @@ async def _slurm_resume(node: Node, say: Say) -> None:
         say(line)
 
 
+def _prolog_server(
+    node: Node, lock: asyncio.Lock, say: Say
+) -> contextlib.AbstractAsyncContextManager[object]:
+    """With ``[bridge.slurm] serve-prologs = true``: answer Slurm prologs on a unix socket."""
+    settings = node.config.bridge.slurm
+    if settings is None or not settings.serve_prologs:
+        return contextlib.nullcontext()
+    from accelkit.bridge.slurm.prolog_server import PrologServer
+
+    return PrologServer(node, settings, lock, say)
+
+
 async def _round(node: Node, rediscover: _Rediscovery, say: Say) -> None:
     """One rediscovery and health refresh; a problem of the state dir (a damaged cordon or
     assignment file) is said and retried at the next round instead of ending the service."""
@@ -155,19 +167,22 @@ async def serve_node(
         rediscover = _Rediscovery(node, say)
         changes = node.health.changes()
         serving = MetricsServer(exposition.render, port, host=host)
-        async with serving as server, node.watching_health():
+        lock = asyncio.Lock()  # a round and a Slurm prolog never run at once
+        async with serving as server, node.watching_health(), _prolog_server(node, lock, say):
             teller = asyncio.create_task(_say_changes(changes, say), name="serve:changes")
             try:
-                await rediscover()
-                await node.refresh_health()
-                await _slurm_resume(node, say)
+                async with lock:
+                    await rediscover()
+                    await node.refresh_health()
+                    await _slurm_resume(node, say)
                 if on_ready is not None:
                     on_ready(server)
                 while not stop.is_set():
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(stop.wait(), float(interval))
                         break
-                    await _round(node, rediscover, say)
+                    async with lock:
+                        await _round(node, rediscover, say)
             finally:
                 teller.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

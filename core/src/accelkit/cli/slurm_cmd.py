@@ -252,6 +252,46 @@ def task_prolog_script_cmd(config_path: Path | None, output: Path | None) -> Non
         raise click.ClickException(msg) from None
 
 
+@slurm.command("prolog-script")
+@config_option
+@click.option("--agent", default=None, help=AGENT_HELP)
+@click.option(
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write the script to this file (atomically, executable) instead of printing it.",
+)
+def prolog_script_cmd(config_path: Path | None, agent: str | None, output: Path | None) -> None:
+    """Print the sh script for Prolog=: 'accelkit serve' books the job when it answers.
+
+    With [bridge.slurm] serve-prologs = true, a running 'accelkit serve' answers on
+    <state-dir>/slurm/prolog.sock and no Python starts for the job: the script posts the
+    job's environment there with curl. Where no serve answers (or curl is missing) it runs
+    'accelkit slurm prolog' with the same --config and --agent.
+    """
+    import sys
+
+    from accelkit.bridge.slurm.files import write_atomically
+    from accelkit.bridge.slurm.prolog_server import client_script
+
+    if config_path is None:
+        msg = "--config is needed: the script runs the prolog with that config"
+        raise click.UsageError(msg)
+    config = read_config(config_path)
+    accelkit = str(Path(sys.argv[0]).resolve()) if sys.argv[0] else "accelkit"
+    text = client_script(
+        str(config.resource.state_dir), accelkit, str(config_path.resolve()), agent
+    )
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        write_atomically(output, text, mode=0o755)
+    except OSError as exc:
+        msg = f"cannot write {output}: {exc.strerror or exc}"
+        raise click.ClickException(msg) from None
+
+
 @slurm.command("task-prolog")
 @config_option
 def task_prolog_cmd(config_path: Path | None) -> None:

@@ -141,6 +141,8 @@ class SlurmBridgeConfig:
     scontrol: Annotated[str, NON_EMPTY_STRING] = "scontrol"
     #: ``accelkit serve`` lifts the drains accelkit's prolog set once their devices recovered
     resume: bool = False
+    #: ``accelkit serve`` answers the prolog script on ``<state-dir>/slurm/prolog.sock``
+    serve_prologs: bool = False
 
 
 @attrs.frozen

@@ -155,3 +155,49 @@ def test_a_container_record_without_handle_is_still_asked_of_docker() -> None:
     found = reconciler.handle_of(record)
     assert found is not None
     assert (found.runtime, found.ident) == ("docker", "w")
+
+
+def test_answers_of_two_kubelets_are_not_consecutive(k8s_root: Path) -> None:
+    """A kubelet that restarted between two answers (its socket made anew) has not confirmed
+    that a pod is gone: the booking is kept."""
+
+    async def scenario() -> None:
+        kubelet = KubeletStandIn(k8s_root / "dp", k8s_root / "pr" / "kubelet.sock")
+        await kubelet.start()
+        reader = pod_resources(str(kubelet.pod_resources))
+        booked = handle(kubelet.pod_resources, ["cuda0"])
+        try:
+            first = await reader.read(Decimal(0))
+            await kubelet.close()  # the kubelet restarts: a new PodResources socket
+            kubelet.pod_resources.unlink(missing_ok=True)
+            await kubelet.start()
+            assert await KubeletPodsRuntime().is_alive(booked) is True
+            second = reader.latest
+            assert second is not None
+            assert second.kubelet != first.kubelet
+        finally:
+            await kubelet.close()
+
+    asyncio.run(scenario())
+
+
+def test_callers_waiting_on_one_list_all_get_its_failure(k8s_root: Path) -> None:
+    async def scenario() -> None:
+        kubelet = KubeletStandIn(k8s_root / "dp", k8s_root / "pr" / "kubelet.sock")
+        await kubelet.start()
+        kubelet.pod_resources_up = False
+        reader = pod_resources(str(kubelet.pod_resources))
+        runtime = KubeletPodsRuntime()
+        booked = handle(kubelet.pod_resources, ["cuda0"])
+        await asyncio.sleep(0.01)
+        try:
+            results = await asyncio.gather(
+                *(reader.read(Decimal(0)) for _ in range(5)), return_exceptions=True
+            )
+            assert all(isinstance(r, grpc.aio.AioRpcError) for r in results)
+            assert kubelet.list_calls == 1
+            assert await runtime.is_alive(booked) is None
+        finally:
+            await kubelet.close()
+
+    asyncio.run(scenario())

@@ -182,6 +182,7 @@ def test_a_static_pods_booking_survives_kubelet_restarts(
         assert pod_bookings(bridge) == []
 
 
+@pytest.mark.timeout(300)  # 16 pods to start on a busy 2-core machine
 def test_many_pods_are_judged_with_one_pod_resources_call(
     k8s_cluster: Cluster, k8s_root: Path
 ) -> None:

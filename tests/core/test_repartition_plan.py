@@ -52,3 +52,10 @@ def test_the_refusal_names_the_agent_and_its_held_devices() -> None:
     current = {AgentId("a"): [DeviceId("g0"), DeviceId("g1")], AgentId("b"): []}
     with pytest.raises(InvalidResourceArgument, match=r"agent 'a' .*g0, g1 are held"):
         plan_slot_type(current, [], frozenset({DeviceId("g0"), DeviceId("g1")}))
+
+
+def test_an_unassigned_device_a_workload_holds_is_given_to_nobody() -> None:
+    """Booked under another partition, it waits unassigned until its workload ends."""
+    current = {AgentId("a"): [DeviceId("g0")], AgentId("b"): []}
+    after = plan_slot_type(current, [DeviceId("g1"), DeviceId("g2")], frozenset({DeviceId("g1")}))
+    assert after == {AgentId("a"): [DeviceId("g0")], AgentId("b"): [DeviceId("g2")]}

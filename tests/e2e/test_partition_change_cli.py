@@ -9,6 +9,7 @@ need them are refused (125) naming the device, the holder and both agents; ``che
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -182,7 +183,10 @@ def test_repartition_moves_no_held_device(tmp_path, holding):
     three = write_config(tmp_path, "three.toml", "auto-split", ["agent-1", "agent-2", "agent-3"])
     holding(two, "agent-2", "cuda.device=2", "MOCK_CUDA_DEVICES")
     result = accelkit("repartition", "--config", str(three), "--json")
-    assert result.returncode in (0, 2), result.stderr
+    assert result.returncode == 0, result.stderr
+    moved = json.loads(result.stdout)
+    assert (moved["given"], moved["moved"]) == ({}, {})
+    assert moved["agents"]["agent-3"]["cuda"] == ["cuda3"]  # held: it stays where it is
     refused = accelkit(
         "run",
         "--config",

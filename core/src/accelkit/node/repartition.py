@@ -63,9 +63,9 @@ def plan_slot_type(
     ``InvalidResourceArgument`` when an agent would have to give up a held device.
     """
     agents = list(current)
-    everything = [*(d for ids in current.values() for d in ids), *pool]
-    counts = {a: len(ids) for a, ids in distribute_devices(everything, agents).items()}
     free_pool = [d for d in pool if d not in held]
+    everything = [*(d for ids in current.values() for d in ids), *free_pool]
+    counts = {a: len(ids) for a, ids in distribute_devices(everything, agents).items()}
     result: dict[AgentId, list[DeviceId]] = {}
     for agent in agents:
         mine = _sorted(current[agent])

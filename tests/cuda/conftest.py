@@ -41,7 +41,10 @@ def start(sysfs: Path, proc: Path) -> Iterator[Callable[..., CUDAPlugin]]:
         # a list of fake GPUs, a FakeNVML, or a module such as the real pynvml
         nvml = FakeNVML(gpus) if isinstance(gpus, list) else gpus
         kwargs.setdefault("proc_root", proc)
-        plugin = CUDAPlugin(config or {}, nvml=nvml, sysfs_root=sysfs, **kwargs)
+        config = dict(config or {})
+        if "mps-control" not in config:
+            config.setdefault("mps", False)  # never a real MPS daemon for a fake GPU
+        plugin = CUDAPlugin(config, nvml=nvml, sysfs_root=sysfs, **kwargs)
         run(plugin.init())
         started.append(plugin)
         run(plugin.discover())

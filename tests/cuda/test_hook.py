@@ -96,7 +96,9 @@ def test_shares_are_reported_per_visible_device(start):
     assert config.resource_data == {
         "CUDA_GLOBAL_DEVICE_IDS": "0:cuda0,1:cuda2",
         "CUDA_DEVICE_SHARES": "0:0.5,1:0.25",
+        "CUDA_SHARE_ENFORCEMENT": "advisory",  # no MPS here (and shares on two GPUs)
     }
+    assert config.env_vars["ACCELKIT_CUDA_SHARE_ENFORCEMENT"] == "advisory"
 
 
 def test_uuid_device_ids_in_resource_data(start):

@@ -28,6 +28,18 @@ Host-config keys, in ``[plugins.config.cuda]``:
     Seconds between two readings of every GPU's health while ``watch_health()`` runs (lost
     GPU, recovery action), default ``5``; XID and ECC events arrive as they happen.
 
+``shares``
+    ``"advisory"`` (default) or ``"enforced"``: refuse a ``cuda.shares`` grant that CUDA MPS
+    cannot enforce (see :mod:`accelkit_cuda.shares`).
+``mps``
+    ``true`` (default): enforce shares of one GPU through CUDA MPS where the control
+    executable exists; ``false``: never.
+``mps-control``
+    The MPS control executable, a path or a name on ``PATH`` (``nvidia-cuda-mps-control``).
+``mps-directory``
+    Where the MPS daemons' pipe and log directories go (default: ``cuda-mps`` in the default
+    state directory).
+
 Health: see :mod:`accelkit_cuda.health` for what makes a GPU unhealthy and what recovers it.
 
 Workload metrics find a workload's processes as :mod:`accelkit_cuda.processes` documents.

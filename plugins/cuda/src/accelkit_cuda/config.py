@@ -28,6 +28,13 @@ class AllocationMode(enum.StrEnum):
     FRACTIONAL = "fractional"
 
 
+class ShareEnforcement(enum.StrEnum):
+    """Whether ``cuda.shares`` grants that cannot be enforced are granted anyway."""
+
+    ADVISORY = "advisory"
+    ENFORCED = "enforced"
+
+
 @attrs.frozen
 class CUDAConfig:
     """Validated plugin settings; see the :mod:`accelkit_cuda` docstring for the keys."""
@@ -41,6 +48,16 @@ class CUDAConfig:
     allow_fragmentation: bool = True
     #: seconds between two readings of every GPU's health while ``watch_health()`` runs
     health_interval: Annotated[Decimal, SECONDS] = Decimal(5)
+    #: "enforced": refuse a share grant that no mechanism enforces (see :mod:`.mps`)
+    shares: Annotated[ShareEnforcement, choice(ShareEnforcement, "share enforcement")] = (
+        ShareEnforcement.ADVISORY
+    )
+    #: enforce shares through CUDA MPS where the control executable exists
+    mps: bool = True
+    #: the MPS control executable, a path or a name looked up on PATH
+    mps_control: str = "nvidia-cuda-mps-control"
+    #: where the MPS pipe and log directories go; empty: ``cuda-mps`` in the default state dir
+    mps_directory: str = ""
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> CUDAConfig:

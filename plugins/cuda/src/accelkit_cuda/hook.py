@@ -11,6 +11,8 @@ With ``cuda.shares``, a workload's share of a GPU also caps its GPU memory there
 the GPU's memory, rounded down) through ``nvmlDeviceSetMemoryLimits_v1`` where the driver has
 it: set once the workload exists, lifted when it is gone, under the workload id as the limit's
 name space. Where the driver lacks the call the limit is skipped and logged, never faked.
+Shares are enforced through CUDA MPS where it is available (:mod:`accelkit_cuda.shares`): the
+hook joins the GPU's MPS daemon before the workload starts and leaves it once it is gone.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Protocol
+
+import attrs
 
 from accelkit.errors import WorkloadCreationDenied
 from accelkit.partition import natural_sort_key
@@ -33,6 +37,9 @@ from accelkit.types import (
     WorkloadType,
     format_amount,
 )
+from accelkit_cuda.config import ShareEnforcement
+from accelkit_cuda.mps import MPS
+from accelkit_cuda.shares import hold_shares, release_shares
 from accelkit_cuda.slots import SHARES_SLOT
 
 #: device nodes every container with a GPU needs besides ``/dev/nvidia<minor>``
@@ -144,7 +151,8 @@ def workload_config(
 class CUDALifecycleHook(AbstractLifecycleHook):
     """Exposes the allocated GPUs to one workload; holds no state of its own.
 
-    ``limiter`` and ``shares_per_device`` enable the per-share memory limits.
+    ``limiter`` and ``shares_per_device`` enable the per-share memory limits; ``mps`` and
+    ``shares`` say how share grants are enforced (:mod:`accelkit_cuda.shares`).
     """
 
     def __init__(
@@ -155,16 +163,39 @@ class CUDALifecycleHook(AbstractLifecycleHook):
         devices: Mapping[DeviceId, ComputeDevice] | None = None,
         limiter: MemoryLimiter | None = None,
         shares_per_device: Decimal = Decimal(1),
+        mps: MPS | None = None,
+        shares: ShareEnforcement = ShareEnforcement.ADVISORY,
     ) -> None:
         super().__init__(workload, device_alloc, devices=devices)
         self.limiter = limiter
         self.shares_per_device = shares_per_device
+        self.mps = mps
+        self.shares = shares
 
     def _limits(self) -> dict[DeviceId, int]:
         return share_memory_limits(self.device_alloc, self.devices, self.shares_per_device)
 
     async def pre_create(self) -> WorkloadConfig:
-        return workload_config(self.workload, self.device_alloc, self.devices)
+        config = workload_config(self.workload, self.device_alloc, self.devices)
+        hold = await hold_shares(
+            self.workload,
+            self.device_alloc,
+            self.devices,
+            mps=self.mps,
+            mode=self.shares,
+            shares_per_device=self.shares_per_device,
+        )
+        if hold is None:
+            return config
+        mounts: tuple[Mount, ...] = ()
+        if self.workload.type is not WorkloadType.PROCESS_TREE:
+            mounts = hold.mounts  # a process sees the host's pipe directory as it is
+        return attrs.evolve(
+            config,
+            env_vars={**config.env_vars, **hold.env},
+            resource_data={**config.resource_data, "CUDA_SHARE_ENFORCEMENT": hold.enforcement},
+            mounts=(*config.mounts, *mounts),
+        )
 
     async def post_create(self) -> None:
         """Cap the workload's GPU memory on each shared GPU where the driver can."""
@@ -180,7 +211,9 @@ class CUDALifecycleHook(AbstractLifecycleHook):
                 )
 
     async def post_terminate(self) -> None:
-        """Lift the limits ``post_create`` set; safe to call more than once."""
+        """Lift the limits ``post_create`` set and leave the GPU's MPS daemon (stopped when
+        no share workload is left); safe to call more than once."""
+        await release_shares(self.workload, self.device_alloc, self.devices, mps=self.mps)
         if (limiter := self.limiter) is None:
             return
         for device_id in self._limits():

@@ -29,9 +29,11 @@ from accelkit_cuda.health import GPU, HealthKeeper
 from accelkit_cuda.hook import CUDALifecycleHook
 from accelkit_cuda.hook import device_nodes as gpu_device_nodes
 from accelkit_cuda.metrics import node_metrics, read_devices
+from accelkit_cuda.mps import MPS
 from accelkit_cuda.nvml import Handle, NVMLLibrary, NVMLModule, import_nvml
 from accelkit_cuda.placement import TopologyAllocMap
 from accelkit_cuda.processes import WorkloadPids, leader_process_tree
+from accelkit_cuda.shares import mps_metrics, mps_of
 from accelkit_cuda.slots import (
     DEVICE_SLOT,
     EXCLUSIVE_SLOT_TYPES,
@@ -90,6 +92,8 @@ class CUDAPlugin(AbstractComputePlugin):
         self._health = HealthKeeper()
         #: how the whole GPUs are joined (NVLink, PCIe), where NVML tells it
         self.topology: Topology | None = None
+        #: the node's MPS daemons, where shares are enforced through MPS (set by init())
+        self.mps: MPS | None = None
         #: what device_health() or the watch last reported
         self._told: dict[DeviceId, DeviceHealth] = {}
 
@@ -120,6 +124,7 @@ class CUDAPlugin(AbstractComputePlugin):
             msg = "NVML found no NVIDIA GPU"
             raise PluginUnavailable(msg)
         self._library = library
+        self.mps = mps_of(self.settings)
 
     async def cleanup(self) -> None:
         """Shut NVML down; safe to call more than once."""
@@ -206,6 +211,8 @@ class CUDAPlugin(AbstractComputePlugin):
             devices=devices,
             limiter=self,
             shares_per_device=self.settings.shares_per_device,
+            mps=self.mps,
+            shares=self.settings.shares,
         )
 
     async def limit_memory(self, device_id: DeviceId, name_space: str, limit: int | None) -> bool:
@@ -239,7 +246,10 @@ class CUDAPlugin(AbstractComputePlugin):
         """
         readings = await asyncio.to_thread(read_devices, self.library, dict(self._handles))
         parents = await asyncio.to_thread(read_devices, self.library, dict(self._mig_parents))
-        return node_metrics(readings, list(parents.values()))
+        found = node_metrics(readings, list(parents.values()))
+        if self.mps is not None:
+            found += await asyncio.to_thread(mps_metrics, self.mps, self.devices)
+        return found
 
     async def device_health(self) -> Mapping[DeviceId, DeviceHealth]:
         """Each device's health from NVML now (see :mod:`accelkit_cuda.health`)."""

@@ -377,3 +377,20 @@ def test_a_killed_bridge_leaves_bookings_that_any_accelkit_process_frees(k8s_roo
             bridge.stop()
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("value", ['"-1"', '"soon"', "0"])
+def test_a_bad_kubelet_settle_is_refused_naming_file_and_key(k8s_root: Path, value: str) -> None:
+    config = write_node(k8s_root)
+    config.write_text(
+        config.read_text().replace('kubelet-settle = "0.01"', f"kubelet-settle = {value}")
+    )
+    bridge = BridgeProcess.__new__(BridgeProcess)
+    bridge.config = config
+    bridge.env = {}
+    result = bridge.accelkit("k8s-device-plugin")
+    assert result.returncode == 2
+    assert f"error: {config}:" in result.stderr
+    assert "key 'bridge.k8s.kubelet-settle'" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (k8s_root / "state").exists()

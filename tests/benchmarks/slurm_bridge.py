@@ -5,10 +5,11 @@ sees a device Slurm did not allocate to it. Run from the repository root::
     .venv/bin/python tests/benchmarks/slurm_bridge.py --runs 20 --jobs 100
 
 - ``first_line``: from starting ``srun --gres=gpu:1 echo`` until its first line arrives, median
-  and p95 in ms, ``with_prolog`` (accelkit's Prolog, task prolog script and Epilog) and the
-  floor ``without_prolog`` (the same cluster config with no Prolog/TaskProlog/Epilog lines),
-  side by side: both clusters run at once and the samples alternate between them, so load on
-  the machine weighs on both alike; and their ratio.
+  and p95 in ms, on three clusters side by side (they run at once and the samples go round
+  them in turns, so load on the machine weighs on all alike): the floor ``without_prolog`` (no
+  Prolog/TaskProlog/Epilog lines), ``with_prolog_command`` (Prolog runs ``accelkit slurm
+  prolog``) and ``with_prolog_by_serve`` (the ``prolog-script``, answered by ``accelkit serve``),
+  both with the task prolog script and the epilog; and the two ratios to the floor.
 - ``foreign_devices``: ``--jobs`` jobs, four at a time, each ``--gres=gpu:K`` with K drawn from
   1..4 or ``-nK --gpus-per-task=1`` with K from 1..3 (seeded); a task counts when
   ``MOCK_CUDA_DEVICES`` differs from the GPUs of Slurm's ``SLURM_STEP_GPUS`` (its own, per
@@ -65,26 +66,34 @@ def _wait_idle(c: slurm_cluster.Cluster) -> None:
         time.sleep(0.1)
 
 
-def first_line(runs: int) -> tuple[list[float], list[float]]:
-    """Samples without and with the prolog, taken in turns on two clusters running at once."""
-    roots = [Path(tempfile.mkdtemp(prefix="accelkit-slurm-bench-")) for _ in range(2)]
-    clusters: list[slurm_cluster.Cluster] = []
+#: the clusters timed side by side: no prolog, the prolog as a command, the prolog by serve
+KINDS = {
+    "without_prolog": {"prolog": False},
+    "with_prolog_command": {"prolog": True},
+    "with_prolog_by_serve": {"prolog": True, "serve": True},
+}
+
+
+def first_line(runs: int) -> dict[str, list[float]]:
+    """Samples of each kind of cluster, taken in turns on clusters running at once."""
+    roots = {kind: Path(tempfile.mkdtemp(prefix="accelkit-slurm-bench-")) for kind in KINDS}
+    clusters: dict[str, slurm_cluster.Cluster] = {}
     try:
-        for root, prolog in zip(roots, (False, True), strict=True):
+        for kind, root in roots.items():
             root.chmod(0o755)
-            clusters.append(slurm_cluster.start(root, prolog=prolog))
-        samples: tuple[list[float], list[float]] = ([], [])
-        for c in clusters:
+            clusters[kind] = slurm_cluster.start(root, **KINDS[kind])
+        samples: dict[str, list[float]] = {kind: [] for kind in KINDS}
+        for c in clusters.values():
             _first_line_ms(c)  # warm-up: caches, the first job's credential
         for _ in range(runs):
-            for c, found in zip(clusters, samples, strict=True):
+            for kind, c in clusters.items():
                 _wait_idle(c)
-                found.append(_first_line_ms(c))
+                samples[kind].append(_first_line_ms(c))
         return samples
     finally:
-        for c in clusters:
+        for c in clusters.values():
             c.stop()
-        for root in roots:
+        for root in roots.values():
             shutil.rmtree(root, ignore_errors=True)
 
 
@@ -156,13 +165,14 @@ def main() -> None:
     reason = slurm_cluster.missing()
     if reason:
         raise SystemExit(f"error: {reason}")
-    without, with_prolog = first_line(args.runs)
+    samples = first_line(args.runs)
+    floor = statistics.median(samples["without_prolog"])
     result = {
         "first_line": {
             "runs": args.runs,
-            "without_prolog": _summary(without),
-            "with_prolog": _summary(with_prolog),
-            "ratio": round(statistics.median(with_prolog) / statistics.median(without), 2),
+            **{kind: _summary(found) for kind, found in samples.items()},
+            "ratio_command": round(statistics.median(samples["with_prolog_command"]) / floor, 2),
+            "ratio_serve": round(statistics.median(samples["with_prolog_by_serve"]) / floor, 2),
         },
         "foreign_devices": foreign_devices(args.jobs, args.seed),
     }

@@ -193,3 +193,61 @@ def test_a_plugin_key_that_is_no_gres_name_must_be_named(tmp_path: Path, config:
     name, gres = done.stdout.split()
     assert name == "NodeName=n"
     assert sorted(gres.removeprefix("Gres=").split(",")) == ["gpu:mock_gpu_40g:4", "npu:acme:2"]
+
+
+def test_unhealthy_and_cordoned_devices_can_be_left_out_and_the_prolog_follows(
+    tmp_path: Path, config: Path
+) -> None:
+    path = tmp_path / "sick.toml"
+    path.write_text(
+        config.read_text().replace(
+            'id = "cuda1"\n', 'id = "cuda1"\nhealth = "unhealthy"\nhealth-reason = "XID 79"\n'
+        )
+    )
+    fake = tmp_path / "scontrol"
+    fake.write_text(
+        "#!/bin/sh\necho 'JobId=31 JobState=RUNNING StartTime=2026-01-01T00:00:00'\n"
+        "echo '   Nodes=n CPU_IDs=0 Mem=0 GRES=gpu:1(IDX:1)'\n"
+    )
+    fake.chmod(0o755)
+    path = with_scontrol(path, str(fake))
+    assert accelkit("cordon", "tpu", "tpu0", "--config", str(path)).returncode == 0
+    line = accelkit("slurm", "node-line", "--config", str(path), "--node-name", "n",
+                    "--leave-out-unhealthy")  # fmt: skip
+    assert line.stdout.split() == ["NodeName=n", "Gres=gpu:mock_gpu_40g:3,tpu:acme:1"]
+    refused = accelkit("slurm", "gres-conf", "--config", str(path), "--leave-out-unhealthy")
+    assert refused.returncode == 2
+    assert "--leave-out-unhealthy needs --output" in refused.stderr
+    out = tmp_path / "gres.conf"
+    done = accelkit("slurm", "gres-conf", "--config", str(path), "--leave-out-unhealthy",
+                    "--output", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    files = [w for line in out.read_text().splitlines() for w in line.split() if "File=" in w]
+    assert [f.rsplit("/", 1)[1] for f in files] == ["gpu0", "gpu2", "gpu3", "tpu1"]
+    # Slurm's gpu index 1 is the second line: cuda2
+    env = {"SLURM_JOB_ID": "31", "SLURM_JOB_GPUS": "1"}
+    done = accelkit("slurm", "prolog", "--config", str(path), env=env)
+    assert done.returncode == 0, done.stderr
+    status = json.loads(accelkit("status", "--json", "--config", str(path)).stdout)
+    assert [w["devices"] for w in status] == [{"cuda": ["cuda2"]}]
+    assert accelkit("slurm", "epilog", "--config", str(path), env=env).returncode == 0
+    assert json.loads(accelkit("status", "--json", "--config", str(path)).stdout) == []
+
+
+def test_a_device_gone_since_gres_conf_was_written_fails_the_prolog(
+    tmp_path: Path, config: Path
+) -> None:
+    out = tmp_path / "gres.conf"
+    assert accelkit("slurm", "gres-conf", "--config", str(config), "--output",
+                    str(out)).returncode == 0  # fmt: skip
+    fewer = tmp_path / "fewer.toml"
+    text = config.read_text()
+    start = text.index('[[plugins.config.mock.kinds.devices]]\nid = "cuda3"')
+    fewer.write_text(text[:start] + text[text.index("[[plugins", start + 10) :])
+    env = {"SLURM_JOB_ID": "32", "SLURM_JOB_SLUID": "s32", "SLURM_JOB_GPUS": "0"}
+    done = accelkit("slurm", "prolog", "--config", str(fewer), env=env)
+    assert done.returncode == 2
+    assert done.stderr == (
+        "error: the gres.conf accelkit wrote lists gpu device cuda/cuda3, which this node no "
+        "longer has; write it again with 'accelkit slurm gres-conf --output'\n"
+    )

@@ -10,6 +10,7 @@ logs, and exit status 2.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 from pathlib import Path
@@ -61,15 +62,26 @@ def _node_name(base: str, agent: AgentId, several: bool) -> str:
 
 
 async def _gres(
-    config_path: Path | None, agent: str | None, node_name: str | None
+    config_path: Path | None,
+    agent: str | None,
+    node_name: str | None,
+    *,
+    healthy: bool = False,
+    written: Path | None = None,
 ) -> tuple[list[str], list[str]]:
-    """The ``gres.conf`` lines and the ``NodeName ... Gres=`` lines."""
+    """The ``gres.conf`` lines and the ``NodeName ... Gres=`` lines; ``healthy``: without the
+    devices that are unhealthy or cordoned; ``written``: recorded as the ``gres.conf`` there."""
     from accelkit.bridge.slurm.gres import divisible_notes, gres_conf, gres_devices, node_gres
+    from accelkit.bridge.slurm.gres_index import record
+    from accelkit.health import HealthState
     from accelkit.host import PartitionHost
+    from accelkit.node import Node
 
     config = read_config(config_path)
     settings = _settings(config)
-    async with PartitionHost(config) as host:
+    async with contextlib.AsyncExitStack() as stack:
+        node = await stack.enter_async_context(Node.open(config)) if healthy else None
+        host = node.host if node else await stack.enter_async_context(PartitionHost(config))
         agents = _agents(list(host.agents), agent, one=False)
         several = agent is None and len(agents) > 1
         base = node_name or socket.gethostname().split(".")[0]
@@ -80,6 +92,14 @@ async def _gres(
                 host.agents[agent_id], settings.gres_names, config.plugins.hook_timeout
             )
             _check_names(devices)
+            if node is not None:
+                devices = [
+                    d
+                    for d in devices
+                    if node.health.of(d.plugin, d.device_id).state is not HealthState.UNHEALTHY
+                ]
+            if written is not None:
+                record(config.resource.state_dir, agent_id, devices)
             name = _node_name(base, agent_id, several)
             conf += divisible_notes(host.agents[agent_id])
             conf += gres_conf(devices, name if several else None)
@@ -88,6 +108,12 @@ async def _gres(
         return conf, nodes
 
 
+LEAVE_OUT = click.option(
+    "--leave-out-unhealthy",
+    "leave_out",
+    is_flag=True,
+    help="Leave out the devices that are unhealthy or cordoned now.",
+)
 node_name_option = click.option(
     "--node-name",
     default=None,
@@ -110,19 +136,30 @@ def slurm() -> None:
     default=None,
     help="Write the lines to this file (atomically) instead of printing them.",
 )
+@LEAVE_OUT
 def gres_conf_cmd(
-    config_path: Path | None, agent: str | None, node_name: str | None, output: Path | None
+    config_path: Path | None,
+    agent: str | None,
+    node_name: str | None,
+    output: Path | None,
+    leave_out: bool,
 ) -> None:
     """Print the gres.conf lines of the node: one line per device, in accelkit's order.
 
     Name is the plugin key (or its [bridge.slurm] gres-names entry: cuda is gpu), Type the
     device model, File the device node the plugin gives a container of it (Count=1 where it
     has none), Cores the cpu plugin's cores on the device's NUMA node. With several agents
-    and no --agent, each line starts with the agent's NodeName (see node-line).
+    and no --agent, each line starts with the agent's NodeName (see node-line). --output
+    records the devices written, which the prolog maps Slurm's indices through.
     """
     from accelkit.bridge.slurm.files import write_atomically
 
-    conf, _nodes = asyncio.run(_gres(config_path, agent, node_name))
+    if leave_out and output is None:
+        msg = "--leave-out-unhealthy needs --output: the prolog maps indices by the file written"
+        raise click.UsageError(msg)
+    conf, _nodes = asyncio.run(
+        _gres(config_path, agent, node_name, healthy=leave_out, written=output)
+    )
     text = "".join(f"{line}\n" for line in conf)
     if output is None:
         click.echo(text, nl=False)
@@ -138,9 +175,12 @@ def gres_conf_cmd(
 @config_option
 @click.option("--agent", default=None, help="Only this agent's NodeName (default: every agent).")
 @node_name_option
-def node_line_cmd(config_path: Path | None, agent: str | None, node_name: str | None) -> None:
+@LEAVE_OUT
+def node_line_cmd(
+    config_path: Path | None, agent: str | None, node_name: str | None, leave_out: bool
+) -> None:
     """Print the NodeName line(s) with the Gres= value for slurm.conf (one per agent)."""
-    _conf, nodes = asyncio.run(_gres(config_path, agent, node_name))
+    _conf, nodes = asyncio.run(_gres(config_path, agent, node_name, healthy=leave_out))
     for line in nodes:
         click.echo(line)
 

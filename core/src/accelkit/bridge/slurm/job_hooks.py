@@ -24,6 +24,7 @@ from pathlib import Path
 from accelkit.bridge.slurm.drains import drain
 from accelkit.bridge.slurm.files import write_atomically
 from accelkit.bridge.slurm.gres import GresDevice, gres_devices, indexed_devices
+from accelkit.bridge.slurm.gres_index import follow
 from accelkit.bridge.slurm.job_env import SLUID, env_file, job_id_of, job_key, workload_id
 from accelkit.bridge.slurm.job_gres import gpu_indices, scontrol_indices
 from accelkit.bridge.slurm.task_views import JobDevice, job_file
@@ -225,7 +226,8 @@ async def prolog(
     key = job_key(env)
     path = env_file(node.config.resource.state_dir, job_id)
     agent = node.agents[agent_id]
-    devices = await gres_devices(agent, settings.gres_names, node.config.plugins.hook_timeout)
+    found = await gres_devices(agent, settings.gres_names, node.config.plugins.hook_timeout)
+    devices = follow(node.config.resource.state_dir, agent_id, found)
     ask = _asker(settings, env)
     chosen = await job_devices(devices, env, settings, ask)
     if not chosen:

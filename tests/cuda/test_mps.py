@@ -201,3 +201,16 @@ def test_a_bad_share_setting_is_a_config_error():
 
     with pytest.raises(ConfigError, match="unknown share enforcement 'strict'"):
         CUDAConfig.from_mapping({"shares": "strict"})
+
+
+def test_devices_say_how_shares_are_held(start, mps_env):
+    _record, root = mps_env
+    enforced = shares_plugin(start, root)
+    assert {d.extra["share_enforcement"] for d in enforced.devices} == {"enforced:mps"}
+    missing = {"mps-control": "no-such-mps-control"}
+    advisory = shares_plugin(start, root, **missing)
+    assert {d.extra["share_enforcement"] for d in advisory.devices} == {"advisory"}
+    refused = shares_plugin(start, root, shares="enforced", **missing)
+    assert {d.extra["share_enforcement"] for d in refused.devices} == {"refused"}
+    whole = start(fk.gpus(1))
+    assert "share_enforcement" not in whole.devices[0].extra

@@ -33,7 +33,7 @@ from accelkit_cuda.mps import MPS
 from accelkit_cuda.nvml import Handle, NVMLLibrary, NVMLModule, import_nvml
 from accelkit_cuda.placement import TopologyAllocMap
 from accelkit_cuda.processes import WorkloadPids, leader_process_tree
-from accelkit_cuda.shares import mps_metrics, mps_of
+from accelkit_cuda.shares import mps_metrics, mps_of, with_enforcement
 from accelkit_cuda.slots import (
     DEVICE_SLOT,
     EXCLUSIVE_SLOT_TYPES,
@@ -147,7 +147,10 @@ class CUDAPlugin(AbstractComputePlugin):
         }
         self._gpus = _physical_gpus(found)
         self.topology = await asyncio.to_thread(_read_topology, self.library, found)
-        return tuple(f.device for f in found)
+        devices = tuple(f.device for f in found)
+        if self.settings.allocation is AllocationMode.FRACTIONAL:
+            devices = tuple(with_enforcement(d, self.mps, self.settings.shares) for d in devices)
+        return devices
 
     def handles(self, device_ids: Iterable[DeviceId]) -> dict[DeviceId, Handle]:
         """NVML handles of the given discovered devices (unknown ids are skipped)."""

@@ -171,3 +171,17 @@ def mps_metrics(mps: MPS, devices: Sequence[ComputeDevice]) -> list[NodeMetric]:
         return []
     total = sum((m.value for m in per_device.values()), Decimal(0))
     return [NodeMetric("mps_workloads", MetricType.GAUGE, "", Measurement(total), per_device)]
+
+
+def with_enforcement(
+    device: ComputeDevice, mps: MPS | None, mode: ShareEnforcement
+) -> ComputeDevice:
+    """``device`` with ``extra["share_enforcement"]``: how a share of one GPU is held there
+    (``enforced:mps``, or ``advisory``; ``refused`` where shares are enforced and MPS is
+    missing), for ``accelkit devices --json``. MIG instances are not shared."""
+    if "parent_id" in device.extra:
+        return device
+    held = ENFORCED_MPS if mps is not None else ADVISORY
+    if held == ADVISORY and mode is ShareEnforcement.ENFORCED:
+        held = "refused"
+    return attrs.evolve(device, extra={**device.extra, "share_enforcement": held})

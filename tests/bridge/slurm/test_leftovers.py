@@ -34,9 +34,8 @@ def started() -> Iterator[list[subprocess.Popen[str]]]:
 def start(
     procs: list[subprocess.Popen[str]], argv: list[str], env: dict[str, str] | None = None
 ) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        argv, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, text=True
-    )
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    proc = subprocess.Popen(argv, env={**base, **(env or {})}, stdout=subprocess.PIPE, text=True)
     procs.append(proc)
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "ready"
@@ -55,6 +54,21 @@ def test_a_process_whose_environment_names_the_job_is_the_jobs(
     assert pid not in job_processes("987002")
     assert pid not in job_processes("98700")  # not a prefix match
     assert pid not in job_processes("987001", by_environment=False)
+
+
+def test_another_clusters_job_of_that_id_and_the_jobs_hooks_are_not_the_jobs(
+    started: list[subprocess.Popen[str]],
+) -> None:
+    mine = {"SLURM_JOB_ID": "987007", "SLURM_CONF": "/etc/slurm/a.conf"}
+    pid = ready_sleeper(started, mine)
+    other = ready_sleeper(started, {**mine, "SLURM_CONF": "/etc/slurm/b.conf"})
+    hook = ready_sleeper(started, {**mine, "SLURM_SCRIPT_CONTEXT": "epilog_slurmd"})
+    found = job_processes("987007", same={"SLURM_CONF": "/etc/slurm/a.conf"})
+    assert pid in found
+    assert other not in found
+    assert hook not in found
+    bare = ready_sleeper(started, {"SLURM_JOB_ID": "987007"})  # says nothing of its cluster
+    assert bare in job_processes("987007", same={"SLURM_CONF": "/etc/slurm/a.conf"})
 
 
 def test_a_process_holding_a_device_node_is_the_jobs(

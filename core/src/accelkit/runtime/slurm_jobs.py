@@ -19,7 +19,7 @@ import os
 import re
 import signal
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -121,10 +121,34 @@ def _cgroup_pids(job_id: str, cgroup_root: Path) -> set[int]:
     return pids
 
 
+#: variables of a job's environment that tell its cluster apart (a host in two test clusters)
+SAME_CLUSTER = ("SLURM_CLUSTER_NAME", "SLURM_CONF", "SLURM_JOB_UID")
+
+
+def _environ(raw: bytes) -> dict[bytes, bytes]:
+    found = {}
+    for entry in raw.split(b"\0"):
+        key, sep, value = entry.partition(b"=")
+        if sep:
+            found[key] = value
+    return found
+
+
+def _the_job(raw: bytes, job_id: str, same: Mapping[str, str]) -> bool:
+    """Whether an environment is one of the job's tasks (not a Prolog or Epilog of it)."""
+    if f"\0SLURM_JOB_ID={job_id}\0".encode() not in b"\0" + raw:
+        return False
+    env = _environ(raw)
+    if b"SLURM_SCRIPT_CONTEXT" in env:
+        return False
+    return all(env.get(k.encode(), v.encode()) == v.encode() for k, v in same.items())
+
+
 def job_processes(
     job_id: str,
     files: Iterable[str] = (),
     *,
+    same: Mapping[str, str] | None = None,
     by_environment: bool = True,
     by_cgroup: bool = True,
     proc: Path = Path("/proc"),
@@ -132,19 +156,23 @@ def job_processes(
 ) -> list[int]:
     """The job's processes still on this node: those in its cgroup (proctrack/cgroup), those
     holding one of ``files`` open and, ``by_environment``, those whose environment says
-    ``SLURM_JOB_ID=<job_id>`` (what proctrack/linuxproc loses when its slurmstepd dies).
+    ``SLURM_JOB_ID=<job_id>`` (what proctrack/linuxproc loses when its slurmstepd dies) and
+    agrees with ``same`` where it has those variables (default: this process's
+    :data:`SAME_CLUSTER` ones, so another cluster's job of that id is not taken for it).
 
-    Never this process, its ancestors (the epilog and slurmd), nor Slurm's daemons.
+    Never this process, its ancestors (the epilog and slurmd), Slurm's daemons, nor a Prolog
+    or Epilog (``SLURM_SCRIPT_CONTEXT``).
     """
     wanted = {os.path.realpath(f) for f in files}
-    mark = f"\0SLURM_JOB_ID={job_id}\0".encode()
+    if same is None:
+        same = {k: os.environ[k] for k in SAME_CLUSTER if k in os.environ}
     skip = _ancestors(proc)
     found = _cgroup_pids(job_id, cgroup_root) if by_cgroup else set()
     for entry in proc.iterdir() if proc.is_dir() else ():
         if not entry.name.isdigit() or int(entry.name) in skip:
             continue
         pid = int(entry.name)
-        if by_environment and mark in b"\0" + _read(entry / "environ"):
+        if by_environment and _the_job(_read(entry / "environ"), job_id, same):
             found.add(pid)
             continue
         if wanted:

@@ -39,7 +39,8 @@ BACKENDS = [
 SIMULATED = Path(__file__).parent / "simulated" / "libnvidia_ml_sim.c"
 #: GPU memory the simulated library reports for the test process on GPU 0
 SIM_PID_BYTES = 3 * 1024**2
-KNOWN_METRICS = {"gpu_util", "mem_util", "mem_used", "power", "temperature"}
+#: mps_workloads only where the node has CUDA MPS (the real backend may)
+KNOWN_METRICS = {"gpu_util", "mem_util", "mem_used", "power", "temperature", "mps_workloads"}
 UUID = re.compile(r"(GPU|MIG)-[0-9A-Za-z-/]+")
 
 
@@ -209,3 +210,34 @@ def test_node_info(make):
     assert info.driver_version
     assert re.fullmatch(r"\d+\.\d+", info.runtime_version)
     assert info.facts["nvml_version"]
+
+
+def test_identity_fields(make, backend):
+    plugin = make()
+    for device in plugin.devices:
+        assert device.extra["pci_bus_id"]
+        assert device.extra["driver_version"]
+        for key in ("serial", "board_part_number", "vbios_version"):
+            assert device.extra.get(key, "x").strip()  # absent, or a real value
+    if backend.startswith("sim"):
+        first, second = plugin.devices
+        assert first.extra["serial"] == "1654922001234"
+        assert "serial" not in second.extra  # NOT_SUPPORTED: left out
+        assert first.extra["board_part_number"] == "692-2G520-0200-000"
+        assert first.extra["vbios_version"] == "96.00.74.00.11"
+
+
+def test_topology(make, backend):
+    from accelkit_cuda.topology import NVLINK, SYSTEM
+
+    plugin = make()
+    whole = [d.device_id for d in plugin.devices if "parent_id" not in d.extra]
+    if backend == "sim-v3":  # two GPUs on two NUMA nodes, joined by NVLink
+        assert plugin.topology is not None
+        assert plugin.topology.level("cuda0", "cuda1") == NVLINK
+        assert plugin.topology.pcie[frozenset(("cuda0", "cuda1"))] == SYSTEM
+    elif backend == "sim-v2":  # no NVLink entry points at all
+        assert plugin.topology is not None
+        assert plugin.topology.level("cuda0", "cuda1") == SYSTEM
+    elif plugin.topology is not None:
+        assert set(plugin.topology.devices) == set(whole)

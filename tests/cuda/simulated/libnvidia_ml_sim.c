@@ -13,6 +13,12 @@
  * field (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, 230) exists in the -DWITH_V3_PROCESSES build
  * (a newer driver), NVML_SIM_RECOVERY=<gpu>:<action> setting one GPU's; the older build
  * answers the field NOT_SUPPORTED in its own nvmlReturn.
+ *
+ * Identity: both GPUs tell a board part number and a VBIOS version; GPU 0 a serial, GPU 1
+ * none (NOT_SUPPORTED, as a GeForce board). Topology: the GPUs are on two NUMA nodes
+ * (nvmlDeviceGetTopologyCommonAncestor: SYSTEM); the -DWITH_V3_PROCESSES build (a newer
+ * driver, an NVLink board) joins them with links 0 and 1 (link 2 is down, links from 3 on
+ * do not exist: INVALID_ARGUMENT); the older build has no NVLink entry points.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,6 +119,39 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, pci_t *pci) {
     pci->bus = 0x3B + d->index;
     return SUCCESS;
 }
+nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t d, char *serial, unsigned int length) {
+    if (!valid(d)) return INVALID_ARGUMENT;
+    return d->index == 0 ? put(serial, length, "1654922001234") : NOT_SUPPORTED;
+}
+nvmlReturn_t nvmlDeviceGetBoardPartNumber(nvmlDevice_t d, char *part, unsigned int length) {
+    if (!valid(d)) return INVALID_ARGUMENT;
+    return put(part, length, "692-2G520-0200-000");
+}
+nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t d, char *version, unsigned int length) {
+    if (!valid(d)) return INVALID_ARGUMENT;
+    return put(version, length, "96.00.74.00.11");
+}
+nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b, int *level) {
+    if (!valid(a) || !valid(b)) return INVALID_ARGUMENT;
+    *level = a == b ? 0 : 50; /* NVML_TOPOLOGY_INTERNAL, NVML_TOPOLOGY_SYSTEM */
+    return SUCCESS;
+}
+#ifdef WITH_V3_PROCESSES
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t d, unsigned int link, unsigned int *active) {
+    if (!valid(d) || link > 2) return INVALID_ARGUMENT;
+    *active = link < 2;
+    return SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t d, unsigned int link, pci_t *pci) {
+    if (!valid(d) || link > 2) return INVALID_ARGUMENT;
+    return nvmlDeviceGetPciInfo_v3(&devices[1 - d->index], pci);
+}
+nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t d, unsigned int link, int *type) {
+    if (!valid(d) || link > 2) return INVALID_ARGUMENT;
+    *type = 0; /* NVML_NVLINK_DEVICE_TYPE_GPU */
+    return SUCCESS;
+}
+#endif
 nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t d, unsigned int *node) {
     if (!valid(d)) return INVALID_ARGUMENT;
     *node = d->index;

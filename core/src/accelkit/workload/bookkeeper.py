@@ -278,22 +278,26 @@ class Bookkeeper:
         allocation: Mapping[DeviceName, DeviceAllocation],
         *,
         handle: WorkloadHandle | None = None,
+        durable: bool = True,
     ) -> LedgerRecord:
         """Book exactly ``allocation`` (chosen elsewhere, e.g. by the kubelet) and record it with
         ``handle`` in the same write; atomic across processes.
 
         A device another workload holds raises ``InvalidResourceArgument`` naming it, with
         nothing booked (dead workloads are finished first and the booking tried once more).
+        ``durable=False`` leaves the commit unsynced, for a caller whose next write is synced
+        anyway (the intent of ``pre_create``), which makes this one durable too: a power loss
+        in between undoes a booking no hook has run for.
         """
         agent = self._agent(agent_id)
         if self._seq >= 0:
             try:
-                return await self._book_exact_once(agent, workload, allocation, handle)
+                return await self._book_exact_once(agent, workload, allocation, handle, durable)
             except InvalidResourceArgument:
                 pass
         full = await self.reconcile()  # dead workloads finished: try once more
         try:
-            return await self._book_exact_once(agent, workload, allocation, handle)
+            return await self._book_exact_once(agent, workload, allocation, handle, durable)
         finally:
             self.last_report = _merged(full, self.last_report)
 
@@ -303,9 +307,10 @@ class Bookkeeper:
         workload: Workload,
         allocation: Mapping[DeviceName, DeviceAllocation],
         handle: WorkloadHandle | None,
+        durable: bool = True,
     ) -> LedgerRecord:
         async with self._syncing:
-            return self._write_exact(agent, workload, allocation, handle)
+            return self._write_exact(agent, workload, allocation, handle, durable)
 
     def _write_exact(
         self,
@@ -313,8 +318,9 @@ class Bookkeeper:
         workload: Workload,
         allocation: Mapping[DeviceName, DeviceAllocation],
         handle: WorkloadHandle | None,
+        durable: bool = True,
     ) -> LedgerRecord:
-        with self.ledger.transaction():
+        with self.ledger.transaction(durable=durable):
             self.last_report = self._catch_up()
             key = (agent.agent_id, workload.id)
             if key in self.owned or self.ledger.exists(*key):

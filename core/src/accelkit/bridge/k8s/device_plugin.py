@@ -215,6 +215,7 @@ class DevicePluginService:
                 Workload.container(workload_id),
                 self.resource.allocation(devices),
                 handle=handle,
+                durable=False,  # the intent of pre_create, synced next, syncs it too
             )
         except AccelkitError as exc:
             holders = self._holders(ids)

@@ -22,6 +22,8 @@ from test_slurm_tasks import mock_of, srun
 @pytest.fixture(scope="module")
 def served() -> Iterator[Cluster]:
     reason = slurm_cluster.missing()
+    if reason is None and shutil.which("curl") is None:
+        reason = "curl missing (apt-get install curl): the prolog script asks serve with it"
     if reason is not None:
         unavailable(reason)
     root = Path(tempfile.mkdtemp(prefix="accelkit-slurm-serve-"))
@@ -31,6 +33,10 @@ def served() -> Iterator[Cluster]:
     except (OSError, RuntimeError) as exc:
         unavailable(f"Slurm cannot start here: {exc}")
         raise
+    script = root / "prolog-script.sh"
+    text = script.read_text()
+    # while serve runs, the script must not book a job itself: a job it did not book fails
+    script.write_text(text.replace("exec ", "echo 'error: serve did not answer' >&2; exit 2 #"))
     try:
         yield started
     finally:
@@ -69,6 +75,10 @@ def test_a_refusal_by_serve_is_the_prologs_error_line(served: Cluster) -> None:
 
 
 def test_without_serve_the_script_books_the_job_itself(served: Cluster) -> None:
+    script = served.root / "prolog-script.sh"
+    script.write_text(
+        script.read_text().replace("echo 'error: serve did not answer' >&2; exit 2 #", "exec ")
+    )
     pid = served.pids.pop("serve")
     os.kill(pid, signal.SIGKILL)  # its socket file stays, with nothing behind it
     os.waitpid(pid, 0)

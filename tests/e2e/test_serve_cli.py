@@ -176,6 +176,18 @@ def test_a_device_added_while_serving_is_granted_within_an_interval(
     with urllib.request.urlopen(serve.url, timeout=30) as answer:
         metrics = answer.read().decode()
     assert 'accelkit_device_health{device="cuda2",plugin="cuda",state="healthy"} 1.0' in metrics
+    # the run that ended held each of the three GPUs, and keeps its seconds in the counter
+    held = [
+        line
+        for line in metrics.splitlines()
+        if line.startswith("accelkit_device_held_seconds_total{") and 'plugin="cuda"' in line
+    ]
+    assert sorted(line.split('device="')[1].split('"')[0] for line in held) == [
+        "cuda0",
+        "cuda1",
+        "cuda2",
+    ]
+    assert all('entry="run"' in line and float(line.split()[-1]) > 0 for line in held)
     assert serve.stop() == 0
     assert "stopped; workloads keep running" in serve.text()
 
@@ -188,6 +200,7 @@ def test_a_removed_device_a_workload_holds_keeps_it_running(
     try:
         [held] = node.status()
         assert held["devices"]["cuda"] == ["cuda0"]
+        assert set(held["held_seconds"]["cuda"]) == {"cuda0"}  # seconds so far, per device
         write_gpus(node.devices, ["cuda1"])
         serve.wait_for("device cuda/cuda0 removed (vanished: no longer listed by its plugin)")
         serve.wait_for(f"workload {held['workload']!r} of agent 'agent-1' still holds it")

@@ -16,7 +16,9 @@ import importlib
 import json
 import platform
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
@@ -26,10 +28,14 @@ import harness  # noqa: E402 - importable only once this folder is on sys.path
 from reference_allocmap import ReferenceUnavailable, load  # noqa: E402
 
 
-def load_workloads() -> None:
+def load_workloads() -> list[Any]:
     """Import every workload module next to this file (each registers its benchmarks)."""
-    for path in sorted(HERE.glob("workloads_*.py")):
-        importlib.import_module(path.stem)
+    return [importlib.import_module(path.stem) for path in sorted(HERE.glob("workloads_*.py"))]
+
+
+def summaries(modules: list[Any], rows: list[harness.Row]) -> list[str]:
+    """Lines the workload modules make of several rows together (``summarize(rows)``)."""
+    return [line for m in modules if hasattr(m, "summarize") for line in m.summarize(rows)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,14 +58,21 @@ def main(argv: list[str] | None = None) -> int:
         help="also measure Backend.AI's alloc maps from DIR (its src/ai/backend/agent) in the "
         "same run; default: $ACCELKIT_BENCH_REFERENCE",
     )
+    parser.add_argument(
+        "--wall",
+        action="store_true",
+        help="time the alloc-map loops in wall time, not the thread's CPU time",
+    )
     args = parser.parse_args(argv)
+    if args.wall:
+        harness.loop_clock = time.perf_counter
 
     try:
         reference = load(args.reference)
     except ReferenceUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    load_workloads()
+    modules = load_workloads()
     if reference is not None:
         workloads = importlib.import_module("workloads_allocmap")
         if not any(b.role is harness.Role.REFERENCE for b in harness.registered().values()):
@@ -87,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             "repeats": args.repeats,
             "warmup": args.warmup,
             "rows": [r.as_json() for r in rows],
+            "summaries": summaries(modules, rows),
         }
         print(json.dumps(doc, indent=2))
     else:
@@ -95,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
             if r.notes:
                 notes = ", ".join(f"{k}={v}" for k, v in sorted(r.notes.items()))
                 print(f"- {r.name}: {notes}")
+        for line in summaries(modules, rows):
+            print(line)
     bad = [r.name for r in rows if r.exact is False]
     if bad:
         print(f"error: inexact grants in {', '.join(bad)}", file=sys.stderr)

@@ -239,21 +239,21 @@ def test_the_exposition_parses_with_one_family_per_level_in_base_units():
     assert [(s.name, s.labels, s.value) for s in counter.samples] == [
         (
             "accelkit_cpu_device_cpu_used_seconds_total",
-            {"device_name": "cpu", "device_id": "0"},
+            {"plugin": "cpu", "device": "0"},
             1.0,
         ),
         (
             "accelkit_cpu_device_cpu_used_seconds_total",
-            {"device_name": "cpu", "device_id": "1"},
+            {"plugin": "cpu", "device": "1"},
             0.5005,
         ),
     ]
     assert found["accelkit_mem_node_mem_used_bytes"].type == "gauge"
     (agent,) = found["accelkit_mem_agent_mem_used_capacity_bytes"].samples
-    assert agent.labels == {"device_name": "mem", "agent": "a1"}
+    assert agent.labels == {"plugin": "mem", "agent": "a1"}
     assert agent.value == 50.0
     (workload,) = found["accelkit_mem_workload_mem_used_bytes"].samples
-    assert workload.labels == {"device_name": "mem", "agent": "a1", "workload": "w1"}
+    assert workload.labels == {"plugin": "mem", "agent": "a1", "workload": "w1"}
 
 
 def _gpu_snapshot() -> MetricsSnapshot:
@@ -290,7 +290,7 @@ def test_utilisations_are_ratios_and_power_is_in_watts():
     node = found["accelkit_cpu_node_cpu_util_ratio"].samples
     assert [s.value for s in node] == [0.4375]
     per_gpu = {
-        s.labels["device_id"]: s.value for s in found["accelkit_cuda_device_gpu_util_ratio"].samples
+        s.labels["device"]: s.value for s in found["accelkit_cuda_device_gpu_util_ratio"].samples
     }
     assert per_gpu == {"cuda0": 0.8, "cuda1-mig1": 0.2}
     assert "accelkit_cuda_device_gpu_util_capacity_ratio" not in found
@@ -324,25 +324,24 @@ def test_device_series_carry_the_labels_dcgm_exporter_users_join_on():
     )  # fmt: skip
     found = exposition(_gpu_snapshot(), {"cuda": [gpu, mig], "cpu": []})
     labels = {
-        s.labels["device_id"]: s.labels
-        for s in found["accelkit_cuda_device_gpu_util_ratio"].samples
+        s.labels["device"]: s.labels for s in found["accelkit_cuda_device_gpu_util_ratio"].samples
     }
     assert labels["cuda0"] == {
-        "device_name": "cuda",
-        "device_id": "cuda0",
+        "plugin": "cuda",
+        "device": "cuda0",
         "gpu": "0",
         "UUID": "GPU-aaa",
         "pci_bus_id": "00000000:3B:00.0",
         "serial": "1650921000001",
-        "modelName": "NVIDIA H100 80GB HBM3",
+        "model_name": "NVIDIA H100 80GB HBM3",
     }
     assert labels["cuda1-mig1"] == {
-        "device_name": "cuda",
-        "device_id": "cuda1-mig1",
+        "plugin": "cuda",
+        "device": "cuda1-mig1",
         "gpu": "1",
         "UUID": "GPU-ccc",
         "pci_bus_id": "00000000:86:00.0",
-        "modelName": "NVIDIA H100 80GB HBM3",
+        "model_name": "NVIDIA H100 80GB HBM3",
         "GPU_I_PROFILE": "1g.10gb",
         "GPU_I_ID": "1",
     }
@@ -350,7 +349,7 @@ def test_device_series_carry_the_labels_dcgm_exporter_users_join_on():
     assert device_labels(cpu) == {}  # the labels are those of GPUs
     # node series are not per device and carry no device labels
     (node,) = found["accelkit_cuda_node_gpu_util_ratio"].samples
-    assert node.labels == {"device_name": "cuda"}
+    assert node.labels == {"plugin": "cuda"}
 
 
 def test_a_key_that_starts_with_a_level_never_merges_two_families():

@@ -1,10 +1,10 @@
 """``promtool check metrics`` (Prometheus' own linter) on accelkit's exposition.
 
-It finds nothing, with one deliberate exception: the labels DCGM exporter uses (``UUID``,
-``modelName``, ``GPU_I_PROFILE``, ``GPU_I_ID``) are not snake_case, and the linter says so for
-every family that carries them. They keep DCGM's spelling so that queries join the two
-exporters' series without ``label_replace``. Skipped, saying why, where promtool is not
-installed (Debian: ``apt-get install prometheus``).
+It finds nothing, GPU series included: the labels queries join DCGM exporter's series on keep
+DCGM's spelling (``gpu``, ``UUID``, ``pci_bus_id``, ``GPU_I_PROFILE``, ``GPU_I_ID``), which the
+linter accepts; the product name is ``model_name`` (DCGM's ``modelName`` is camelCase, a
+finding). Skipped, saying why, where promtool is not installed (Debian: ``apt-get install
+prometheus``).
 """
 
 from __future__ import annotations
@@ -56,13 +56,22 @@ def test_gpu_series_with_dcgm_labels_pass_promtool():
         "cuda", "cuda0", "0000:3b:00.0", 0, 2**30, 132, "NVIDIA H100", "GPU-aaa",
         extra={"index": "0", "pci_bus_id": "00000000:3B:00.0"},
     )  # fmt: skip
+    mig = ComputeDevice(
+        "cuda", "cuda1-mig1", "0000:86:00.0/gi1/ci0", 1, 2**30, 16, "NVIDIA H100 MIG 1g.10gb",
+        "MIG-bbb",
+        extra={"index": "1", "pci_bus_id": "00000000:86:00.0", "parent_uuid": "GPU-ccc",
+               "parent_id": "cuda1", "mig_profile": "1g.10gb", "gpu_instance_id": "1"},
+    )  # fmt: skip
     snapshot = MetricsSnapshot(
         node={
             "cuda": [
                 NodeMetric("gpu_util", MetricType.UTILIZATION, "percent", Measurement(5, 100),
                            {"cuda0": Measurement(5, 100)}),
                 NodeMetric("power", MetricType.GAUGE, "mW", Measurement(70000, 700000),
-                           {"cuda0": Measurement(70000, 700000)}),
+                           {"cuda0": Measurement(70000, 700000)},
+                           per_parent={"cuda1": Measurement(60000, 700000)}),
+                NodeMetric("mem_used", MetricType.GAUGE, "bytes", Measurement(5, 10),
+                           {"cuda0": Measurement(2, 5), "cuda1-mig1": Measurement(3, 5)}),
                 NodeMetric("energy", MetricType.ACCUMULATION, "mJ", Measurement(10**9),
                            {"cuda0": Measurement(10**9)}),
             ]
@@ -73,21 +82,19 @@ def test_gpu_series_with_dcgm_labels_pass_promtool():
         ],
     )  # fmt: skip
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SnapshotCollector(lambda: snapshot, lambda: {"cuda": [gpu]}))
+    registry.register(SnapshotCollector(lambda: snapshot, lambda: {"cuda": [gpu, mig]}))
     text = generate_latest(registry).decode()
     assert 'UUID="GPU-aaa"' in text
+    assert 'GPU_I_PROFILE="1g.10gb"' in text
+    assert 'device="cuda1",gpu="1"' in text  # the MIG parent's own power series
     assert "accelkit_cuda_device_energy_joules_total" in text
-    findings = promtool_findings(text)
-    # only the DCGM label spelling, once per device family, and nothing about the node families
-    assert sorted(findings) == [
-        f"accelkit_cuda_device_{family} {CAMEL_CASE}"
-        for family in (
-            "energy_joules_total",
-            "gpu_util_ratio",
-            "power_capacity_watts",
-            "power_watts",
-        )
-    ]
+    assert promtool_findings(text) == []
+
+
+def test_promtool_finds_dcgm_s_model_name_spelling():
+    # why the product name is model_name: the check flags DCGM's own spelling
+    text = '# HELP a_watts a\n# TYPE a_watts gauge\na_watts{UUID="x",modelName="y"} 1\n'
+    assert promtool_findings(text) == [f"a_watts {CAMEL_CASE}"]
 
 
 def test_promtool_does_flag_what_it_should():

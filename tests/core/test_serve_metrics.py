@@ -71,8 +71,8 @@ def test_a_scrape_of_the_real_endpoint_parses_with_prometheus_client(served):
     found = {f.name: f for f in text_string_to_metric_families(text)}
     assert "accelkit_cuda_device_memory_used_bytes" in found
     labels = [s.labels for s in found["accelkit_cuda_device_memory_used_bytes"].samples]
-    assert {"device_name": "cuda", "device_id": "cuda0", "UUID": "MOCK-cuda-cuda0"} in [
-        {k: v for k, v in series.items() if k in ("device_name", "device_id", "UUID")}
+    assert {"plugin": "cuda", "device": "cuda0", "UUID": "MOCK-cuda-cuda0"} in [
+        {k: v for k, v in series.items() if k in ("plugin", "device", "UUID")}
         for series in labels
     ]
     agent = found["accelkit_mem_agent_memory_used_bytes"].samples

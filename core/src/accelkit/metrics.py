@@ -14,6 +14,7 @@ import attrs
 from accelkit.types import DeviceId, to_decimal
 
 __all__ = [
+    "Aggregate",
     "Measurement",
     "MetricContext",
     "MetricType",
@@ -32,6 +33,19 @@ class MetricType(enum.StrEnum):
     UTILIZATION = "utilization"  # a share of capacity over an interval
     ACCUMULATION = "accumulation"  # a counter that only grows: cpu seconds, bytes sent
     RATE = "rate"  # a change per second
+
+
+class Aggregate(enum.StrEnum):
+    """How a metric's readings of several devices add up to one figure (an agent's)."""
+
+    SUM = "sum"  # memory used, power: the devices' readings added up
+    MAX = "max"  # temperature: the hottest device
+    MEAN = "mean"  # utilisation, clock: the devices' average
+
+
+def default_aggregate(kind: MetricType) -> Aggregate:
+    """What a metric that declares nothing adds up with: utilisations average, others add."""
+    return Aggregate.MEAN if kind is MetricType.UTILIZATION else Aggregate.SUM
 
 
 def _check_key(_inst: object, _attribute: attrs.Attribute[str], value: str) -> None:
@@ -56,9 +70,24 @@ def _frozen_measurements(value: Mapping[Any, Measurement]) -> Mapping[DeviceId, 
     return {DeviceId(str(k)): v for k, v in value.items()}
 
 
+def _optional_aggregate(value: Aggregate | str | None) -> Aggregate | None:
+    return None if value is None else Aggregate(value)
+
+
+def _frozen_parents(value: Mapping[Any, Measurement]) -> Mapping[str, Measurement]:
+    return {str(k): v for k, v in value.items()}
+
+
 @attrs.frozen
 class NodeMetric:
-    """A node-level metric, with a reading per device."""
+    """A node-level metric, with a reading per device.
+
+    ``aggregate`` says how the readings of several devices add up to one figure (an agent's
+    devices): ``sum``, ``max`` or ``mean``; left out, utilisations average and the rest add up.
+    ``per_parent`` holds readings of hardware that holds devices without being one (a GPU
+    with MIG mode on: its instances are the devices), by the id its devices name as their
+    ``parent_id``; they are exported per GPU and count in no agent's figure.
+    """
 
     key: str = attrs.field(validator=_check_key)
     type: MetricType = attrs.field(converter=MetricType)
@@ -67,6 +96,13 @@ class NodeMetric:
     per_device: Mapping[DeviceId, Measurement] = attrs.field(
         factory=dict, converter=_frozen_measurements
     )
+    aggregate: Aggregate | None = attrs.field(default=None, converter=_optional_aggregate)
+    per_parent: Mapping[str, Measurement] = attrs.field(factory=dict, converter=_frozen_parents)
+
+    @property
+    def adds_up_by(self) -> Aggregate:
+        """The declared :attr:`aggregate`, else the default of the metric's type."""
+        return self.aggregate if self.aggregate is not None else default_aggregate(self.type)
 
 
 @attrs.frozen

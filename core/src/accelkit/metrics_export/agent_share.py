@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from decimal import Decimal
 
-from accelkit.metrics import Measurement, MetricType, NodeMetric
+from accelkit.metrics import Aggregate, Measurement, MetricType, NodeMetric, default_aggregate
 from accelkit.partition import natural_sort_key
 from accelkit.types import DeviceId, DeviceName, SlotName
 
@@ -44,26 +44,37 @@ def agent_measurement(
         return None
     readings = [metric.per_device[d] for d in device_ids if d in metric.per_device]
     if readings and not shared_by_amount:
-        return combine(metric.type, readings), BASIS_DEVICES
+        return combine(metric.type, readings, metric.adds_up_by), BASIS_DEVICES
     if factor is None:
         return None
-    return scale(metric.type, metric.node, factor), BASIS_SCALED
+    return scale(metric.type, metric.node, factor, metric.adds_up_by), BASIS_SCALED
 
 
-def combine(kind: MetricType, readings: Sequence[Measurement]) -> Measurement:
-    """Several devices' readings as one: utilisations average, everything else adds up."""
+def combine(
+    kind: MetricType, readings: Sequence[Measurement], aggregate: Aggregate | None = None
+) -> Measurement:
+    """Several devices' readings as one, as the metric declares (:class:`Aggregate`): added up
+    (capacities too), the largest (with its own capacity) or averaged; by default utilisations
+    average and everything else adds up."""
+    how = default_aggregate(kind) if aggregate is None else aggregate
+    if how is Aggregate.MAX:
+        return max(readings, key=lambda r: r.value)
     values = sum((r.value for r in readings), Decimal(0))
     capacities = [r.capacity for r in readings]
     capacity = None if None in capacities else sum((c for c in capacities if c), Decimal(0))
-    if kind is MetricType.UTILIZATION:
+    if how is Aggregate.MEAN:
         count = len(readings)
         return Measurement(values / count, None if capacity is None else capacity / count)
     return Measurement(values, capacity)
 
 
-def scale(kind: MetricType, reading: Measurement, factor: Decimal) -> Measurement:
-    """The agent's share of a node reading; utilisations are shares already and stay as they are."""
-    if kind is MetricType.UTILIZATION:
+def scale(
+    kind: MetricType, reading: Measurement, factor: Decimal, aggregate: Aggregate | None = None
+) -> Measurement:
+    """The agent's share of a node reading. Only amounts that add up are scaled: utilisations
+    are shares already, and a maximum or a mean (a temperature, a clock) is no amount."""
+    how = default_aggregate(kind) if aggregate is None else aggregate
+    if kind is MetricType.UTILIZATION or how is not Aggregate.SUM:
         return reading
     capacity = None if reading.capacity is None else reading.capacity * factor
     return Measurement(reading.value * factor, capacity)

@@ -10,10 +10,13 @@ Accumulations are counters (``…_total``); every other type is a gauge. Reading
 also export ``accelkit_<plugin>_<level>_<key>_capacity_<unit>`` (utilisations do not: the
 capacity of a ratio is 1).
 
-Labels: ``device_name`` (the plugin) always, then ``device_id``, ``agent`` and ``workload`` as
-the level has them. Device series also carry the labels DCGM exporter users join on, from the
-device's discovery record (:func:`device_labels`): ``gpu``, ``UUID``, ``pci_bus_id``,
-``serial``, ``modelName`` and, for MIG instances, ``GPU_I_PROFILE`` and ``GPU_I_ID``.
+Labels, the same words as every other accelkit family: ``plugin`` always, then ``device``,
+``agent`` and ``workload`` as the level has them. Device series also carry the labels DCGM
+exporter users join on, from the device's discovery record (:func:`device_labels`): ``gpu``,
+``UUID``, ``pci_bus_id``, ``serial``, ``model_name`` and, for MIG instances, ``GPU_I_PROFILE``
+and ``GPU_I_ID`` (``promtool check metrics`` accepts all of them). A GPU with MIG mode on is
+no device, but its readings (power, temperature) are exported per GPU at the ``device`` level,
+with the GPU's own labels and its id as ``device``.
 """
 
 from __future__ import annotations
@@ -49,7 +52,10 @@ PREFIX = "accelkit"
 LEVELS = ("node", "device", "agent", "workload")
 _INVALID = re.compile(r"[^a-zA-Z0-9]+")
 
-#: labels per plugin, then per device id
+#: the labels of a MIG instance that its GPU (the parent) does not have
+MIG_LABELS = frozenset({"GPU_I_PROFILE", "GPU_I_ID"})
+
+#: labels per plugin, then per device id (and per parent id: a GPU with MIG mode on)
 DeviceLabels = Mapping[str, Mapping[DeviceId, Mapping[str, str]]]
 
 
@@ -129,7 +135,8 @@ def device_labels(device: ComputeDevice) -> dict[str, str]:
 
     ``gpu`` is the NVML index, ``UUID`` the GPU's (for a MIG instance, its parent's, as DCGM
     exporter labels it), ``pci_bus_id`` NVML's form, ``serial`` the board's serial number
-    (where the board has one), ``modelName`` the product name. A device
+    (where the board has one), ``model_name`` the product name (DCGM's ``modelName`` is no
+    snake_case, which ``promtool`` reports). A device
     without a UUID (a CPU core, memory) gets none: the labels are those of GPUs.
     """
     extra = device.extra
@@ -147,7 +154,7 @@ def device_labels(device: ComputeDevice) -> dict[str, str]:
         labels["serial"] = extra["serial"]
     model = extra.get("parent_model") or device.model_name
     if model:
-        labels["modelName"] = model
+        labels["model_name"] = model
     if extra.get("mig_profile"):
         labels["GPU_I_PROFILE"] = extra["mig_profile"]
         labels["GPU_I_ID"] = extra.get("gpu_instance_id", "")
@@ -155,10 +162,18 @@ def device_labels(device: ComputeDevice) -> dict[str, str]:
 
 
 def labels_of_devices(devices: Mapping[str, Sequence[ComputeDevice]]) -> DeviceLabels:
-    """:func:`device_labels` of every device, by plugin and device id."""
-    return {
-        str(name): {d.device_id: device_labels(d) for d in found} for name, found in devices.items()
-    }
+    """:func:`device_labels` of every device, by plugin and device id; a MIG instance's GPU
+    (its ``parent_id``) gets the instance's labels but its own ``GPU_I_…`` ones."""
+    out: dict[str, dict[DeviceId, Mapping[str, str]]] = {}
+    for name, found in devices.items():
+        labels: dict[DeviceId, Mapping[str, str]] = {}
+        for d in found:
+            labels[d.device_id] = own = device_labels(d)
+            parent = DeviceId(d.extra.get("parent_id", ""))
+            if parent and parent not in labels:
+                labels[parent] = {k: v for k, v in own.items() if k not in MIG_LABELS}
+        out[str(name)] = labels
+    return out
 
 
 class _Families:
@@ -234,19 +249,20 @@ def families(snapshot: MetricsSnapshot, labels: DeviceLabels | None = None) -> l
     out = _Families()
     extra = labels or {}
     for device_name, metrics in snapshot.node.items():
-        base = {"device_name": str(device_name)}
+        base = {"plugin": str(device_name)}
         known = extra.get(str(device_name), {})
         for m in metrics:
             out.add((device_name, "node", m.key, m.unit), m.type, base, m.node)
-            for device_id, reading in m.per_device.items():
-                series = {**base, "device_id": device_id, **known.get(device_id, {})}
+            per_device = [*m.per_device.items(), *m.per_parent.items()]
+            for device_id, reading in per_device:
+                series = {**base, "device": device_id, **known.get(DeviceId(device_id), {})}
                 out.add((device_name, "device", m.key, m.unit), m.type, series, reading)
     for a in snapshot.agents:
-        series = {"device_name": a.device_name, "agent": a.agent_id}
+        series = {"plugin": a.device_name, "agent": a.agent_id}
         out.add((a.device_name, "agent", a.key, a.unit), a.type, series, a.value)
     for w in snapshot.workloads:
         wm = w.metric
-        series = {"device_name": w.device_name, "agent": w.agent_id, "workload": wm.workload_id}
+        series = {"plugin": w.device_name, "agent": w.agent_id, "workload": wm.workload_id}
         out.add((w.device_name, "workload", wm.key, wm.unit), wm.type, series, wm.value)
     return list(out)
 

@@ -2,10 +2,12 @@
 
 Each device is read in one go; an NVML error on a device (a lost GPU, most often) skips that
 device's readings and is logged, and the other devices are still reported. A reading a device
-does not offer (MIG instances have no utilisation, power or temperature) is simply absent.
-The power and temperature of a GPU with MIG mode on, which is not a device itself, count in
-the node figures. Units are NVML's own: percent, bytes, milliwatts and degrees Celsius, all
-integers (the Prometheus exposition converts them to base units).
+does not offer (MIG instances have no utilisation, power, temperature or clock) is simply
+absent. The power and temperature of a GPU with MIG mode on, which is not a device itself, are
+reported per GPU (``per_parent``) and count in the node figures. Each metric says how an
+agent's devices add up: memory and power are summed, utilisations and clocks averaged, and the
+temperature is the hottest device's. Units are NVML's own: percent, bytes, milliwatts, degrees
+Celsius and MHz, all integers (the Prometheus exposition converts them to base units).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from decimal import Decimal
 
 import attrs
 
-from accelkit.metrics import Measurement, MetricType, NodeMetric
+from accelkit.metrics import Aggregate, Measurement, MetricType, NodeMetric
 from accelkit.types import DeviceId
 from accelkit_cuda.nvml import Handle, MemoryInfo, NVMLLibrary
 
@@ -35,6 +37,7 @@ class DeviceReading:
     power: int | None = None
     power_limit: int | None = None
     temperature: int | None = None
+    sm_clock: int | None = None
 
 
 def read_device(lib: NVMLLibrary, handle: Handle) -> DeviceReading:
@@ -47,6 +50,7 @@ def read_device(lib: NVMLLibrary, handle: Handle) -> DeviceReading:
         power=lib.power_usage(handle),
         power_limit=lib.power_limit(handle),
         temperature=lib.temperature(handle),
+        sm_clock=lib.sm_clock(handle),
     )
 
 
@@ -68,19 +72,22 @@ def _metric(
     kind: MetricType,
     unit: str,
     per_device: Mapping[DeviceId, Measurement],
-    node: Callable[[Sequence[Measurement]], Measurement],
+    aggregate: Aggregate,
     *,
-    also: Sequence[Measurement] = (),
+    parents: Mapping[DeviceId, Measurement] | None = None,
 ) -> list[NodeMetric]:
-    """One metric; ``also`` counts in the node figure only (GPUs that are not devices)."""
+    """One metric; ``parents`` (GPUs that are not devices) count in the node figure too."""
+    also = parents or {}
     if not per_device and not also:
         return []
+    node = _NODE[aggregate]([*per_device.values(), *also.values()])
     by_id = {str(device_id): m for device_id, m in per_device.items()}
-    return [NodeMetric(key, kind, unit, node([*per_device.values(), *also]), by_id)]
+    return [NodeMetric(key, kind, unit, node, by_id, aggregate, dict(also))]
 
 
 def _mean(values: Sequence[Measurement]) -> Measurement:
-    return Measurement(sum((m.value for m in values), Decimal(0)) / len(values), _PERCENT)
+    capacity = values[0].capacity if all(m.capacity == _PERCENT for m in values) else None
+    return Measurement(sum((m.value for m in values), Decimal(0)) / len(values), capacity)
 
 
 def _total(values: Sequence[Measurement]) -> Measurement:
@@ -93,39 +100,43 @@ def _hottest(values: Sequence[Measurement]) -> Measurement:
     return Measurement(max(m.value for m in values))
 
 
+_NODE: Mapping[Aggregate, Callable[[Sequence[Measurement]], Measurement]] = {
+    Aggregate.MEAN: _mean,
+    Aggregate.SUM: _total,
+    Aggregate.MAX: _hottest,
+}
+
+
 def node_metrics(
     readings: Mapping[DeviceId, DeviceReading],
-    mig_parents: Sequence[DeviceReading] = (),
+    mig_parents: Mapping[DeviceId, DeviceReading] | None = None,
 ) -> list[NodeMetric]:
-    """``gpu_util``, ``mem_util``, ``mem_used``, ``power`` and ``temperature`` per device.
+    """``gpu_util``, ``mem_util``, ``mem_used``, ``power``, ``temperature`` and ``sm_clock``
+    per device.
 
-    The node value is the mean of the utilisations, the sum of memory and power (against the
-    sum of totals and limits), and the hottest device's temperature; the power and temperature
-    of ``mig_parents`` (GPUs with MIG mode on) count in the node's.
+    The node value is the mean of the utilisations and clocks, the sum of memory and power
+    (against the sum of totals and limits), and the hottest device's temperature; the power
+    and temperature of ``mig_parents`` (GPUs with MIG mode on, by id) are reported per GPU and
+    count in the node's.
     """
     items = readings.items()
+    parents = (mig_parents or {}).items()
     gpu = {d: Measurement(r.gpu_util, _PERCENT) for d, r in items if r.gpu_util is not None}
     mem = {d: Measurement(r.mem_util, _PERCENT) for d, r in items if r.mem_util is not None}
     used = {d: Measurement(r.memory.used, r.memory.total) for d, r in items}
     power = {d: Measurement(r.power, r.power_limit) for d, r in items if r.power is not None}
     temp = {d: Measurement(r.temperature) for d, r in items if r.temperature is not None}
+    clock = {d: Measurement(r.sm_clock) for d, r in items if r.sm_clock is not None}
+    gpu_power = {d: Measurement(r.power, r.power_limit) for d, r in parents if r.power is not None}
+    gpu_temp = {d: Measurement(r.temperature) for d, r in parents if r.temperature is not None}
     return [
-        *_metric("gpu_util", MetricType.UTILIZATION, "percent", gpu, _mean),
-        *_metric("mem_util", MetricType.UTILIZATION, "percent", mem, _mean),
-        *_metric("mem_used", MetricType.GAUGE, "bytes", used, _total),
-        *_metric("power", MetricType.GAUGE, "mW", power, _total, also=_powers(mig_parents)),
-        *_metric(
-            "temperature", MetricType.GAUGE, "celsius", temp, _hottest, also=_temps(mig_parents)
-        ),
+        *_metric("gpu_util", MetricType.UTILIZATION, "percent", gpu, Aggregate.MEAN),
+        *_metric("mem_util", MetricType.UTILIZATION, "percent", mem, Aggregate.MEAN),
+        *_metric("mem_used", MetricType.GAUGE, "bytes", used, Aggregate.SUM),
+        *_metric("power", MetricType.GAUGE, "mW", power, Aggregate.SUM, parents=gpu_power),
+        *_metric("temperature", MetricType.GAUGE, "celsius", temp, Aggregate.MAX, parents=gpu_temp),
+        *_metric("sm_clock", MetricType.GAUGE, "MHz", clock, Aggregate.MEAN),
     ]
-
-
-def _powers(readings: Sequence[DeviceReading]) -> list[Measurement]:
-    return [Measurement(r.power, r.power_limit) for r in readings if r.power is not None]
-
-
-def _temps(readings: Sequence[DeviceReading]) -> list[Measurement]:
-    return [Measurement(r.temperature) for r in readings if r.temperature is not None]
 
 
 def process_memory(lib: NVMLLibrary, handles: Mapping[DeviceId, Handle]) -> dict[int, int]:

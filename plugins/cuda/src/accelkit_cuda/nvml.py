@@ -46,6 +46,8 @@ EVENT_GPU_RECOVERY_ACTION = 0x8000
 #: an event's ``gpuInstanceId`` when it concerns the whole GPU
 GPU_INSTANCE_ANY = 0xFFFFFFFF
 TEMPERATURE_GPU = 0
+#: nvmlClockType_t NVML_CLOCK_SM
+CLOCK_SM = 1
 #: nvmlDeviceSetMemoryLimits_v1's "no limit"
 MEMORY_LIMIT_MAX = 0xFFFFFFFFFFFFFFFF
 
@@ -295,6 +297,10 @@ class NVMLLibrary:
         return self.optional(
             lambda: int(self.module.nvmlDeviceGetTemperature(handle, TEMPERATURE_GPU))
         )
+
+    def sm_clock(self, handle: Handle) -> int | None:
+        """The SM clock now, in MHz."""
+        return self.optional(lambda: int(self.module.nvmlDeviceGetClockInfo(handle, CLOCK_SM)))
 
     def processes(self, handle: Handle) -> list[ProcessUsage]:
         """Compute processes: the ``_v3`` list, or ``_v2`` on drivers without it (before 510)."""

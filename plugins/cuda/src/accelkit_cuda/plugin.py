@@ -243,13 +243,14 @@ class CUDAPlugin(AbstractComputePlugin):
         return NodeInfo(driver_version=library.driver_version(), runtime_version=cuda, facts=facts)
 
     async def gather_node_metrics(self, ctx: MetricContext) -> Sequence[NodeMetric]:
-        """Utilisation, memory, power and temperature of every discovered device.
+        """Utilisation, memory, power, temperature and SM clock of every discovered device.
 
-        GPUs with MIG mode on are read too: their power and temperature count in the node's.
+        GPUs with MIG mode on are read too: their power and temperature are reported per GPU
+        and count in the node's.
         """
         readings = await asyncio.to_thread(read_devices, self.library, dict(self._handles))
         parents = await asyncio.to_thread(read_devices, self.library, dict(self._mig_parents))
-        found = node_metrics(readings, list(parents.values()))
+        found = node_metrics(readings, parents)
         if self.mps is not None:
             found += await asyncio.to_thread(mps_metrics, self.mps, self.devices)
         return found

@@ -31,6 +31,7 @@ from accelkit.types import (
     WorkloadType,
 )
 from accelkit_mock.health import HealthFile
+from accelkit_mock.metrics import gpu_extra, gpu_metrics
 from accelkit_mock.spec import MockConfig, MockDevice, MockKind, load_kinds
 
 log = logging.getLogger(__name__)
@@ -195,7 +196,14 @@ class MockPlugin(AbstractComputePlugin):
         listed = getattr(self, "_listed", None)
         return self.kind.devices if listed is None else tuple(self.declared[i] for i in listed)
 
+    @property
+    def plays_gpus(self) -> bool:
+        """Whether this kind plays the cuda plugin's metrics and GPU identity."""
+        return bool(self.config.get("gpu-metrics")) and self.role is PluginRole.ACCELERATOR
+
     async def list_devices(self) -> Sequence[ComputeDevice]:
+        current = self._current_devices()
+        gpus = gpu_extra(self.key, current) if self.plays_gpus else {}
         return [
             ComputeDevice(
                 device_name=self.key,
@@ -206,9 +214,9 @@ class MockPlugin(AbstractComputePlugin):
                 processing_units=d.processing_units,
                 model_name=d.model,
                 uuid=f"MOCK-{self.key}-{d.id}",
-                extra=_extra(d),
+                extra=_extra(d) | gpus.get(d.id, {}),
             )
-            for d in self._current_devices()
+            for d in current
         ]
 
     def configurable_slots(self) -> Sequence[SlotSpec]:
@@ -284,4 +292,6 @@ class MockPlugin(AbstractComputePlugin):
             metrics.append(
                 NodeMetric("memory_used", MetricType.GAUGE, "bytes", memory_node, memory)
             )
+        if self.plays_gpus:
+            metrics += gpu_metrics(devices, lambda device: deterministic_percent(device, now))
         return metrics

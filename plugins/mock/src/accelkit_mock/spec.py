@@ -23,7 +23,8 @@ parent = ""               # a MIG-like device: the id of the GPU it is carved fr
 ```
 
 ``[plugins.config.mock] health-interval = "1"`` is how often (seconds) ``watch_health()`` looks
-at the device file for changes.
+at the device file for changes; ``gpu-metrics = true`` makes every accelerator kind play the
+cuda plugin's metrics and GPU identity too (see :mod:`accelkit_mock.metrics`).
 """
 
 from __future__ import annotations
@@ -167,6 +168,7 @@ class MockConfig:
     config_file: str | None = None
     kinds: tuple[KindEntry, ...] = ()
     health_interval: Annotated[Decimal, positive_decimal("0.001")] = Decimal(1)
+    gpu_metrics: bool = False
 
 
 @attrs.frozen
@@ -388,9 +390,13 @@ def load_kinds(config: Mapping[str, Any]) -> tuple[MockKind, ...]:
             naming the device file and its key, or for inline kinds the key within
             ``[plugins.config.mock]``.
     """
-    unknown = sorted(set(config) - {"config-file", "kinds", "health-interval"})
-    allowed = "unknown key (allowed: config-file, kinds, health-interval)"
+    known = {"config-file", "kinds", "health-interval", "gpu-metrics"}
+    unknown = sorted(set(config) - known)
+    allowed = "unknown key (allowed: config-file, kinds, health-interval, gpu-metrics)"
     errors = [ConfigError(allowed, key=key) for key in unknown]
+    if not isinstance(config.get("gpu-metrics", False), bool):
+        msg = f"expected true or false, got {config['gpu-metrics']!r}"
+        errors.append(ConfigError(msg, key="gpu-metrics"))
     if "config-file" in config and "kinds" in config:
         errors.append(
             ConfigError("give either 'config-file' or inline 'kinds', not both", key="config-file")

@@ -34,6 +34,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from .fake_topology import FakeTopologyCalls, GpuTopology
+
 NVML_ERROR_UNINITIALIZED = 1
 NVML_ERROR_INVALID_ARGUMENT = 2
 NVML_ERROR_NOT_SUPPORTED = 3
@@ -49,17 +51,6 @@ NVML_ERROR_UNKNOWN = 999
 NVML_DEVICE_MIG_DISABLE = 0
 NVML_DEVICE_MIG_ENABLE = 1
 NVML_TEMPERATURE_GPU = 0
-NVML_FEATURE_DISABLED = 0
-NVML_FEATURE_ENABLED = 1
-NVML_NVLINK_MAX_LINKS = 36
-NVML_NVLINK_DEVICE_TYPE_GPU = 0x00
-NVML_NVLINK_DEVICE_TYPE_SWITCH = 0x02
-NVML_TOPOLOGY_INTERNAL = 0
-NVML_TOPOLOGY_SINGLE = 10
-NVML_TOPOLOGY_MULTIPLE = 20
-NVML_TOPOLOGY_HOSTBRIDGE = 30
-NVML_TOPOLOGY_NODE = 40
-NVML_TOPOLOGY_SYSTEM = 50
 NVML_DEVICE_MEMORY_LIMIT_MAX = 0xFFFFFFFFFFFFFFFF
 nvmlEventTypeSingleBitEccError = 0x0000000000000001
 nvmlEventTypeDoubleBitEccError = 0x0000000000000002
@@ -173,7 +164,7 @@ class FakeMig:
 
 
 @dataclass(eq=False)
-class FakeGpu:
+class FakeGpu(GpuTopology):
     """A GPU; ``numa_node=None`` makes nvmlDeviceGetNumaNodeId unsupported."""
 
     index: int
@@ -204,17 +195,6 @@ class FakeGpu:
     event_types: int = DEFAULT_EVENT_TYPES
     #: NVML_FI_DEV_GET_GPU_RECOVERY_ACTION; ``None``: a driver without the field
     recovery_action: int | None = NVML_GPU_RECOVERY_ACTION_NONE
-    #: identity; ``None`` answers NOT_SUPPORTED (GeForce boards have no serial or part number)
-    serial: str | None = ""
-    board_part_number: str | None = "692-2G506-0210-002"
-    vbios_version: str | None = "92.00.9E.00.03"
-    #: the PCIe switch the GPU sits behind (``None``: straight on a root port)
-    pcie_switch: str | None = None
-    #: active NVLinks in link order: the far end's PCI bus id and NVML device type; a GPU
-    #: without any answers NOT_SUPPORTED for link 0, one with some INVALID_ARGUMENT past them
-    nvlinks: list[tuple[str, int]] = field(default_factory=list)
-    #: links that are there but down (``nvmlDeviceGetNvLinkState`` answers DISABLED)
-    nvlinks_down: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.uuid = self.uuid or f"GPU-{self.index:08d}-0000-0000-0000-000000000000"
@@ -243,7 +223,7 @@ class FakeEventSet:
                 self.ready.notify_all()
 
 
-class FakeNVML:
+class FakeNVML(FakeTopologyCalls):
     """A module-like object with the NVML surface accelkit-cuda uses.
 
     ``missing`` names functions the simulated driver lacks (the ``_v3`` process list on drivers
@@ -255,13 +235,6 @@ class FakeNVML:
     NVMLLibraryMismatchError = NVMLLibraryMismatchError
     NVML_DEVICE_MIG_ENABLE = NVML_DEVICE_MIG_ENABLE
     NVML_TEMPERATURE_GPU = NVML_TEMPERATURE_GPU
-    NVML_FEATURE_ENABLED = NVML_FEATURE_ENABLED
-    NVML_NVLINK_MAX_LINKS = NVML_NVLINK_MAX_LINKS
-    NVML_NVLINK_DEVICE_TYPE_GPU = NVML_NVLINK_DEVICE_TYPE_GPU
-    NVML_NVLINK_DEVICE_TYPE_SWITCH = NVML_NVLINK_DEVICE_TYPE_SWITCH
-    NVML_TOPOLOGY_SINGLE = NVML_TOPOLOGY_SINGLE
-    NVML_TOPOLOGY_NODE = NVML_TOPOLOGY_NODE
-    NVML_TOPOLOGY_SYSTEM = NVML_TOPOLOGY_SYSTEM
     NVML_DEVICE_MEMORY_LIMIT_MAX = NVML_DEVICE_MEMORY_LIMIT_MAX
     nvmlEventTypeSingleBitEccError = nvmlEventTypeSingleBitEccError
     nvmlEventTypeDoubleBitEccError = nvmlEventTypeDoubleBitEccError
@@ -427,62 +400,6 @@ class FakeNVML:
         if gpu.compute_capability is None:
             raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
         return gpu.compute_capability
-
-    # -- identity --------------------------------------------------------------------------
-    def _identity(self, handle: FakeGpu | FakeMig, function: str, value: str) -> str:
-        self._check(handle, function)
-        gpu = self._parent(handle) if isinstance(handle, FakeMig) else handle
-        found = getattr(gpu, value)
-        if found is None:
-            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
-        return str(found)
-
-    def nvmlDeviceGetSerial(self, handle: FakeGpu | FakeMig) -> str:
-        return self._identity(handle, "nvmlDeviceGetSerial", "serial")
-
-    def nvmlDeviceGetBoardPartNumber(self, handle: FakeGpu | FakeMig) -> str:
-        return self._identity(handle, "nvmlDeviceGetBoardPartNumber", "board_part_number")
-
-    def nvmlDeviceGetVbiosVersion(self, handle: FakeGpu | FakeMig) -> str:
-        return self._identity(handle, "nvmlDeviceGetVbiosVersion", "vbios_version")
-
-    # -- topology --------------------------------------------------------------------------
-    def nvmlDeviceGetTopologyCommonAncestor(self, device1: FakeGpu, device2: FakeGpu) -> int:
-        """The same switch: SINGLE; the same NUMA node: NODE; else SYSTEM. GPUs the fake
-        knows neither of (no switch, no NUMA node) are NOT_SUPPORTED, as in some VMs."""
-        self._check(device1, "nvmlDeviceGetTopologyCommonAncestor")
-        self._check(device2, "nvmlDeviceGetTopologyCommonAncestor")
-        if device1 is device2:
-            return NVML_TOPOLOGY_INTERNAL
-        for gpu in (device1, device2):
-            if gpu.pcie_switch is None and gpu.numa_node is None:
-                raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
-        if device1.pcie_switch is not None and device1.pcie_switch == device2.pcie_switch:
-            return NVML_TOPOLOGY_SINGLE
-        if device1.numa_node is not None and device1.numa_node == device2.numa_node:
-            return NVML_TOPOLOGY_NODE
-        return NVML_TOPOLOGY_SYSTEM
-
-    def _link(self, handle: FakeGpu, link: int, function: str) -> tuple[str, int]:
-        self._check(handle, function)
-        if not handle.nvlinks:
-            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
-        if not 0 <= link < len(handle.nvlinks):
-            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
-        return handle.nvlinks[link]
-
-    def nvmlDeviceGetNvLinkState(self, device: FakeGpu, link: int) -> int:
-        self._link(device, link, "nvmlDeviceGetNvLinkState")
-        return NVML_FEATURE_DISABLED if link in device.nvlinks_down else NVML_FEATURE_ENABLED
-
-    def nvmlDeviceGetNvLinkRemotePciInfo(self, device: FakeGpu, link: int) -> SimpleNamespace:
-        """pynvml's wrapper of ``nvmlDeviceGetNvLinkRemotePciInfo_v2``."""
-        bus_id, _kind = self._link(device, link, "nvmlDeviceGetNvLinkRemotePciInfo_v2")
-        return SimpleNamespace(busId=bus_id.encode())
-
-    def nvmlDeviceGetNvLinkRemoteDeviceType(self, handle: FakeGpu, link: int) -> int:
-        _bus_id, kind = self._link(handle, link, "nvmlDeviceGetNvLinkRemoteDeviceType")
-        return kind
 
     # -- MIG -------------------------------------------------------------------------------
     def nvmlDeviceGetMigMode(self, handle: FakeGpu) -> list[int]:
@@ -726,44 +643,3 @@ def write_mig_minors(proc_root: Path, lines: dict[str, int]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(f"{name} {minor}\n" for name, minor in lines.items()))
     return path
-
-
-def nvswitch_node(count: int = 8, switches: int = 4, links: int = 18) -> list[FakeGpu]:
-    """An HGX board: ``count`` GPUs, each with ``links`` NVLinks spread over ``switches``
-    NVSwitches (all GPUs joined), half the GPUs on NUMA node 0 and half on 1, two per PCIe
-    switch."""
-    fabric = [f"00000000:{0xA0 + s:02X}:00.0" for s in range(switches)]
-    return [
-        FakeGpu(
-            index,
-            name="NVIDIA H100 80GB HBM3",
-            numa_node=index * 2 // count,
-            pcie_switch=f"sw{index // 2}",
-            nvlinks=[
-                (fabric[link % switches], NVML_NVLINK_DEVICE_TYPE_SWITCH) for link in range(links)
-            ],
-        )
-        for index in range(count)
-    ]
-
-
-#: the NVLink islands of :func:`two_island_node`, by GPU index
-ISLANDS = ((0, 1, 4, 5), (2, 3, 6, 7))
-
-
-def two_island_node() -> list[FakeGpu]:
-    """Eight GPUs in two NVLink islands of four that cut across the NUMA nodes: GPUs 0-3 on
-    NUMA node 0 and 4-7 on 1 (two per PCIe switch), NVLink joining 0, 1, 4, 5 and 2, 3, 6, 7
-    (each GPU has four links to each other GPU of its island, straight, no NVSwitch)."""
-    made = [
-        FakeGpu(index, numa_node=index // 4, pcie_switch=f"sw{index // 2}") for index in range(8)
-    ]
-    for island in ISLANDS:
-        for index in island:
-            made[index].nvlinks = [
-                (made[peer].bus_id, NVML_NVLINK_DEVICE_TYPE_GPU)
-                for peer in island
-                if peer != index
-                for _ in range(4)
-            ]
-    return made

@@ -19,10 +19,11 @@ from accelkit_cuda.placement import TopologyAllocMap
 from accelkit_cuda.topology import NUMA, NVLINK, PCIE_SWITCH, SYSTEM, Topology, choose
 
 from . import fake_nvml as fk
+from . import fake_topology as ft
 from .support import run
 from .test_node_health import AGENT, node_over
 
-ISLANDS = [{f"cuda{i}" for i in island} for island in fk.ISLANDS]
+ISLANDS = [{f"cuda{i}" for i in island} for island in ft.ISLANDS]
 
 
 def alloc_map(plugin):
@@ -41,7 +42,7 @@ def granted(alloc) -> set[str]:
 
 
 def test_the_two_island_node_reads_as_two_islands(start):
-    plugin = start(fk.two_island_node())
+    plugin = start(ft.two_island_node())
     topology = plugin.topology
     assert topology is not None
     assert topology.level("cuda0", "cuda4") == NVLINK  # across NUMA nodes, one island
@@ -59,7 +60,7 @@ def test_the_two_island_node_reads_as_two_islands(start):
 
 
 def test_a_four_gpu_grant_lands_on_one_island(start):
-    plugin = start(fk.two_island_node())
+    plugin = start(ft.two_island_node())
     taken = alloc_map(plugin)
     assert isinstance(taken, TopologyAllocMap)
     first = granted(taken.allocate(gpus(4)))
@@ -76,7 +77,7 @@ def test_a_four_gpu_grant_lands_on_one_island(start):
 
 
 def test_small_grants_keep_an_island_whole_for_a_large_one(start):
-    taken = alloc_map(start(fk.two_island_node()))
+    taken = alloc_map(start(ft.two_island_node()))
     one = granted(taken.allocate(gpus(1)))
     two = granted(taken.allocate(gpus(2)))
     island = next(i for i in ISLANDS if one <= i)
@@ -85,13 +86,13 @@ def test_small_grants_keep_an_island_whole_for_a_large_one(start):
 
 
 def test_a_grant_larger_than_an_island_takes_a_whole_island_first(start):
-    taken = alloc_map(start(fk.two_island_node()))
+    taken = alloc_map(start(ft.two_island_node()))
     got = granted(taken.allocate(gpus(6)))
     assert any(i <= got for i in ISLANDS)
 
 
 def test_an_nvswitch_board_is_one_island(start):
-    plugin = start(fk.nvswitch_node())
+    plugin = start(ft.nvswitch_node())
     assert plugin.topology is not None
     assert [len(g) for g in plugin.topology.groups(NVLINK)] == [8]
     assert (
@@ -123,7 +124,7 @@ def test_gpus_whose_topology_nvml_does_not_tell_get_the_standard_map(start):
 
 
 def test_a_link_that_is_down_joins_nothing(start):
-    node = fk.two_island_node()
+    node = ft.two_island_node()
     for gpu in node:
         gpu.nvlinks_down = set(range(len(gpu.nvlinks)))
     plugin = start(node)
@@ -132,7 +133,7 @@ def test_a_link_that_is_down_joins_nothing(start):
 
 
 def test_an_nvml_error_on_a_gpus_links_leaves_it_without_nvlink(start):
-    node = fk.two_island_node()
+    node = ft.two_island_node()
     node[0].errors["nvmlDeviceGetNvLinkState"] = fk.NVML_ERROR_UNKNOWN
     plugin = start(node)
     assert plugin.topology is not None
@@ -142,7 +143,7 @@ def test_an_nvml_error_on_a_gpus_links_leaves_it_without_nvlink(start):
 
 
 def test_unavailable_gpus_are_passed_over(start):
-    taken = alloc_map(start(fk.two_island_node()))
+    taken = alloc_map(start(ft.two_island_node()))
     taken.set_unavailable(frozenset({"cuda0"}))
     assert granted(taken.allocate(gpus(4))) == ISLANDS[1]
     with pytest.raises(InsufficientResource):
@@ -150,13 +151,13 @@ def test_unavailable_gpus_are_passed_over(start):
 
 
 def test_a_numa_hint_breaks_ties_only(start):
-    taken = alloc_map(start(fk.two_island_node()))
+    taken = alloc_map(start(ft.two_island_node()))
     hint = AffinityHint(AffinityPolicy.PREFER_SINGLE_NODE, numa_nodes=[1])
     assert granted(taken.allocate(gpus(2), affinity_hint=hint)) == {"cuda4", "cuda5"}
 
 
 def test_requests_the_topology_does_not_shape_go_to_the_standard_map(start):
-    taken = alloc_map(start(fk.two_island_node()))
+    taken = alloc_map(start(ft.two_island_node()))
     with pytest.raises(InsufficientResource):
         taken.allocate(gpus(9))
     with pytest.raises(Exception, match="whole"):
@@ -165,7 +166,7 @@ def test_requests_the_topology_does_not_shape_go_to_the_standard_map(start):
 
 
 def test_a_node_books_four_gpus_on_one_island(tmp_path: Path, sysfs: Path) -> None:
-    nvml = fk.FakeNVML(fk.two_island_node())
+    nvml = fk.FakeNVML(ft.two_island_node())
 
     async def main() -> list[set[str]]:
         async with node_over(tmp_path, nvml, sysfs) as node:
@@ -233,7 +234,7 @@ def test_plan_shows_the_topology(tmp_path, sysfs, monkeypatch, capsys):
 
     def loader(selection=None):
         made = PluginLoader(selection)
-        made.register(_FakeCUDA(fk.FakeNVML(fk.two_island_node()), sysfs), "cuda")
+        made.register(_FakeCUDA(fk.FakeNVML(ft.two_island_node()), sysfs), "cuda")
         made.build()
         return made
 

@@ -245,3 +245,48 @@ def test_plan_shows_the_topology(tmp_path, sysfs, monkeypatch, capsys):
     assert main(["plan", "--config", str(config), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["topology"]["cuda"].startswith("NVLink: cuda0,cuda1,cuda4,cuda5 |")
+
+
+def test_a_choice_beaten_to_a_gpu_falls_back_to_the_standard_map(start, monkeypatch):
+    taken = alloc_map(start(ft.two_island_node()))
+    first = granted(taken.allocate(gpus(1)))
+    # another caller took the GPU between the choice and the booking
+    monkeypatch.setattr(taken, "_close_gpus", lambda slots, hint: sorted(first))
+    second = granted(taken.allocate(gpus(1)))
+    assert second != first
+    assert sum(taken.allocations["cuda.device"].values()) == 2
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(-3, 8), max_size=20))
+def test_grants_and_frees_never_book_a_gpu_twice(steps):
+    from accelkit.types import ComputeDevice
+
+    devices = [
+        ComputeDevice("cuda", f"cuda{i}", f"bus{i}", i // 4, 1, 1, "GPU", f"GPU-{i}")
+        for i in range(8)
+    ]
+    levels = {
+        frozenset((a.device_id, b.device_id)): NVLINK
+        if any({i, j} <= set(island) for island in ft.ISLANDS)
+        else SYSTEM
+        for i, a in enumerate(devices)
+        for j, b in enumerate(devices)
+        if i < j
+    }
+    from accelkit.types import DeviceSlotInfo
+
+    slots = {d.device_id: DeviceSlotInfo("count", "cuda.device", 1, d.numa_node) for d in devices}
+    taken = TopologyAllocMap(slots, topology=Topology(tuple(slots), levels))
+    held: list[dict] = []
+    for step in steps:
+        if step <= 0 and held:
+            taken.free(held.pop(step % len(held)))
+        elif step > 0:
+            try:
+                held.append(taken.allocate(gpus(step)))
+            except InsufficientResource:
+                assert step > 8 - sum(len(h["cuda.device"]) for h in held)
+        used = [d for h in held for d in h["cuda.device"]]
+        assert len(used) == len(set(used))  # no GPU booked twice
+        assert taken.allocations["cuda.device"] == {d: Decimal(d in used) for d in slots}

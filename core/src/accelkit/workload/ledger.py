@@ -86,7 +86,8 @@ REMOVALS_KEPT = 10_000
 #: how long a transaction waits for another process's (SQLite busy timeout)
 BUSY_TIMEOUT_MS = 120_000
 
-_SCHEMA = """
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta VALUES ('seq', 0), ('pruned', 0);
 CREATE TABLE IF NOT EXISTS records (
@@ -104,7 +105,9 @@ CREATE TABLE IF NOT EXISTS set_aside (
     agent TEXT, workload TEXT, body BLOB, reason TEXT NOT NULL, at TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS identity (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 INSERT OR IGNORE INTO identity VALUES ('ledger-id', lower(hex(randomblob(16))));
-""" + OCCUPANCY_SCHEMA
+"""
+    + OCCUPANCY_SCHEMA
+)
 
 RecordKey = tuple[AgentId, str]
 

@@ -34,11 +34,11 @@ import attrs
 
 from accelkit.allocmap import AffinityPolicy
 from accelkit.calls import DEFAULT_CALL_TIMEOUT, DEFAULT_HOOK_TIMEOUT, call_async
-from accelkit.errors import InsufficientResource, InvalidResourceArgument, WorkloadError
+from accelkit.errors import InsufficientResource, InvalidResourceArgument
 from accelkit.events import WorkloadEvent, WorkloadPhase
 from accelkit.runtime.base import Runtime, WorkloadHandle
 from accelkit.types import AgentId, DeviceAllocation, DeviceName, SlotName, Workload
-from accelkit.workload import stopping
+from accelkit.workload import operator_release
 from accelkit.workload.holders import naming_holders
 from accelkit.workload.ledger import Ledger, LedgerScan
 from accelkit.workload.lifecycle import HookTarget, PhaseListener, WorkloadLifecycle
@@ -252,7 +252,9 @@ class Bookkeeper:
         affinity_policy: AffinityPolicy | str | None,
     ) -> LedgerRecord:
         async with self._syncing:
-            with self.ledger.transaction():
+            # not synced: the intent of the first pre_create, synced before any hook runs or
+            # the workload starts, syncs it too (a power loss before it undoes an idle booking)
+            with self.ledger.transaction(durable=False):
                 self.last_report = self._catch_up()
                 key = (agent.agent_id, workload.id)
                 if key in self.owned or self.ledger.exists(*key):
@@ -375,8 +377,13 @@ class Bookkeeper:
         )
 
     def note_start(self, key: RecordKey, plugin: DeviceName, phase: WorkloadPhase) -> None:
-        """Record the intent: ``plugin``'s hook call for ``phase`` begins."""
-        self._update(key, self.owned[key].with_started(plugin, phase))
+        """Record the intent: ``plugin``'s hook call for ``phase`` begins.
+
+        Synced for ``pre_create`` only: whoever started it gets ``post_terminate``. A power loss
+        that undoes a later intent leaves that ``pre_create`` intent, and with it the teardown.
+        """
+        durable = phase is WorkloadPhase.PRE_CREATE
+        self._update(key, self.owned[key].with_started(plugin, phase), durable=durable)
 
     def note_phase(self, key: RecordKey, plugin: DeviceName, phase: WorkloadPhase) -> None:
         """Record that ``plugin``'s hook completed ``phase``.
@@ -388,23 +395,23 @@ class Bookkeeper:
         self._update(key, self.owned[key].with_phase(plugin, phase), durable=False)
 
     def set_leader(self, key: RecordKey, leader: ProcessStamp | None) -> None:
-        """Record the workload's leader process."""
-        self._update(key, self.owned[key].with_leader(leader))
+        """Record the workload's leader process (not synced: no process survives a power loss)."""
+        self._update(key, self.owned[key].with_leader(leader), durable=False)
 
     def set_handle(self, key: RecordKey, handle: WorkloadHandle | None) -> None:
-        """Record what identifies the workload in its runtime."""
-        self._update(key, self.owned[key].with_handle(handle))
+        """Record what identifies the workload in its runtime (not synced: a container left by
+        a power loss carries this ledger's label, which the orphan sweep removes)."""
+        self._update(key, self.owned[key].with_handle(handle), durable=False)
 
     def release(self, key: RecordKey) -> None:
         """Free a booked workload's allocation and remove its record.
 
         A record whose ``post_terminate`` was started and never completed (it timed out) is not
         freed: it is given up (no owner) with its devices still taken, and a later full
-        reconciliation, of this process or another, tries the hook again. Not synced to disk: a
-        power loss that undoes it brings back a record whose teardown is done or pending, which
-        reconciliation finishes and frees (no workload survives a power loss).
+        reconciliation, of this process or another, tries the hook again. Synced: the last
+        write of a run, which makes every unsynced one before it durable too.
         """
-        with self.ledger.transaction(durable=False):
+        with self.ledger.transaction():
             record = self.owned.pop(key)
             if record.pending_teardown():
                 given_up = attrs.evolve(
@@ -472,110 +479,9 @@ class Bookkeeper:
         on_skip: Callable[[str], None] | None = None,
     ) -> ReleaseReport:
         """Stop a workload, finish its teardown and free it (``Node.release`` documents it)."""
-        record = self._find(workload_id, agent)
-        skipped: list[str] = []
-
-        def skip(what: str) -> None:  # said before it is skipped
-            if on_skip is not None:
-                on_skip(what)
-            skipped.append(what)
-
-        if record.key in self.owned:
-            msg = f"workload {workload_id!r} is run by this process; end it through its lifecycle"
-            raise InvalidResourceArgument(msg)
-        state = await self.reconciler.liveness(record)
-        stopped = False
-        if state is Liveness.MANAGED and record.owner is not None:
-            if await stopping.stop_owner(record, self.ledger, grace, force=force):
-                return ReleaseReport(record.agent_id, record.workload.id, stopped=True)
-            if not force:
-                waited = grace + stopping.OWNER_TEARDOWN_WAIT_S
-                msg = (
-                    f"the accelkit process {record.owner.pid} that runs workload "
-                    f"{workload_id!r} did not end it within {waited:g} s; "
-                    "'--force' kills that process and finishes the teardown here"
-                )
-                raise WorkloadError(msg)
-            skip(f"the teardown by accelkit process {record.owner.pid}, which was killed")
-            stopped = True
-        elif state is Liveness.RUNNING:
-            stop = self._stopper(record, grace)
-            if stop is not None:
-                await stop()
-            elif record.leader is not None:
-                await stopping.end_process(record.leader.pid, grace)
-            stopped = True
-        elif state is Liveness.UNKNOWN:
-            what = (
-                f"runtime {record.handle.runtime!r} cannot tell whether it runs"
-                if record.handle is not None
-                else "nothing tells whether it runs"
-            )
-            if not force:
-                msg = (
-                    f"cannot reach workload {workload_id!r} ({what}); '--force' frees its "
-                    "devices without stopping it"
-                )
-                raise WorkloadError(msg)
-            skip(f"stopping the workload ({what})")
-        report = await self._finish_release(record, skip, stopped=stopped, force=force)
-        return attrs.evolve(report, skipped=tuple(skipped))
-
-    async def _finish_release(
-        self,
-        record: LedgerRecord,
-        skip: Callable[[str], None],
-        *,
-        stopped: bool,
-        force: bool,
-    ) -> ReleaseReport:
-        problems: list[str] = []
-        async with self._syncing:
-            with self.ledger.transaction():
-                current = self.ledger.read(*record.key)
-                if current is None:  # finished meanwhile (by its owner, say)
-                    return ReleaseReport(record.agent_id, record.workload.id, stopped=stopped)
-                self.last_report = self._catch_up()
-                claimed = self._claim(current)
-        torn = await self._finish(claimed, problems, force=force)
-        if torn is None:
-            raise WorkloadError("; ".join(problems) or "cannot finish the teardown")
-        if force:
-            for plugin in torn.unfinished:
-                skip(f"post_terminate of plugin {plugin!r} (timed out)")
-            with self.ledger.transaction():  # hooks of plugins the agent lacks: free it anyway
-                if self.ledger.remove(*record.key):
-                    self.reconciler.forget(record.key, problems)
-        elif not torn.freed:
-            msg = (
-                f"workload {record.workload.id!r}: the teardown is unfinished "
-                f"({', '.join(torn.unfinished)} timed out); its devices stay booked, "
-                "'--force' frees them"
-            )
-            raise WorkloadError(msg)
-        return ReleaseReport(
-            record.agent_id,
-            record.workload.id,
-            stopped=stopped,
-            post_terminated=torn.post_terminated,
-            errors=(*torn.errors, *problems),
+        return await operator_release.release_workload(
+            self, workload_id, agent=agent, force=force, grace=grace, on_skip=on_skip
         )
-
-    def _find(self, workload_id: str, agent: AgentId | None) -> LedgerRecord:
-        matches = [
-            r
-            for (a, w), r in self.ledger.scan().records.items()
-            if w == workload_id and (agent is None or a == agent)
-        ]
-        if not matches:
-            where = f" of agent {agent!r}" if agent is not None else ""
-            msg = f"no workload {workload_id!r}{where} in the ledger (see 'accelkit status')"
-            raise InvalidResourceArgument(msg)
-        if len(matches) > 1:
-            agents = ", ".join(sorted(r.agent_id for r in matches))
-            msg = f"several agents have a workload {workload_id!r} ({agents}); pass --agent"
-            raise InvalidResourceArgument(msg)
-        return matches[0]
 
 
 def _merged(full: ReconcileReport, later: ReconcileReport) -> ReconcileReport:

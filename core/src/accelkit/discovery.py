@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import logging
 import traceback
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
@@ -55,21 +55,54 @@ from accelkit.registry import (
 )
 from accelkit.selection import PluginSelection
 
-__all__ = ["PluginLoader", "make_plugin_manager"]
+__all__ = ["PluginLoader", "hook_of", "make_plugin_manager"]
 
 log = logging.getLogger(__name__)
 
 
+#: pluggy's hook-call tracing goes here, at debug level (``accelkit -v -v``)
+hook_log = logging.getLogger("accelkit.hooks")
+
+
 def make_plugin_manager() -> pluggy.PluginManager:
-    """A fresh plugin manager that knows accelkit's hook specifications."""
+    """A fresh plugin manager that knows accelkit's hook specifications.
+
+    When ``accelkit.hooks`` logs at debug level (``accelkit -v -v``), pluggy traces every hook
+    call and its result there.
+    """
     pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
     pm.add_hookspecs(hookspecs)
+    if hook_log.isEnabledFor(logging.DEBUG):
+        pm.trace.root.setwriter(lambda text: hook_log.debug("%s", text.rstrip()))
+        pm.enable_tracing()
     return pm
 
 
-def _call(impl: pluggy.HookImpl, **kwargs: Any) -> Any:
-    """Call one implementation with the arguments it asks for (it may take fewer)."""
-    return impl.function(**{name: kwargs[name] for name in impl.argnames})
+def hook_of(pm: pluggy.PluginManager, hook: str, plugin_name: str) -> pluggy.HookCaller:
+    """The hook ``hook`` as only ``plugin_name`` implements it, with every wrapper kept.
+
+    Calls go through pluggy (``pm.hook``), so ``wrapper=True`` observers and tracing see each
+    call, while each distribution is still called, timed and judged on its own.
+    """
+    others = {
+        impl.plugin
+        for impl in getattr(pm.hook, hook).get_hookimpls()
+        if impl.plugin_name != plugin_name and not (impl.wrapper or impl.hookwrapper)
+    }
+    return pm.subset_hook_caller(hook, others)
+
+
+class _HookFunctions:
+    """A hashable holder of an unhashable object's hook functions (a ``SimpleNamespace``):
+    pluggy keeps plugins in sets when it calls a subset of them."""
+
+    def __init__(self, source: object) -> None:
+        self.__dict__.update(vars(source))
+
+
+def _one_result(results: list[Any]) -> Any:
+    """The single implementation's result (a wrapper may have replaced the list)."""
+    return results[0] if results else None
 
 
 def _describe(exc: BaseException) -> str:
@@ -116,6 +149,8 @@ class PluginLoader:
         if (reason := self.selection.block_reason(name)) is not None:
             record.mark(PluginStatus.BLOCKED, reason)
             return record
+        if not isinstance(module, Hashable):
+            module = _HookFunctions(module)
         try:
             self.pm.register(module, name=name)
         except Exception as exc:  # pluggy validates hookimpl signatures here
@@ -170,6 +205,8 @@ class PluginLoader:
             ConfigError: every problem of the plugins' config sections, after all are built.
         """
         for impl in self.pm.hook.accelkit_compute_plugins.get_hookimpls():
+            if impl.wrapper or impl.hookwrapper:  # an observer, called around each plugin's
+                continue
             record = self.records.get(impl.plugin_name)
             if record is None:  # registered on the manager directly, not through us
                 record = self.records[impl.plugin_name] = PluginRecord(impl.plugin_name)
@@ -178,11 +215,14 @@ class PluginLoader:
             config = self.selection.config_for(record.name)
             limit = self.selection.call_timeout
             try:
-                produced = call_blocking(
-                    record.name,
-                    "accelkit_compute_plugins",
-                    limit,
-                    functools.partial(_call, impl, config=config),
+                hook = hook_of(self.pm, "accelkit_compute_plugins", impl.plugin_name)
+                produced = _one_result(
+                    call_blocking(
+                        record.name,
+                        "accelkit_compute_plugins",
+                        limit,
+                        functools.partial(hook, config=config),
+                    )
                 )
                 plugins = [check_plugin_object(record, p) for p in produced or ()]
                 for plugin in plugins:
@@ -332,7 +372,10 @@ class PluginLoader:
         """
         limit = self.selection.call_timeout
         for impl in self.pm.hook.accelkit_workload_event.get_hookimpls():
-            call = functools.partial(_call, impl, event=event)
+            if impl.wrapper or impl.hookwrapper:
+                continue
+            hook = hook_of(self.pm, "accelkit_workload_event", impl.plugin_name)
+            call = functools.partial(hook, event=event)
             try:
                 call_blocking(impl.plugin_name, "accelkit_workload_event", limit, call)
             except Exception:

@@ -85,17 +85,24 @@ class LazyGroup(click.Group):
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 @click.version_option(package_name="accelkit", prog_name="accelkit")
-@click.option("-v", "--verbose", is_flag=True, help="Log plugin loading and show tracebacks.")
+@click.option(
+    "-v",
+    "--verbose",
+    count=True,
+    help="Log plugin loading and show tracebacks; twice (-v -v) also trace every hook call.",
+)
 @click.pass_context
-def cli(ctx: click.Context, verbose: bool) -> None:
+def cli(ctx: click.Context, verbose: int) -> None:
     """Inspect and use the compute plugins of this node."""
     ctx.ensure_object(dict)
-    ctx.obj["verbose"] = verbose
+    ctx.obj["verbose"] = verbose > 0
     logging.basicConfig(
         level=logging.INFO if verbose else logging.ERROR,
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if verbose > 1:  # pluggy's tracing of each hook call, result and exception
+        logging.getLogger("accelkit.hooks").setLevel(logging.DEBUG)
 
 
 def main(argv: Sequence[str] | None = None) -> int:  # noqa: PLR0911 - a status per failure kind

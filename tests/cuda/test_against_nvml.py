@@ -40,7 +40,9 @@ SIMULATED = Path(__file__).parent / "simulated" / "libnvidia_ml_sim.c"
 #: GPU memory the simulated library reports for the test process on GPU 0
 SIM_PID_BYTES = 3 * 1024**2
 #: mps_workloads only where the node has CUDA MPS (the real backend may)
-KNOWN_METRICS = {"gpu_util", "mem_util", "mem_used", "power", "temperature", "mps_workloads"}
+KNOWN_METRICS = {
+    "gpu_util", "mem_util", "mem_used", "power", "temperature", "sm_clock", "mps_workloads"
+}  # fmt: skip
 UUID = re.compile(r"(GPU|MIG)-[0-9A-Za-z-/]+")
 
 

@@ -10,9 +10,11 @@ from decimal import Decimal
 
 import pytest
 
-from accelkit.metrics import Measurement, MetricContext, MetricType
+from accelkit.metrics import Aggregate, Measurement, MetricContext, MetricType
 from accelkit.partition import DevicePartition
-from accelkit.types import NodeInfo, Workload
+from accelkit.types import DeviceId, NodeInfo, Workload
+from accelkit_cuda.metrics import DeviceReading, node_metrics
+from accelkit_cuda.nvml import MemoryInfo
 from accelkit_cuda.processes import leader_pid, leader_process_tree
 
 from . import fake_nvml as fk
@@ -274,3 +276,36 @@ def test_leader_process_tree_includes_descendants():
         assert child.pid in pids
     finally:
         child.communicate(b"")
+
+
+def test_a_mig_gpu_reports_its_power_and_temperature_per_gpu(start):
+    gpu = fk.mig_gpu(0, ["1g.10gb"], power=90_000, power_limit=400_000, temperature=51)
+    whole = fk.FakeGpu(1, power=60_000, power_limit=300_000, temperature=40)
+    metrics = by_key(run(start([gpu, whole]).gather_node_metrics(MetricContext())))
+    assert metrics["power"].per_parent == {"cuda0": Measurement(90_000, 400_000)}
+    assert metrics["temperature"].per_parent == {"cuda0": Measurement(51)}
+    assert metrics["mem_used"].per_parent == {}  # the instances have memory of their own
+
+
+def test_each_metric_says_how_it_adds_up_per_agent(start):
+    metrics = by_key(run(start(two_busy_gpus()).gather_node_metrics(MetricContext())))
+    assert {k: m.aggregate for k, m in metrics.items()} == {
+        "gpu_util": Aggregate.MEAN,
+        "mem_util": Aggregate.MEAN,
+        "mem_used": Aggregate.SUM,
+        "power": Aggregate.SUM,
+        "temperature": Aggregate.MAX,
+    }
+
+
+def test_the_sm_clock_where_nvml_reads_it():
+    memory = MemoryInfo(total=80 * GIB, used=GIB)
+    readings = {
+        DeviceId("cuda0"): DeviceReading(memory, sm_clock=1410),
+        DeviceId("cuda1"): DeviceReading(memory, sm_clock=1980),
+        DeviceId("cuda2"): DeviceReading(memory),  # a board that does not tell its clock
+    }
+    clock = by_key(node_metrics(readings))["sm_clock"]
+    assert (clock.unit, clock.aggregate) == ("MHz", Aggregate.MEAN)
+    assert clock.per_device == {"cuda0": Measurement(1410), "cuda1": Measurement(1980)}
+    assert clock.node == Measurement(1695)

@@ -72,6 +72,38 @@ def test_a_whole_device_has_its_attributes_and_memory() -> None:
     assert "taints" not in device
 
 
+def test_a_gpus_identity_is_among_its_attributes() -> None:
+    identity = (("serial", "1650921000000"), ("pciBusID", "00000000:3B:00.0"))
+    [one] = slices_of([attrs.evolve(gpu("cuda0"), identity=identity)])
+    [device] = one["spec"]["devices"]
+    assert device["attributes"]["serial"] == {"string": "1650921000000"}
+    assert device["attributes"]["pciBusID"] == {"string": "00000000:3B:00.0"}
+
+
+def test_identity_comes_from_what_the_plugin_found() -> None:
+    from accelkit.bridge.dra.devices import _identity
+    from accelkit.types import ComputeDevice
+
+    found = ComputeDevice(
+        DeviceName("cuda"),
+        DeviceId("cuda0"),
+        "0000:3b:00.0",
+        0,
+        1,
+        1,
+        "GPU",
+        "GPU-a",
+        extra={
+            "serial": "165",
+            "pci_bus_id": "00000000:3B:00.0",
+            "minor": "0",
+            "vbios_version": "",
+        },
+    )
+    assert _identity(found) == (("serial", "165"), ("pciBusID", "00000000:3B:00.0"))
+    assert _identity(None) == ()
+
+
 def test_a_divisible_device_is_consumable_capacity_in_its_quantum() -> None:
     [one] = slices_of([gpu("cuda0", quantum=Decimal("0.05"))])
     [device] = one["spec"]["devices"]

@@ -61,6 +61,8 @@ class DraDevice:
     uuid: str = ""
     numa_node: int | None = None
     memory: int = 0
+    #: identity attributes by their DRA name (``serial``, ``pciBusID``, …), where known
+    identity: tuple[tuple[str, str], ...] = ()
     #: the counter set (the GPU of a MIG instance, or the GPU itself when it has instances)
     counter_set: str | None = None
     #: ``None`` while allocatable; the health that keeps it out of new grants otherwise
@@ -100,6 +102,25 @@ def _device(
         memory=found.memory_size if found is not None else 0,
         counter_set=dns_label(parent) if parent else None,
         unhealthy=health if health is not None and not health.allocatable else None,
+        identity=_identity(found),
+    )
+
+
+#: a device's ``extra`` fields published as DRA attributes, by their attribute name
+IDENTITY_ATTRIBUTES = (
+    ("serial", "serial"),
+    ("pciBusID", "pci_bus_id"),
+    ("boardPartNumber", "board_part_number"),
+    ("vbiosVersion", "vbios_version"),
+    ("driverVersion", "driver_version"),
+)
+
+
+def _identity(found: ComputeDevice | None) -> tuple[tuple[str, str], ...]:
+    if found is None:
+        return ()
+    return tuple(
+        (name, found.extra[key]) for name, key in IDENTITY_ATTRIBUTES if found.extra.get(key)
     )
 
 

@@ -7,16 +7,17 @@ server's limits). Every slice carries the pool's generation and the pool's slice
 change anywhere is published as a new generation of every slice.
 
 Attributes (unqualified, so in the driver's domain): ``model``, ``uuid``, ``numaNode``,
-``plugin``, ``agent``, ``deviceId``, ``slot``. Whole devices carry their memory as capacity;
-divisible ones their slot (``cuda.shares`` → ``shares``) as consumable capacity with
-``allowMultipleAllocations`` and a request policy of the slot's quantum: at least one quantum
-(a claim asking for nothing gets all of it), in steps of the quantum where it is a whole
-number (the scheduler rounds steps in whole units; a fractional amount that is not a multiple
-of the quantum is refused when the claim is prepared). An unhealthy or cordoned device carries
-a ``NoSchedule`` taint ``<driver>/unhealthy`` (or ``/cordoned``) until it recovers. What other
-workloads of the node's ledger hold is not the scheduler's to give: a divisible device offers
-only the rest as its capacity, and a device with no room left (a whole one held at all) carries
-``<driver>/held`` until it is freed.
+``plugin``, ``agent``, ``deviceId``, ``slot``, and where the plugin tells them ``serial``,
+``pciBusID``, ``boardPartNumber``, ``vbiosVersion`` and ``driverVersion`` (strings). Whole
+devices carry their memory as capacity; divisible ones their slot (``cuda.shares`` → ``shares``)
+as consumable capacity with ``allowMultipleAllocations`` and a request policy of the slot's
+quantum: at least one quantum (a claim asking for nothing gets all of it), in steps of the
+quantum where it is a whole number (the scheduler rounds steps in whole units; a fractional
+amount that is not a multiple of the quantum is refused when the claim is prepared). An
+unhealthy or cordoned device carries a ``NoSchedule`` taint ``<driver>/unhealthy`` (or
+``/cordoned``) until it recovers. What other workloads of the node's ledger hold is not the
+scheduler's to give: a divisible device offers only the rest as its capacity, and a device with
+no room left (a whole one held at all) carries ``<driver>/held`` until it is freed.
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ def _attributes(device: DraDevice, agent: str) -> Json:
         attributes["uuid"] = {"string": device.uuid}
     if device.numa_node is not None:
         attributes["numaNode"] = {"int": device.numa_node}
+    for name, value in device.identity:
+        attributes[name] = {"string": value}
     return attributes
 
 

@@ -27,7 +27,7 @@ import attrs
 
 from accelkit.config import default_state_dir
 from accelkit.errors import ConfigError, WorkloadCreationDenied
-from accelkit.metrics import Measurement, MetricType, NodeMetric
+from accelkit.metrics import Aggregate, Measurement, MetricType, NodeMetric
 from accelkit.types import ComputeDevice, DeviceAllocation, DeviceId, Mount, Workload
 from accelkit_cuda.config import CUDAConfig, ShareEnforcement
 from accelkit_cuda.mps import MPS, MPSError, find_control
@@ -170,7 +170,16 @@ def mps_metrics(mps: MPS, devices: Sequence[ComputeDevice]) -> list[NodeMetric]:
     if not per_device:
         return []
     total = sum((m.value for m in per_device.values()), Decimal(0))
-    return [NodeMetric("mps_workloads", MetricType.GAUGE, "", Measurement(total), per_device)]
+    return [
+        NodeMetric(
+            "mps_workloads",
+            MetricType.GAUGE,
+            "",
+            Measurement(total),
+            per_device,
+            aggregate=Aggregate.SUM,
+        )
+    ]
 
 
 def with_enforcement(

@@ -9,7 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from rich.console import Console
 
+from accelkit.cli.metrics_cmd import metrics_table
 from accelkit.metrics import Aggregate, Measurement, MetricType, NodeMetric
 from accelkit.metrics_export import MetricsSnapshot, SnapshotCollector
 from accelkit.metrics_export.agent_share import BASIS_DEVICES, agent_measurement, scale
@@ -96,3 +98,18 @@ def test_a_mig_parent_gets_per_gpu_series_with_its_own_labels():
     (instance,) = found["accelkit_cuda_device_mem_used_bytes"].samples
     assert instance.labels["GPU_I_ID"] == "1"
     assert instance.labels["UUID"] == gpu.labels["UUID"]  # the join key DCGM uses
+
+
+def test_json_and_the_table_show_the_aggregate_and_the_mig_parent():
+    power = NodeMetric(
+        "power", "gauge", "mW", Measurement(60000), {}, "sum",
+        per_parent={"cuda1": Measurement(60000, 700000)},
+    )  # fmt: skip
+    snapshot = MetricsSnapshot(node={"cuda": [power, temperature([40, 70])]})
+    data = snapshot.as_json()["node"]["cuda"]
+    assert data[0]["per_parent"] == {"cuda1": {"value": "60000", "capacity": "700000"}}
+    assert [m["aggregate"] for m in data] == ["sum", "max"]
+    assert "per_parent" not in data[1]
+    console = Console(width=200, record=True)
+    console.print(metrics_table(snapshot))
+    assert "device cuda1 (parent)" in console.export_text()

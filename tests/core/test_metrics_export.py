@@ -401,6 +401,7 @@ def test_snapshot_json_uses_decimal_strings():
             "0": {"value": "1000", "capacity": None},
             "1": {"value": "500.5", "capacity": None},
         },
+        "aggregate": "sum",
     }
     assert data["agents"]["a1"]["mem"] == [
         {

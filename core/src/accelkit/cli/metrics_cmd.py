@@ -56,6 +56,8 @@ def metrics_table(snapshot: MetricsSnapshot) -> Table:
             row(plugin, m.key, "node", m.node, m.unit)
             for device_id, reading in m.per_device.items():
                 row(plugin, m.key, f"device {device_id}", reading, m.unit)
+            for parent_id, reading in m.per_parent.items():  # a GPU with MIG mode on
+                row(plugin, m.key, f"device {parent_id} (parent)", reading, m.unit)
     for a in snapshot.agents:
         row(a.device_name, a.key, f"agent {a.agent_id} ({a.basis})", a.value, a.unit)
     for w in snapshot.workloads:

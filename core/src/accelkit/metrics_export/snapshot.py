@@ -89,5 +89,11 @@ def _head(key: str, kind: MetricType, unit: str, reading: Measurement) -> dict[s
 
 
 def _node_json(metric: NodeMetric) -> dict[str, Any]:
+    """The node figure, ``per_device``, the declared ``aggregate`` and, where the plugin gives
+    any, ``per_parent`` (GPUs with MIG mode on)."""
     per_device = {d: measurement_json(r) for d, r in metric.per_device.items()}
-    return {**_head(metric.key, metric.type, metric.unit, metric.node), "per_device": per_device}
+    found = {**_head(metric.key, metric.type, metric.unit, metric.node), "per_device": per_device}
+    found["aggregate"] = str(metric.adds_up_by)
+    if metric.per_parent:
+        found["per_parent"] = {d: measurement_json(r) for d, r in metric.per_parent.items()}
+    return found

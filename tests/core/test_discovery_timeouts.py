@@ -211,9 +211,11 @@ def test_a_workload_observer_that_hangs_is_left_behind_and_the_others_are_told(c
     from accelkit.types import AgentId, Workload
 
     seen: list[str] = []
+    told: list[str] = []
 
     @hookimpl
     def accelkit_workload_event(event: WorkloadEvent) -> None:
+        told.append(event.workload.id)
         time.sleep(HANG)
 
     @hookimpl
@@ -230,6 +232,12 @@ def test_a_workload_observer_that_hangs_is_left_behind_and_the_others_are_told(c
     assert time.monotonic() - began < HANG
     assert seen == ["w1"]
     assert "timed out after 0.2 s in accelkit_workload_event" in caplog.text
+    # stuck on its worker, the observer is not told again (nor waited for) in this process
+    loader.notify_workload_event(
+        WorkloadEvent(AgentId("a"), Workload("w2"), WorkloadPhase.POST_CREATE)
+    )
+    assert seen == ["w1", "w2"]
+    assert told == ["w1"]
 
 
 class TwiceListingPlugin(Plugin):

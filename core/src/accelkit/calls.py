@@ -7,12 +7,12 @@ that blocks instead of awaiting (``time.sleep`` inside ``async def``) stalls onl
 worker: the caller's loop keeps running, its limit fires, and signals are still handled.
 
 A call that outlives its limit is cut off there and cancelled on the worker: a coroutine that
-awaits ends at once and its worker carries on. One that cannot end (it blocks, or a synchronous
-call still runs) within :data:`SETTLE` seconds leaves its worker stuck: the worker is abandoned
-(never joined: it is a daemon, so it never holds the process open) and the plugin is failed for
-the rest of the process. Every later call into it is refused at once with the reason, and
-whoever listens (:func:`on_failure`; the loader marks the plugin's record ``failed``) hears of
-it once.
+awaits ends at once and its worker carries on. One that cannot end within :data:`SETTLE`
+seconds (it blocks), or a synchronous call still running at its limit, leaves its worker stuck:
+the worker is abandoned (never joined: it is a daemon, so it never holds the process open) and
+the plugin is failed for the rest of the process. Every later call into it is refused at once
+with the reason, and whoever listens (:func:`on_failure`; the loader marks the plugin's record
+``failed``) hears of it once.
 
 The worker is that of the plugin a call belongs to: the plugin's own methods, an agent
 context's (its ``plugin``) and a lifecycle hook's (the ``plugin`` its context set). A call that
@@ -92,10 +92,11 @@ class PluginWorker:
     """One plugin's thread and event loop; abandoned, never joined, when it is stuck.
 
     A call cut off at its limit is cancelled on the worker. A coroutine that awaits ends there
-    at once and the worker carries on; one that blocks (or a synchronous call still running)
-    cannot end, and a call that has not ended :data:`SETTLE` seconds after it was cut off
-    means the worker is stuck: it is abandoned and the plugin failed for the process. Every
-    call first waits (at most that long) for the verdict on the calls cut off before it.
+    at once and the worker carries on; one that blocks cannot end, and a coroutine that has not
+    ended :data:`SETTLE` seconds after it was cut off (a synchronous call still running at its
+    limit, at once) means the worker is stuck: it is abandoned and the plugin failed for the
+    process. Every call first waits (at most that long) for the verdict on the calls cut off
+    before it.
     """
 
     def __init__(self, name: str) -> None:
@@ -176,9 +177,9 @@ class PluginWorker:
         while (left := self._pending()) is not None:
             self._cut[0].ended.wait(left)
 
-    def _cut_off(self, ended: threading.Event, message: str) -> None:
+    def _cut_off(self, ended: threading.Event, message: str, settle: float = SETTLE) -> None:
         if not ended.is_set():
-            self._cut.append(_CutOff(ended, message, time.monotonic() + SETTLE))
+            self._cut.append(_CutOff(ended, message, time.monotonic() + settle))
 
     def _refuse(self, name: str, method: str) -> None:
         if self.failure is not None:
@@ -253,7 +254,7 @@ class PluginWorker:
         self._refuse(name, method)
         ended = threading.Event()
         future = self._submit_async(call, ended)
-        return await self._wait(name, method, timeout, future, ended)
+        return await self._wait(name, method, timeout, future, ended, settle=SETTLE)
 
     async def run_sync(
         self, name: str, method: str, timeout: Decimal | float, call: Callable[[], T]
@@ -263,7 +264,8 @@ class PluginWorker:
         self._refuse(name, method)
         ended = threading.Event()
         future = self._submit_sync(call, ended)
-        return await self._wait(name, method, timeout, future, ended)
+        # a synchronous call still running at its limit cannot be cancelled: no time to settle
+        return await self._wait(name, method, timeout, future, ended, settle=0.0)
 
     def run_blocking(
         self, name: str, method: str, timeout: Decimal | float, call: Callable[[], T]
@@ -278,7 +280,7 @@ class PluginWorker:
         except concurrent.futures.TimeoutError:
             future.cancel()
             message = timeout_message(name, method, timeout)
-            self._cut_off(ended, message)
+            self._cut_off(ended, message, 0.0)  # still running: it cannot be cancelled
             self._settle_blocking()
             raise PluginTimeout(message) from None
 
@@ -330,13 +332,15 @@ class PluginWorker:
         timeout: Decimal | float,
         future: concurrent.futures.Future[T],
         ended: threading.Event,
+        *,
+        settle: float,
     ) -> T:
         try:
             # cut off, the call is cancelled on the worker: if it awaits, it ends there
             return await asyncio.wait_for(asyncio.wrap_future(future), float(timeout))
         except TimeoutError:
             message = timeout_message(name, method, timeout)
-            self._cut_off(ended, message)
+            self._cut_off(ended, message, settle)
             await self._settle()
             raise PluginTimeout(message) from None
         except asyncio.CancelledError:  # the next call hears whether it ended

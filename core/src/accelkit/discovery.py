@@ -26,7 +26,15 @@ import pluggy
 
 from accelkit import hookspecs
 from accelkit.apiversion import check_api_version
-from accelkit.calls import call_async, call_blocking, call_sync, failure_of, on_failure, retire
+from accelkit.calls import (
+    PluginWorker,
+    call_async,
+    call_blocking,
+    call_sync,
+    failure_of,
+    on_failure,
+    retire,
+)
 from accelkit.config.plugin_sections import (
     errors_of,
     place_in_host_config,
@@ -123,6 +131,7 @@ class PluginLoader:
         self.records: dict[str, PluginRecord] = {}
         self._register = KeyRegister()
         self._started: list[AbstractComputePlugin] = []
+        self._observers: dict[str, PluginWorker] = {}  # observers of workloads, by name
         #: problems of ``[plugins.config.NAME]`` sections, raised together by :meth:`build`
         self.config_problems: list[ConfigError] = []
         #: what the operator should hear of, once, from every command: plugin names in the
@@ -327,6 +336,8 @@ class PluginLoader:
         """Clean every started plugin up, in reverse order; errors are logged, not raised."""
         while self._started:
             await self._cleanup(self._started.pop())
+        for worker in self._observers.values():
+            worker.stop()
 
     async def _cleanup(self, plugin: AbstractComputePlugin) -> None:
         if plugin in self._started:
@@ -368,15 +379,21 @@ class PluginLoader:
     def notify_workload_event(self, event: WorkloadEvent) -> None:
         """Tell every observer of workloads; one observer's error never reaches the others.
 
-        Each observer has ``call-timeout`` seconds; one that hangs is logged and left behind.
+        Each observer runs on a worker of its own and has ``call-timeout`` seconds; one that
+        hangs is logged, left behind and not told again in this process.
         """
         limit = self.selection.call_timeout
         for impl in self.pm.hook.accelkit_workload_event.get_hookimpls():
             if impl.wrapper or impl.hookwrapper:
                 continue
-            hook = hook_of(self.pm, "accelkit_workload_event", impl.plugin_name)
+            name = impl.plugin_name
+            if (worker := self._observers.get(name)) is None or worker.stopped:
+                worker = self._observers[name] = PluginWorker(f"{name}-observer")
+            if worker.failure is not None:
+                continue
+            hook = hook_of(self.pm, "accelkit_workload_event", name)
             call = functools.partial(hook, event=event)
             try:
-                call_blocking(impl.plugin_name, "accelkit_workload_event", limit, call)
+                worker.run_blocking(name, "accelkit_workload_event", limit, call)
             except Exception:
-                log.warning("workload observer %s failed", impl.plugin_name, exc_info=True)
+                log.warning("workload observer %s failed", name, exc_info=True)

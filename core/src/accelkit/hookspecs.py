@@ -32,7 +32,9 @@ def accelkit_compute_plugins(config: Mapping[str, Any]) -> Sequence[AbstractComp
     entry-point name. Most distributions return one plugin; one may return several, each with
     its own ``key`` (the mock distribution returns one per declared device kind). Raise
     ``PluginUnavailable`` when the hardware is absent; any other exception marks the
-    distribution ``failed`` and leaves the others working.
+    distribution ``failed`` and leaves the others working. It runs in a thread of its own under
+    ``[plugins] call-timeout``; every later call into the plugins it returns runs on each
+    plugin's own worker (see :mod:`accelkit.calls`).
     """
     raise NotImplementedError
 
@@ -41,5 +43,7 @@ def accelkit_compute_plugins(config: Mapping[str, Any]) -> Sequence[AbstractComp
 def accelkit_workload_event(event: WorkloadEvent) -> None:
     """Observe a lifecycle step of any workload on the node (for vendor device managers).
 
-    Called after each phase completes; an exception is logged and never stops the workload.
+    Called after each phase completes, on a thread of the distribution's own, for at most
+    ``[plugins] call-timeout`` seconds; an exception is logged and never stops the workload. An
+    observer that does not return in time is left behind and not called again in the process.
     """

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from decimal import Decimal
 
@@ -202,3 +203,32 @@ def test_a_hung_post_terminate_of_a_managed_workload_is_given_up_and_retried(con
     assert [t.post_terminated for t in report.torn_down] == [("cuda",)]
     assert held == {}
     assert seen.count(("cuda", "post_terminate")) == 2
+
+
+def test_a_create_lifecycle_hook_that_blocks_fails_the_creation_at_the_limit(config, monkeypatch):
+    from accelkit_mock.plugin import MockPlugin
+
+    released = threading.Event()
+    original = MockPlugin.create_lifecycle_hook
+
+    def blocking(self, workload, device_alloc, devices):
+        if self.key == "cuda":
+            released.wait(3600)  # blocks the plugin's worker, not the node
+        return original(self, workload, device_alloc, devices)
+
+    monkeypatch.setattr(MockPlugin, "create_lifecycle_hook", blocking)
+
+    async def main():
+        async with Node.open(config) as node:
+            record = await node.book(AGENT, Workload.process_tree("w"), ONE_GPU)
+            with pytest.raises(
+                PluginTimeout, match=r"'cuda' timed out after 0\.3 s in create_lifecycle_hook"
+            ):
+                await node.lifecycle(record).prepare()
+            return gpus(node)
+
+    try:
+        assert asyncio.run(main()) == {}  # nothing was asked of the hook: freed at once
+    finally:
+        released.set()
+    assert Ledger(config.resource.state_dir).read_all() == {}

@@ -40,6 +40,7 @@ name both already and pass as they are.
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from decimal import Decimal
@@ -47,7 +48,7 @@ from typing import TypeVar
 
 import attrs
 
-from accelkit.calls import DEFAULT_HOOK_TIMEOUT, call_async
+from accelkit.calls import DEFAULT_HOOK_TIMEOUT, call_async, call_sync
 from accelkit.errors import (
     AccelkitError,
     PluginTimeout,
@@ -177,7 +178,7 @@ class WorkloadLifecycle:
         parts: list[tuple[str, WorkloadConfig]] = []
         try:
             for target in self.targets:
-                hook = self._create_hook(target)
+                hook = await self._create_hook(target)
                 self._phase_start(target.key, WorkloadPhase.PRE_CREATE)
                 self._prepared.append((target.key, hook))  # started: it gets post_terminate
                 config = await self._call(target.key, WorkloadPhase.PRE_CREATE, hook.pre_create)
@@ -288,11 +289,15 @@ class WorkloadLifecycle:
 
     # -- notifications ---------------------------------------------------------------------------
 
-    def _create_hook(self, target: HookTarget) -> AbstractLifecycleHook:
-        """The plugin's hook; a plugin bug there is named like a hook's, accelkit's errors
-        (a device outside the agent's mask) pass as they are."""
+    async def _create_hook(self, target: HookTarget) -> AbstractLifecycleHook:
+        """The plugin's hook, made on the plugin's worker; a plugin bug there is named like a
+        hook's, accelkit's errors (a device outside the agent's mask, a timeout) pass as they
+        are."""
+        create = functools.partial(
+            target.context.create_lifecycle_hook, self.workload, target.device_alloc
+        )
         try:
-            return target.context.create_lifecycle_hook(self.workload, target.device_alloc)
+            return await call_sync(target.key, "create_lifecycle_hook", self.hook_timeout, create)
         except AccelkitError:
             raise
         except Exception as exc:

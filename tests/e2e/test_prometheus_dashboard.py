@@ -126,6 +126,16 @@ def get(url: str) -> tuple[int, str]:
         return 0, str(exc)
 
 
+def wait_until_or_none(check: Any) -> Any:
+    """Poll ``check()`` until it returns something true; ``None`` at the guard."""
+    deadline = time.monotonic() + WITHIN
+    while time.monotonic() < deadline:
+        if found := check():
+            return found
+        time.sleep(0.2)
+    return None
+
+
 def wait_until(what: str, check: Any, process: subprocess.Popen[bytes] | None = None) -> Any:
     """Poll ``check()`` until it returns something true; fail naming ``what`` at the guard."""
     deadline = time.monotonic() + WITHIN
@@ -205,9 +215,11 @@ def dashboard_queries() -> tuple[dict[str, str], dict[str, str]]:
     """Each panel's queries by panel title, and each query variable's query by name."""
     found = json.loads(DASHBOARD.read_text())
     panels: dict[str, str] = {}
+    row = ""
     for panel in found["panels"]:
+        row = panel["title"] if panel["type"] == "row" else row
         for i, target in enumerate(panel.get("targets", [])):
-            panels[f"{panel['title']}[{i}]"] = substitute(target["expr"])
+            panels[f"{row}/{panel['title']}[{i}]"] = substitute(target["expr"])
     variables = {
         v["name"]: substitute(v["query"]["query"])
         for v in found["templating"]["list"]
@@ -293,18 +305,27 @@ def test_every_panel_of_the_dashboard_returns_data(prometheus: Prometheus) -> No
     panels, variables = dashboard_queries()
     assert len(panels) >= 10
     # the workload's held seconds, rates over two scrapes: wait for every query to answer
-    missing = wait_until(
-        "every panel returns data",
-        lambda: not [t for t, e in panels.items() if not returns_data(prometheus, e)],
-    )
-    assert missing
-    print(f"dashboard: {len(panels)}/{len(panels)} panel queries return data")
+    silent = list(panels)
+
+    def every_panel_answers() -> bool:
+        silent[:] = [t for t in silent if not returns_data(prometheus, panels[t])]
+        return not silent
+
+    if not wait_until_or_none(every_panel_answers):
+        pytest.fail(f"panels without data: {silent}")
     held = prometheus.query('accelkit_device_held_seconds_total{agent="agent-1",entry="run"}')
     assert held["data"]["result"], "the workload's held seconds"
     for name, query in variables.items():
         assert label_values(prometheus, query), name
     assert label_values(prometheus, variables["gpu"]) == ["0", "1", "2"]
     assert label_values(prometheus, variables["agent"]) == ["agent-1", "agent-2"]
+    dcgm = [t for t in panels if t.startswith("GPUs (the panels of NVIDIA's DCGM")]
+    assert len(dcgm) == 9  # DCGM's 8 panels (tensor pipe: memory copy), and memory free
+    print(  # the figures: DCGM's panels, then accelkit's own, and the variables
+        f"dashboard: DCGM exporter's panels {len(dcgm)}/{len(dcgm)}, accelkit's own "
+        f"{len(panels) - len(dcgm)}/{len(panels) - len(dcgm)}, variables "
+        f"{len(variables)}/{len(variables)} return data"
+    )
 
 
 def test_mig_gpus_have_power_and_temperature_and_agents_never_sum_temperatures(

@@ -11,10 +11,9 @@ import pytest
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
-@pytest.fixture(scope="session")
-def refusing_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``tests/fixtures/refusing-plugin`` installed into a directory of its own (for PYTHONPATH)."""
-    target = tmp_path_factory.mktemp("refusing-site")
+def install_fixture(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """``tests/fixtures/NAME`` installed into a directory of its own (for PYTHONPATH)."""
+    target = tmp_path_factory.mktemp(f"{name}-site")
     subprocess.run(
         [
             sys.executable,
@@ -27,10 +26,22 @@ def refusing_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--disable-pip-version-check",
             "--target",
             str(target),
-            str(FIXTURES / "refusing-plugin"),
+            str(FIXTURES / name),
         ],
         check=True,
         capture_output=True,
         timeout=300,
     )
     return target
+
+
+@pytest.fixture(scope="session")
+def refusing_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``tests/fixtures/refusing-plugin`` installed into a directory of its own (for PYTHONPATH)."""
+    return install_fixture(tmp_path_factory, "refusing-plugin")
+
+
+@pytest.fixture(scope="session")
+def runtime_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``tests/fixtures/runtime-plugin``, which registers the runtime ``extra`` and nothing else."""
+    return install_fixture(tmp_path_factory, "runtime-plugin")

@@ -410,7 +410,7 @@ def test_verbose_shows_the_cgroups_and_stderr_names_the_workload_and_its_devices
     [
         (["--runtime", "docker"], "--runtime docker needs --image IMG"),
         (["--image", "busybox"], "--image is for --runtime docker"),
-        (["--runtime", "podman", "--image", "x"], "'podman' is not one of"),
+        (["--runtime", "podman", "--image", "x"], "'podman' is not a registered runtime"),
     ],
 )
 def test_runtime_options_are_checked(node, options, message):

@@ -20,7 +20,6 @@ import logging
 import traceback
 from collections.abc import Hashable, Iterable
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any
 
 import pluggy
 
@@ -53,17 +52,20 @@ from accelkit.errors import (
 from accelkit.events import WorkloadEvent
 from accelkit.plugin import AbstractComputePlugin
 from accelkit.registry import (
+    HookFunctions,
     KeyRegister,
     PluginRecord,
     PluginStatus,
     check_plugin_object,
     check_slots,
     check_unique_ids,
+    hook_of,
+    one_result,
     origin,
 )
 from accelkit.selection import PluginSelection
 
-__all__ = ["PluginLoader", "hook_of", "make_plugin_manager"]
+__all__ = ["PluginLoader", "make_plugin_manager"]
 
 log = logging.getLogger(__name__)
 
@@ -84,33 +86,6 @@ def make_plugin_manager() -> pluggy.PluginManager:
         pm.trace.root.setwriter(lambda text: hook_log.debug("%s", text.rstrip()))
         pm.enable_tracing()
     return pm
-
-
-def hook_of(pm: pluggy.PluginManager, hook: str, plugin_name: str) -> pluggy.HookCaller:
-    """The hook ``hook`` as only ``plugin_name`` implements it, with every wrapper kept.
-
-    Calls go through pluggy (``pm.hook``), so ``wrapper=True`` observers and tracing see each
-    call, while each distribution is still called, timed and judged on its own.
-    """
-    others = {
-        impl.plugin
-        for impl in getattr(pm.hook, hook).get_hookimpls()
-        if impl.plugin_name != plugin_name and not (impl.wrapper or impl.hookwrapper)
-    }
-    return pm.subset_hook_caller(hook, others)
-
-
-class _HookFunctions:
-    """A hashable holder of an unhashable object's hook functions (a ``SimpleNamespace``):
-    pluggy keeps plugins in sets when it calls a subset of them."""
-
-    def __init__(self, source: object) -> None:
-        self.__dict__.update(vars(source))
-
-
-def _one_result(results: list[Any]) -> Any:
-    """The single implementation's result (a wrapper may have replaced the list)."""
-    return results[0] if results else None
 
 
 def _describe(exc: BaseException) -> str:
@@ -159,7 +134,7 @@ class PluginLoader:
             record.mark(PluginStatus.BLOCKED, reason)
             return record
         if not isinstance(module, Hashable):
-            module = _HookFunctions(module)
+            module = HookFunctions(module)
         try:
             self.pm.register(module, name=name)
         except Exception as exc:  # pluggy validates hookimpl signatures here
@@ -200,9 +175,13 @@ class PluginLoader:
             self._fail(record, exc, "import")
             return
         record = self.register(module, ep.name, distribution=distribution, version=version)
-        impls = self.pm.hook.accelkit_compute_plugins.get_hookimpls()
-        if record.status is PluginStatus.LOADED and ep.name not in {i.plugin_name for i in impls}:
-            msg = f"{ep.value} registers no compute plugin (no @hookimpl accelkit_compute_plugins)"
+        hooks = (self.pm.hook.accelkit_compute_plugins, self.pm.hook.accelkit_runtimes)
+        names = {i.plugin_name for hook in hooks for i in hook.get_hookimpls() if not i.wrapper}
+        if record.status is PluginStatus.LOADED and ep.name not in names:
+            msg = (
+                f"{ep.value} registers no compute plugin or runtime "
+                "(no @hookimpl accelkit_compute_plugins or accelkit_runtimes)"
+            )
             self._fail(record, PluginContractError(msg), "import")
 
     # -- building and starting ----------------------------------------------------------------
@@ -225,7 +204,7 @@ class PluginLoader:
             limit = self.selection.call_timeout
             try:
                 hook = hook_of(self.pm, "accelkit_compute_plugins", impl.plugin_name)
-                produced = _one_result(
+                produced = one_result(
                     call_blocking(
                         record.name,
                         "accelkit_compute_plugins",
@@ -264,6 +243,10 @@ class PluginLoader:
         if (warning := check_api_version(plugin, origin(record, plugin))) is None:
             return
         record.error = record.error or warning  # `accelkit plugins` shows it beside "loaded"
+        self._note([warning])
+
+    def note(self, warning: str) -> None:
+        """Keep one more warning for the operator (a runtime the node could not register)."""
         self._note([warning])
 
     def _note(self, warnings: Iterable[str]) -> None:

@@ -16,7 +16,13 @@ if TYPE_CHECKING:
     from accelkit.events import WorkloadEvent
     from accelkit.plugin import AbstractComputePlugin
 
-__all__ = ["PROJECT_NAME", "accelkit_compute_plugins", "accelkit_workload_event", "hookimpl"]
+__all__ = [
+    "PROJECT_NAME",
+    "accelkit_compute_plugins",
+    "accelkit_runtimes",
+    "accelkit_workload_event",
+    "hookimpl",
+]
 
 PROJECT_NAME = "accelkit"
 
@@ -47,3 +53,17 @@ def accelkit_workload_event(event: WorkloadEvent) -> None:
     ``[plugins] call-timeout`` seconds; an exception is logged and never stops the workload. An
     observer that does not return in time is left behind and not called again in the process.
     """
+
+
+@hookspec
+def accelkit_runtimes() -> Sequence[type]:
+    """Return the runtime classes this distribution adds (subclasses of
+    ``accelkit.runtime.Runtime``, named here by their module alone so that the plugin surface
+    never imports the runtime layer).
+
+    Each class has a unique ``name`` (recorded in the ledger, given to ``accelkit run
+    --runtime``) and is built with no arguments when a node opens; it connects to nothing
+    until first used. A distribution may implement this hook alone. accelkit's own runtimes
+    are registered through this hook too; a name already taken is refused, naming both.
+    """
+    raise NotImplementedError

@@ -7,17 +7,21 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
+import pluggy
 
 from accelkit.errors import PluginContractError
 from accelkit.plugin import AbstractComputePlugin, PluginRole
 from accelkit.types import ComputeDevice, DeviceName, SlotName
 
 __all__ = [
+    "HookFunctions",
     "KeyRegister",
     "PluginRecord",
     "PluginStatus",
     "check_plugin_object",
     "check_slots",
+    "hook_of",
+    "one_result",
     "origin",
     "slot_belongs",
 ]
@@ -60,6 +64,33 @@ class PluginRecord:
             "status": str(self.status),
             "error": self.error,
         }
+
+
+def hook_of(pm: pluggy.PluginManager, hook: str, plugin_name: str) -> pluggy.HookCaller:
+    """The hook ``hook`` as only ``plugin_name`` implements it, with every wrapper kept.
+
+    Calls go through pluggy (``pm.hook``), so ``wrapper=True`` observers and tracing see each
+    call, while each distribution is still called, timed and judged on its own.
+    """
+    others = {
+        impl.plugin
+        for impl in getattr(pm.hook, hook).get_hookimpls()
+        if impl.plugin_name != plugin_name and not (impl.wrapper or impl.hookwrapper)
+    }
+    return pm.subset_hook_caller(hook, others)
+
+
+def one_result(results: list[Any]) -> Any:
+    """The single implementation's result (a wrapper may have replaced the list)."""
+    return results[0] if results else None
+
+
+class HookFunctions:
+    """A hashable holder of an unhashable object's hook functions (a ``SimpleNamespace``):
+    pluggy keeps plugins in sets when it calls a subset of them."""
+
+    def __init__(self, source: object) -> None:
+        self.__dict__.update(vars(source))
 
 
 def slot_belongs(key: str, role: PluginRole, slot: str) -> bool:

@@ -17,6 +17,7 @@ from accelkit.cli.options import (
     pick_agent,
     read_config,
 )
+from accelkit.cli.runtime_choice import RuntimeChoice
 from accelkit.config.rules import MAX_PIDS
 from accelkit.errors import InsufficientResource
 from accelkit.node import Node
@@ -151,10 +152,11 @@ async def _run(
 )
 @click.option(
     "--runtime",
-    type=click.Choice(["process", "docker"]),
+    type=RuntimeChoice(),
     default="process",
     show_default=True,
-    help="process: a process tree in cgroups of its own; docker: a container (needs --image).",
+    help="process: a process tree in cgroups of its own; docker: a container (needs --image); "
+    "or a runtime an installed distribution registers (a wrong name lists them).",
 )
 @click.option("--image", metavar="IMG", help="The container image (--runtime docker).")
 @click.option(

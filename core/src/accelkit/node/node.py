@@ -29,7 +29,7 @@ from accelkit.node.held_devices import partition_notes
 from accelkit.node.rediscovery import Rediscoverer, RediscoveryReport
 from accelkit.runtime.base import Runtime, WorkloadHandle
 from accelkit.runtime.docker import DockerRuntime
-from accelkit.runtime.registry import default_runtimes
+from accelkit.runtime.registry import installed_runtimes
 from accelkit.types import AgentId, DeviceId, DeviceName, SlotName, Workload
 from accelkit.workload.bookkeeper import Bookkeeper
 from accelkit.workload.ledger import Ledger
@@ -67,9 +67,8 @@ class Node:
         self._sweep = sweep
         self.host = PartitionHost(config, loader)
         self._own_runtimes = runtimes is None
-        self.runtimes: Mapping[str, Runtime] = (
-            default_runtimes() if runtimes is None else dict(runtimes)
-        )
+        #: by name; without ``runtimes``, every registered runtime, built when the node starts
+        self.runtimes: Mapping[str, Runtime] = {} if runtimes is None else dict(runtimes)
         self._bookkeeper: Bookkeeper | None = None
         self._health: HealthKeeper | None = None
         self._rediscoverer: Rediscoverer | None = None
@@ -86,8 +85,8 @@ class Node:
         """A node for ``config``; nothing starts until it is entered (``async with``).
 
         ``loader`` replaces entry-point discovery (plugins registered by a test); ``runtimes``
-        replaces :func:`accelkit.runtime.registry.default_runtimes` (a node given runtimes does
-        not close them). ``sweep=False`` leaves the orphan container sweep out of the opening
+        replaces the registered ones (:mod:`accelkit.runtime.registry`; a node given runtimes
+        does not close them). ``sweep=False`` leaves the orphan container sweep out of the opening
         reconciliation (a process-runtime ``accelkit run`` need not ask the container engines;
         the next ``status``, ``release``, docker run or ``serve`` sweeps).
         """
@@ -109,6 +108,11 @@ class Node:
         """Start the host, open the ledger and reconcile it once."""
         await self.host.start()
         try:
+            if self._own_runtimes:
+                loader = self.host.loader
+                self.runtimes = installed_runtimes(
+                    loader.pm, timeout=self.config.plugins.call_timeout, warn=loader.note
+                )
             ledger = Ledger(self.config.resource.state_dir, source=self.config.source_name)
             self._bookkeeper = Bookkeeper(
                 ledger,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -15,6 +16,7 @@ from accelkit.cli.metrics_cmd import metrics_table
 from accelkit.metrics import Aggregate, Measurement, MetricType, NodeMetric
 from accelkit.metrics_export import MetricsSnapshot, SnapshotCollector
 from accelkit.metrics_export.agent_share import BASIS_DEVICES, agent_measurement, scale
+from accelkit.testing.metric_rules import node_metric_problems
 from accelkit.types import ComputeDevice, DeviceId
 
 TEMPS = st.lists(st.integers(min_value=-40, max_value=120), min_size=1, max_size=8)
@@ -113,3 +115,16 @@ def test_json_and_the_table_show_the_aggregate_and_the_mig_parent():
     console = Console(width=200, record=True)
     console.print(metrics_table(snapshot))
     assert "device cuda1 (parent)" in console.export_text()
+
+
+def test_the_kit_refuses_a_parent_reading_of_a_device():
+    metric = NodeMetric(
+        "power", "gauge", "mW", Measurement(1), {"cuda0": Measurement(1)}, "sum",
+        per_parent={"cuda0": Measurement(1), "cuda1": Measurement(2)},
+    )  # fmt: skip
+    assert node_metric_problems([metric], {"cuda0"}) == [
+        "metric 'power' has a per_parent reading for 'cuda0', which is one of the plugin's "
+        "devices: its reading belongs in per_device"
+    ]
+    assert node_metric_problems([attrs.evolve(metric, per_parent={"cuda1": Measurement(2)})],
+                                {"cuda0"}) == []  # fmt: skip

@@ -7,6 +7,7 @@ from collections.abc import Collection, Iterator, Sequence
 from decimal import Decimal
 
 from accelkit.metrics import (
+    Aggregate,
     Measurement,
     MetricType,
     NodeMetric,
@@ -35,6 +36,22 @@ def node_metric_problems(metrics: object, device_ids: Collection[str]) -> list[s
                     f"of the plugin's devices ({sorted(device_ids)})"
                 )
             problems += _measurement_problems(reading, f"metric {metric.key!r} of {device_id!r}")
+        problems += _parent_problems(metric, device_ids)
+    return problems
+
+
+def _parent_problems(metric: NodeMetric, device_ids: Collection[str]) -> list[str]:
+    """``aggregate`` is an :class:`Aggregate` or ``None``; ``per_parent`` names no device."""
+    problems = []
+    if metric.aggregate is not None and not isinstance(metric.aggregate, Aggregate):
+        problems.append(f"metric {metric.key!r} must have an Aggregate (or None) as aggregate")
+    for parent_id, reading in metric.per_parent.items():
+        if parent_id in device_ids:
+            problems.append(
+                f"metric {metric.key!r} has a per_parent reading for {parent_id!r}, which is "
+                "one of the plugin's devices: its reading belongs in per_device"
+            )
+        problems += _measurement_problems(reading, f"metric {metric.key!r} of {parent_id!r}")
     return problems
 
 

@@ -128,7 +128,7 @@ def test_watch_health_can_be_cancelled(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("value", "message"),
-    [('"0"', "must be greater than zero"), ("0.5", "not a float")],
+    [('"0"', "above 0"), ('"0.5s"', "number of seconds")],
 )
 def test_a_bad_health_interval_is_refused_by_every_command(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str, message: str

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any, TypeVar
 
 from accelkit.config.converter import Rule
@@ -178,19 +178,24 @@ PIDS = int_between(1, MAX_PIDS)
 
 #: a time limit beyond a day is a typo, not a wish
 MAX_SECONDS = Decimal(86400)
+#: a duration written as a string: ASCII digits with an optional fraction, nothing else
+_DECIMAL_TEXT = re.compile(r"[0-9]+(?:\.[0-9]+)?", re.ASCII)
 
 
 def _seconds(value: Any) -> Decimal:
-    """A positive number of seconds (``call-timeout = 30`` or ``"2.5"``)."""
-    try:
-        if isinstance(value, bool) or not isinstance(value, int | float | str):
-            raise InvalidOperation
-        seconds = Decimal(str(value))  # a TOML float is read as written, never as a binary float
-    except InvalidOperation:
-        msg = f"expected a number of seconds, got {value!r}"
-        raise ValueError(msg) from None
+    """A duration in seconds, one rule for every key that takes one.
+
+    An integer (``30``), a decimal string (``"2.5"``: ASCII digits, an optional fraction, no
+    sign, exponent, unit or blank) or a TOML float (``2.5``, read as written, never as a binary
+    float); above 0 and at most a day.
+    """
+    written = isinstance(value, int | float) and not isinstance(value, bool)
+    if not written and not (isinstance(value, str) and _DECIMAL_TEXT.fullmatch(value)):
+        msg = f"expected a number of seconds (30, 2.5 or '2.5'), got {value!r}"
+        raise ValueError(msg)
+    seconds = Decimal(repr(value) if isinstance(value, float) else str(value))
     if not seconds.is_finite() or not 0 < seconds <= MAX_SECONDS:
-        msg = f"expected seconds between 0 and 86400, got {value!r}"
+        msg = f"expected seconds above 0 and at most 86400, got {value!r}"
         raise ValueError(msg)
     return seconds
 

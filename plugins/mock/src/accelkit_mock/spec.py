@@ -41,7 +41,7 @@ from accelkit.config.converter import MISSING, KeyPath, Rule, format_key, struct
 from accelkit.config.lines import with_lines
 from accelkit.config.plugin_sections import raise_all
 from accelkit.config.reading import read_toml
-from accelkit.config.rules import BYTE_SIZE, NON_NEGATIVE_INT, positive_decimal
+from accelkit.config.rules import BYTE_SIZE, NON_NEGATIVE_INT, SECONDS, positive_decimal
 from accelkit.errors import ConfigError
 from accelkit.sizes import parse_binary_size
 from accelkit.types import amount_in_range, is_multiple, range_problem, to_decimal
@@ -167,7 +167,7 @@ class MockConfig:
 
     config_file: str | None = None
     kinds: tuple[KindEntry, ...] = ()
-    health_interval: Annotated[Decimal, positive_decimal("0.001")] = Decimal(1)
+    health_interval: Annotated[Decimal, SECONDS] = Decimal(1)
     gpu_metrics: bool = False
 
 

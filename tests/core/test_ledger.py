@@ -367,8 +367,9 @@ def test_the_json_file_ledger_of_before_is_imported_once(tmp_path):
     old = tmp_path / "ledger"
     old.mkdir(mode=0o700)
     data = record(workload="live").to_json()
-    for key in ("started", "handle", "teardown"):  # not in the old format
+    for key in ("started", "handle", "teardown", "version"):  # not in the old format
         del data[key]
+    data["format"] = "accelkit-ledger/1"
     (old / "agent-1+live.json").write_text(json.dumps(data))
     (old / "agent-1+broken.json").write_text('{"format": "accel')
     (old / ".lock").write_text("")

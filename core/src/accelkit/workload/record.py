@@ -2,7 +2,7 @@
 
 ::
 
-    {"format": "accelkit-ledger/1",
+    {"format": "accelkit-ledger", "version": 2,
      "agent": "agent-1",
      "workload": {"id": "pid:4242", "type": "process_tree"},
      "order": ["cuda", "cpu"],
@@ -23,6 +23,8 @@ teardown and, after one timed out, when to try again (seconds since the epoch).
 ``owner`` is the accelkit process managing the workload,
 ``leader`` the workload's leader process (``null`` until it exists, and for containers),
 ``handle`` what identifies the workload in its runtime (``null`` until the runtime made it).
+``version`` is the record's schema version: older records are converted when read
+(:mod:`accelkit.workload.record_versions`).
 """
 
 from __future__ import annotations
@@ -50,17 +52,19 @@ from accelkit.types import (
     to_decimal,
 )
 from accelkit.workload.liveness import ProcessStamp
+from accelkit.workload.record_versions import (
+    CURRENT_VERSION,
+    FORMAT,
+    LedgerFormatError,
+    to_current,
+)
 
-FORMAT = "accelkit-ledger/1"
+__all__ = ["MAX_AMOUNT_EXPONENT", "LedgerFormatError", "LedgerRecord"]
 
 #: amounts are refused beyond 10**(this+1) and below 10**-this
 #: (:data:`accelkit.types.AMOUNT_DIGITS`)
 MAX_AMOUNT_EXPONENT = AMOUNT_DIGITS
 _MAX_AMOUNT_TEXT = 64
-
-
-class LedgerFormatError(ValueError):
-    """A ledger file does not hold a valid record."""
 
 
 @attrs.frozen
@@ -149,6 +153,7 @@ class LedgerRecord:
         """The record as plain JSON (amounts as decimal strings)."""
         return {
             "format": FORMAT,
+            "version": CURRENT_VERSION,
             "agent": self.agent_id,
             "workload": {"id": self.workload.id, "type": self.workload.type.value},
             "order": list(self.order),
@@ -172,7 +177,8 @@ class LedgerRecord:
 
     @classmethod
     def from_json(cls, data: Any) -> LedgerRecord:
-        """Parse :meth:`to_json`'s output; raise :class:`LedgerFormatError` on anything else."""
+        """Parse :meth:`to_json`'s output, of this or any earlier version; raise
+        :class:`LedgerFormatError` on anything else."""
         try:
             return _parse(data)
         except LedgerFormatError:
@@ -267,10 +273,8 @@ def _allocation(data: Any) -> dict[DeviceName, DeviceAllocation]:
     }
 
 
-def _parse(data: Any) -> LedgerRecord:
-    if not isinstance(data, Mapping) or data.get("format") != FORMAT:
-        msg = f"not a ledger record of format {FORMAT!r}"
-        raise LedgerFormatError(msg)
+def _parse(original: Any) -> LedgerRecord:
+    data = to_current(original)
     workload = data["workload"]
     allocation = _allocation(data["allocation"])
     order = tuple(DeviceName(_text(p, "plugin")) for p in data["order"])
@@ -283,14 +287,14 @@ def _parse(data: Any) -> LedgerRecord:
     }
     started = {
         DeviceName(_text(plugin, "plugin")): tuple(WorkloadPhase(p) for p in phases)
-        for plugin, phases in dict(data.get("started", {})).items()
+        for plugin, phases in dict(data["started"]).items()
     }
     if unknown := (set(hooks) | set(started)) - set(allocation):
         msg = f"hooks recorded for plugins without allocation: {sorted(unknown)}"
         raise LedgerFormatError(msg)
-    teardown = dict(data.get("teardown") or {})
-    attempts = teardown.get("attempts", 0)
-    retry_after = teardown.get("retry_after")
+    teardown = dict(data["teardown"])
+    attempts = teardown["attempts"]
+    retry_after = teardown["retry_after"]
     if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 0:
         msg = f"malformed teardown attempts: {attempts!r}"
         raise LedgerFormatError(msg)
@@ -307,6 +311,6 @@ def _parse(data: Any) -> LedgerRecord:
         retry_after=retry_after,
         owner=_stamp(data["owner"]),
         leader=_stamp(data["leader"]),
-        handle=_handle(data.get("handle")),
+        handle=_handle(data["handle"]),
         created_at=_text(data["created_at"], "created_at"),
     )

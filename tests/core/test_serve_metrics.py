@@ -72,8 +72,7 @@ def test_a_scrape_of_the_real_endpoint_parses_with_prometheus_client(served):
     assert "accelkit_cuda_device_memory_used_bytes" in found
     labels = [s.labels for s in found["accelkit_cuda_device_memory_used_bytes"].samples]
     assert {"plugin": "cuda", "device": "cuda0", "UUID": "MOCK-cuda-cuda0"} in [
-        {k: v for k, v in series.items() if k in ("plugin", "device", "UUID")}
-        for series in labels
+        {k: v for k, v in series.items() if k in ("plugin", "device", "UUID")} for series in labels
     ]
     agent = found["accelkit_mem_agent_memory_used_bytes"].samples
     assert {s.labels["agent"] for s in agent} == {"agent-1", "agent-2"}

@@ -35,7 +35,10 @@ def test_each_gpu_brings_its_nodes_and_only_all_names_the_list(start):
     for index, name in enumerate(["cuda-cuda0", "cuda-cuda1"]):
         assert [n["path"] for n in edits[name]["deviceNodes"]] == [f"/dev/nvidia{index}", *CONTROL]
         # NVIDIA_VISIBLE_DEVICES differs per GPU: requesting both would keep only the last one
-        assert edits[name]["env"] == ["NVIDIA_DRIVER_CAPABILITIES=compute,utility"]
+        assert edits[name]["env"] == [
+            "NVIDIA_DRIVER_CAPABILITIES=compute,utility",
+            f"ACCELKIT_CDI_CUDA_CUDA{index}={name}",  # the device's own name, for the listing
+        ]
     uuids = ",".join(g.uuid for g in fk.gpus(2))
     assert f"NVIDIA_VISIBLE_DEVICES={uuids}" in edits["all"]["env"]
 

@@ -11,8 +11,16 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from accelkit.types import Mount, WorkloadConfig
-from accelkit.workload.cdi_spec import default_cdi_kind, unique_names, without_colliding_env
+from accelkit.types import Mount, MountType, WorkloadConfig
+from accelkit.workload.cdi_spec import (
+    ALL,
+    default_cdi_kind,
+    own_variable,
+    unique_names,
+    with_own_variables,
+    without_colliding_env,
+)
+from accelkit.workload.render.cdi import cdi_container_edits
 
 ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 SCHEMA = json.loads((Path(__file__).parents[1] / "fixtures" / "cdi-schema.json").read_text())
@@ -63,9 +71,91 @@ def test_prints_a_valid_spec_of_the_agents_devices_only(node):
     assert spec["kind"] == "accelkit.io/agent-1"
     edits = {d["name"]: d["containerEdits"] for d in spec["devices"]}
     # auto-split: agent-1 holds cuda0 and cuda1; cpu is not a CDI device. Each mock device sets
-    # only MOCK_CUDA_DEVICES, which two requested devices would overwrite: it stays in "all" and
-    # the single devices, left without edits, are not listed
-    assert edits == {"all": {"env": ["MOCK_CUDA_DEVICES=cuda0,cuda1"]}}
+    # only MOCK_CUDA_DEVICES, which two requested devices would overwrite: the list stays in
+    # "all", and each single device keeps the variable naming itself
+    assert edits == {
+        "cuda-cuda0": {"env": ["ACCELKIT_CDI_CUDA_CUDA0=cuda-cuda0"]},
+        "cuda-cuda1": {"env": ["ACCELKIT_CDI_CUDA_CUDA1=cuda-cuda1"]},
+        "all": {
+            "env": [
+                "MOCK_CUDA_DEVICES=cuda0,cuda1",
+                "ACCELKIT_CDI_CUDA_CUDA0=cuda-cuda0",
+                "ACCELKIT_CDI_CUDA_CUDA1=cuda-cuda1",
+            ]
+        },
+    }
+
+
+def one_agent_node(tmp_path: Path, devices: str) -> Path:
+    (tmp_path / "devices.toml").write_text(devices)
+    config = tmp_path / "host.toml"
+    config.write_text(
+        f'[resource]\nreserved-cpu = 0\nstate-dir = "{tmp_path / "state"}"\n'
+        '[plugins]\nallowed = ["mock"]\n[plugins.config.mock]\nconfig-file = "devices.toml"\n'
+    )
+    return config
+
+
+def cdi_devices(config: Path) -> dict[str, dict[str, list[object]]]:
+    result = accelkit("cdi", "--config", str(config), "--agent", "agent-1")
+    assert result.returncode == 0, result.stderr
+    spec = json.loads(result.stdout)
+    jsonschema.validate(spec, SCHEMA)
+    return {d["name"]: d["containerEdits"] for d in spec["devices"]}
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 5])
+def test_every_device_of_an_env_only_plugin_is_listed_whatever_the_count(tmp_path, count):
+    ids = [f"cuda{i}" for i in range(count)]
+    listing = "".join(f'[[kinds.devices]]\nid = "{i}"\n' for i in ids)
+    edits = cdi_devices(one_agent_node(tmp_path, f'[[kinds]]\nkey = "cuda"\n{listing}'))
+    assert list(edits) == [*(f"cuda-{i}" for i in ids), "all"]
+    own = [f"ACCELKIT_CDI_CUDA_{i.upper()}=cuda-{i}" for i in ids]
+    for i, variable in zip(ids, own, strict=True):
+        single = edits[f"cuda-{i}"]["env"]
+        assert variable in single
+        # one device alone sets the plugin's list for itself; among several nobody claims it
+        assert ("MOCK_CUDA_DEVICES=cuda0" in single) == (count == 1)
+        assert not any(v.startswith("MOCK_CUDA_DEVICES=") for v in single[count == 1 :])
+    assert edits["all"]["env"] == [f"MOCK_CUDA_DEVICES={','.join(ids)}", *own]
+
+
+def test_devices_sharing_a_device_node_give_it_once(tmp_path):
+    shared = '\ndevice-node = "/dev/null"\n'
+    edits = cdi_devices(
+        one_agent_node(
+            tmp_path,
+            f'[[kinds]]\nkey = "cuda"\n[[kinds.devices]]\nid = "cuda0"{shared}'
+            f'[[kinds.devices]]\nid = "cuda1"{shared}',
+        )
+    )
+    node = [{"path": "/dev/null", "permissions": "rwm"}]
+    assert edits["cuda-cuda0"]["deviceNodes"] == node
+    assert edits["cuda-cuda1"]["deviceNodes"] == node
+    assert edits["all"]["deviceNodes"] == node
+
+
+def test_identical_nodes_and_mounts_are_written_once_and_differing_ones_kept():
+    null, lib = Mount.device("/dev/null"), Mount("/usr/lib", "/vendor", MountType.BIND)
+    edits = cdi_container_edits(
+        WorkloadConfig(mounts=[null, lib, null, lib, Mount("/usr/lib", "/vendor", read_only=True)])
+    )
+    assert edits["deviceNodes"] == [{"path": "/dev/null", "permissions": "rwm"}]
+    assert [m["options"][0] for m in edits["mounts"]] == ["rw", "ro"]
+
+
+def test_each_device_variable_names_that_device_alone():
+    singles = [(n, WorkloadConfig(env_vars={"L": n})) for n in ["gpu-0", "gpu.0", "gpu_0", "a:b"]]
+    devices = dict(with_own_variables(singles, WorkloadConfig(env_vars={"L": "all of them"})))
+    assert devices["gpu-0"].env_vars == {"ACCELKIT_CDI_GPU_0": "gpu-0"}
+    assert devices["gpu.0"].env_vars == {"ACCELKIT_CDI_GPU_0_2": "gpu.0"}
+    assert devices["gpu_0"].env_vars == {"ACCELKIT_CDI_GPU_0_3": "gpu_0"}
+    assert devices["a:b"].env_vars == {"ACCELKIT_CDI_A_B": "a:b"}
+    assert devices[ALL].env_vars == {
+        "L": "all of them",
+        **{k: v for n, _c in singles for k, v in devices[n].env_vars.items()},
+    }
+    assert own_variable("cuda-MIG-1g.5gb") == "ACCELKIT_CDI_CUDA_MIG_1G_5GB"
 
 
 def test_writes_the_spec_into_a_directory(node, tmp_path):
@@ -88,7 +178,9 @@ def test_writes_the_spec_into_a_directory(node, tmp_path):
     jsonschema.validate(spec, SCHEMA)
     # one device: its variables cannot collide, so it keeps them
     assert [d["name"] for d in spec["devices"]] == ["cuda-cuda2", "all"]
-    assert spec["devices"][0]["containerEdits"] == {"env": ["MOCK_CUDA_DEVICES=cuda2"]}
+    assert spec["devices"][0]["containerEdits"] == {
+        "env": ["MOCK_CUDA_DEVICES=cuda2", "ACCELKIT_CDI_CUDA_CUDA2=cuda-cuda2"]
+    }
     assert [p.name for p in out.iterdir()] == ["example.com-gpu.json"]
 
 

@@ -17,6 +17,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -178,11 +179,9 @@ def test_two_devices_of_one_spec_keep_their_nodes_and_the_combined_list(podman, 
     assert "LIST=a,b" in result.stdout
 
 
-def test_the_spec_accelkit_cdi_writes_is_loaded(podman, installed, tmp_path):
-    (tmp_path / "devices.toml").write_text(
-        '[[kinds]]\nkey = "cuda"\n'
-        '[[kinds.devices]]\nid = "cuda0"\n[[kinds.devices]]\nid = "cuda1"\n'
-    )
+def accelkit_cdi(tmp_path: Path, devices: str) -> dict[str, Any]:
+    """The spec ``accelkit cdi`` writes for one agent holding the mock ``devices``."""
+    (tmp_path / "devices.toml").write_text(devices)
     config = tmp_path / "host.toml"
     config.write_text(
         f'[resource]\nreserved-cpu = 0\nstate-dir = "{tmp_path / "state"}"\n'
@@ -197,11 +196,67 @@ def test_the_spec_accelkit_cdi_writes_is_loaded(podman, installed, tmp_path):
         capture_output=True, text=True, env=env, timeout=120, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    spec = json.loads(Path(result.stdout.strip()).read_text())
+    spec: dict[str, Any] = json.loads(Path(result.stdout.strip()).read_text())
+    return spec
+
+
+def gpus(count: int, node: str = "") -> str:
+    extra = f'device-node = "{node}"\n' if node else ""
+    listing = "".join(f'[[kinds.devices]]\nid = "cuda{i}"\n{extra}' for i in range(count))
+    return f'[[kinds]]\nkey = "cuda"\n{listing}'
+
+
+def variables(output: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in output.splitlines() if "=" in line)
+
+
+def test_the_spec_accelkit_cdi_writes_is_loaded(podman, installed, tmp_path):
+    spec = accelkit_cdi(tmp_path, gpus(2))
     install(spec, installed)
     result = podman.run([f"{spec['kind']}=all"], "env")
     assert result.returncode == 0, result.stderr
     assert "MOCK_CUDA_DEVICES=cuda0,cuda1" in result.stdout
+
+
+@pytest.mark.parametrize("count", [1, 2, 3])
+def test_each_device_of_an_env_only_plugin_resolves_alone_and_together(
+    podman, installed, tmp_path, count
+):
+    spec = accelkit_cdi(tmp_path, gpus(count))
+    install(spec, installed)
+    kind = spec["kind"]
+    own = {f"ACCELKIT_CDI_CUDA_CUDA{i}": f"cuda-cuda{i}" for i in range(count)}
+    for i in range(count):  # one device alone: its own name, the plugin's list only if it is all
+        result = podman.run([f"{kind}=cuda-cuda{i}"], "env")
+        assert result.returncode == 0, result.stderr
+        seen = variables(result.stdout)
+        assert {k: v for k, v in seen.items() if k.startswith("ACCELKIT_CDI_")} == {
+            f"ACCELKIT_CDI_CUDA_CUDA{i}": f"cuda-cuda{i}"
+        }
+        assert seen.get("MOCK_CUDA_DEVICES") == ("cuda0" if count == 1 else None)
+    # every single device together: each named, no device's list claims to be the whole set
+    result = podman.run([f"{kind}=cuda-cuda{i}" for i in range(count)], "env")
+    assert result.returncode == 0, result.stderr
+    seen = variables(result.stdout)
+    assert {k: v for k, v in seen.items() if k.startswith("ACCELKIT_CDI_")} == own
+    assert seen.get("MOCK_CUDA_DEVICES") == ("cuda0" if count == 1 else None)
+    # all, also beside a single device: the list of every device
+    result = podman.run([f"{kind}=all", f"{kind}=cuda-cuda0"], "env")
+    assert result.returncode == 0, result.stderr
+    seen = variables(result.stdout)
+    assert seen["MOCK_CUDA_DEVICES"] == ",".join(f"cuda{i}" for i in range(count))
+    assert {k: v for k, v in seen.items() if k.startswith("ACCELKIT_CDI_")} == own
+
+
+def test_devices_sharing_a_device_node_run_together_and_with_all(podman, installed, tmp_path):
+    spec = accelkit_cdi(tmp_path, gpus(2, node="/dev/full"))
+    install(spec, installed)
+    kind = spec["kind"]
+    for devices in ([f"{kind}=all"], [f"{kind}=cuda-cuda0", f"{kind}=cuda-cuda1"],
+                    [f"{kind}=all", f"{kind}=cuda-cuda1"]):  # fmt: skip
+        result = podman.run(devices, "ls -l /dev/full; env")
+        assert result.returncode == 0, (devices, result.stderr)
+        assert "1,   7" in result.stdout  # /dev/full's major, minor: the node is there
 
 
 def test_an_unknown_device_is_refused_by_podman(podman, installed):

@@ -10,8 +10,21 @@ CDI runtimes apply the edits of every requested device in turn and an environmen
 twice keeps the **last** value, while device nodes and mounts add up. So a variable whose value
 differs between the devices (``CUDA_VISIBLE_DEVICES=0`` and ``=1``) is left out of the single
 devices and kept in ``all`` only, with the combined value; variables every device sets alike stay
-on each device. A device left with no edits at all is not listed (the CDI library refuses empty
-devices): request ``<kind>=all`` to get the lists.
+on each device.
+
+Every single device also sets a variable naming only itself, ``ACCELKIT_CDI_<NAME>=<name>``
+(the device name in capitals, other characters ``_``; ``cuda-cuda0`` sets
+``ACCELKIT_CDI_CUDA_CUDA0=cuda-cuda0``), and ``all`` sets every device's. So each device is
+listed whatever the count, also one of a plugin that configures nothing but environment
+variables (the CDI library refuses a device without edits), and the container can tell which
+devices it was given. A runtime asked for several single devices (``--device kind=cuda-cuda0
+--device kind=cuda-cuda1``) gives the container the device nodes and mounts of each, their own
+variables, and the variables they all set alike, but no list variable of the plugin: a list
+naming exactly the requested devices exists only in ``all`` (every device) or in what
+``accelkit run`` books. Request ``<kind>=all`` for the plugin's lists.
+
+A device node or bind mount that several devices share (two devices on one ``/dev/accel0``) is
+written once per CDI device, ``all`` included: the runtime mounts it once.
 
 Characters a CDI name cannot hold become ``-``. When two devices end up with the same name
 (``gpu 0`` and ``gpu-0``), the later one in the plugins' listing order gets ``-2`` (``-3`` …)
@@ -31,12 +44,13 @@ from accelkit.errors import WorkloadError
 from accelkit.plugin import AbstractAgentContext, PluginRole
 from accelkit.types import AgentId, DeviceAllocation, DeviceId, DeviceName, Workload, WorkloadConfig
 from accelkit.workload.lifecycle import HookTarget, WorkloadLifecycle
-from accelkit.workload.render.cdi import cdi_container_edits, cdi_device_name, render_cdi_spec
+from accelkit.workload.render.cdi import cdi_device_name, render_cdi_spec
 
 #: the device carrying every device's edits at once
 ALL = "all"
 _CLASS_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 _CLASS_AS_IS = re.compile(r"[A-Za-z][A-Za-z0-9_-]*[A-Za-z0-9]")
+_ENV_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 
 
 def default_cdi_kind(agent_id: str) -> str:
@@ -100,12 +114,46 @@ async def agent_cdi_spec(
         msg = f"agent {agent_id!r} has no device a CDI spec can describe"
         raise WorkloadError(msg)
     combined: WorkloadConfig = await _edits(agent_id, "cdi-all", every)
+    return render_cdi_spec(kind, with_own_variables(singles, combined))
+
+
+def own_variable(name: str) -> str:
+    """The variable a single device sets to name itself: ``ACCELKIT_CDI_<NAME>``."""
+    return "ACCELKIT_CDI_" + _ENV_UNSAFE.sub("_", name).upper()
+
+
+def with_own_variables(
+    singles: Sequence[tuple[str, WorkloadConfig]], combined: WorkloadConfig
+) -> list[tuple[str, WorkloadConfig]]:
+    """The spec's devices: each single without colliding variables, with its own; then ``all``.
+
+    Two names that give the same variable (``gpu-0`` and ``gpu.0``) get ``_2`` (``_3`` …)
+    appended in order, so each device's variable names it alone.
+    """
+    variables = dict(zip((n for n, _c in singles), _unique_variables(singles), strict=True))
     devices = [
-        (name, config)
+        (name, attrs.evolve(config, env_vars={**config.env_vars, variables[name]: name}))
         for name, config in without_colliding_env(singles, combined)
-        if _has_edits(config)
     ]
-    return render_cdi_spec(kind, [*devices, (ALL, combined)])
+    every = {variables[name]: name for name, _c in singles}
+    return [*devices, (ALL, attrs.evolve(combined, env_vars={**combined.env_vars, **every}))]
+
+
+def _unique_variables(singles: Sequence[tuple[str, WorkloadConfig]]) -> list[str]:
+    wanted = [own_variable(name) for name, _c in singles]
+    taken = set(wanted)
+    seen: set[str] = set()
+    result = []
+    for variable in wanted:
+        unique = variable
+        if variable in seen:
+            n = 2
+            while (unique := f"{variable}_{n}") in taken:
+                n += 1
+            taken.add(unique)
+        seen.add(variable)
+        result.append(unique)
+    return result
 
 
 def without_colliding_env(
@@ -126,10 +174,6 @@ def without_colliding_env(
         )
         for name, config in devices
     ]
-
-
-def _has_edits(config: WorkloadConfig) -> bool:
-    return bool(cdi_container_edits(config))
 
 
 def unique_names(names: Sequence[str]) -> list[str]:

@@ -10,10 +10,16 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, ClassVar, cast
 
-from accelkit.allocmap import AbstractAllocMap, AllocationStrategy
-from accelkit.errors import ConfigError
+from accelkit import (
+    AbstractAllocMap,
+    AllocationStrategy,
+    ConfigError,
+    Measurement,
+    MetricContext,
+    MetricType,
+    NodeMetric,
+)
 from accelkit.health import DeviceHealth, HealthEvent
-from accelkit.metrics import Measurement, MetricContext, MetricType, NodeMetric
 from accelkit.plugin import AbstractComputePlugin, AbstractLifecycleHook, PluginRole
 from accelkit.types import (
     ComputeDevice,
@@ -102,7 +108,8 @@ class MockLifecycleHook(AbstractLifecycleHook):
         if self.workload.type is WorkloadType.CONTAINER:  # a process tree finds them in place
             known = (self.devices.get(i) for i in self.allocated_device_ids)
             nodes = (d.extra.get("device-node", "") for d in known if d is not None)
-            mounts = tuple(Mount.device(path) for path in nodes if path)
+            # devices sharing one node (a card and its partitions) mount it once
+            mounts = tuple(Mount.device(path) for path in dict.fromkeys(nodes) if path)
         env = {name: ",".join(self.allocated_device_ids)}
         return WorkloadConfig(env_vars=env, mounts=mounts)
 

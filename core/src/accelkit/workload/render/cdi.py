@@ -70,6 +70,10 @@ def cdi_container_edits(config: WorkloadConfig) -> dict[str, Any]:
 
     ``hostPath`` of a device node is written only where it differs from ``path``: the field
     needs spec 0.5.0, and the runtime reads ``path`` on the host when it is absent.
+
+    A device node or bind mount given more than once (devices sharing one node, merged) is
+    written once, at its first place: runtimes refuse a mount target that appears twice. Two
+    entries for one container path that differ in anything else stay, for the runtime to refuse.
     """
     edits: dict[str, Any] = {}
     if config.env_vars:
@@ -82,22 +86,33 @@ def cdi_container_edits(config: WorkloadConfig) -> dict[str, Any]:
                 node["hostPath"] = m.source
             nodes.append(node)
     if nodes:
-        edits["deviceNodes"] = nodes
-    mounts = [
-        {
-            "hostPath": m.source,
-            "containerPath": m.target,
-            "type": "bind",
-            "options": ["ro" if m.read_only else "rw", "nosuid", "nodev", "bind"],
-        }
-        for m in config.mounts
-        if m.type is MountType.BIND
-    ]
+        edits["deviceNodes"] = _once(nodes)
+    mounts = _once(
+        [
+            {
+                "hostPath": m.source,
+                "containerPath": m.target,
+                "type": "bind",
+                "options": ["ro" if m.read_only else "rw", "nosuid", "nodev", "bind"],
+            }
+            for m in config.mounts
+            if m.type is MountType.BIND
+        ]
+    )
     if mounts:
         edits["mounts"] = mounts
     if config.extra_gids:
         edits["additionalGids"] = list(config.extra_gids)
     return edits
+
+
+def _once(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``entries`` without repeats of an identical entry, in order."""
+    kept: list[dict[str, Any]] = []
+    for entry in entries:
+        if entry not in kept:
+            kept.append(entry)
+    return kept
 
 
 def _all_edits(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:

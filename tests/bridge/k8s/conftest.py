@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,18 @@ def unavailable(reason: str) -> None:
     if os.environ.get(REQUIRE_K8S) == "1":
         pytest.fail(f"{reason} ({REQUIRE_K8S}=1: CI must run these tests)")
     pytest.skip(reason)
+
+
+#: seconds a test that uses the cluster may take, its start (with tries) included
+CLUSTER_TEST_TIMEOUT = 600
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The first test to use ``k8s_cluster`` starts it: more than the default time limit."""
+    for item in items:
+        uses = "k8s_cluster" in getattr(item, "fixturenames", ())
+        if uses and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(CLUSTER_TEST_TIMEOUT))
 
 
 @pytest.fixture
@@ -43,7 +56,7 @@ def k8s_cluster() -> Iterator[real_cluster.Cluster]:
         unavailable(reason)
     try:
         cluster = real_cluster.start()
-    except (OSError, RuntimeError, TimeoutError) as exc:
+    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
         unavailable(f"the Kubernetes test cluster cannot start here: {exc}")
         raise
     try:

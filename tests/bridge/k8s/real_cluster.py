@@ -20,7 +20,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,7 +104,6 @@ class Cluster:
     env: dict[str, str]
     bin: Path
     startup_s: float
-    log: str = ""
     _stopped: bool = field(default=False, repr=False)
 
     @property
@@ -183,12 +182,8 @@ class Cluster:
 
     # --- the kubelet -----------------------------------------------------------------------
 
-    def _pids(self) -> list[tuple[str, int]]:
-        rows = (self.root / "pids").read_text().split("\n")
-        return [(n, int(p)) for n, _, p in (r.partition(" ") for r in rows if r)]
-
     def kubelet_pid(self) -> int:
-        return [pid for name, pid in self._pids() if name == "kubelet"][-1]
+        return [pid for name, pid in _recorded(self.root) if name == "kubelet"][-1]
 
     def restart_kubelet(self) -> float:
         """Stop the kubelet (SIGTERM), start it again as ``start-cluster.sh`` did; wait for its
@@ -245,32 +240,85 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def start(root: Path | None = None, extra: Sequence[str] = ()) -> Cluster:
-    """Unpack (once) and start a cluster in ``root`` (a new short temp folder by default).
+#: tries of start-cluster.sh (each in a new folder): a port it picked can be taken meanwhile
+START_TRIES = 3
 
-    Raises ``RuntimeError`` with the script's output when it does not come up.
+
+def _start_once(root: Path, env: dict[str, str]) -> str | None:
+    """Run start-cluster.sh in ``root``; ``None`` when the cluster is up, else why not. A
+    component that exits while the script waits (a port taken meanwhile: "address already in
+    use") fails it at once instead of after the script's own wait."""
+    with tempfile.TemporaryFile("w+") as output:
+        script = subprocess.Popen(
+            ["bash", str(SHARED / "start-cluster.sh"), str(root)],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + START_TIMEOUT
+        why: str | None = None
+        try:
+            while script.poll() is None:
+                dead = [name for name, pid in _recorded(root) if not _alive(pid)]
+                if dead:
+                    log = root / "logs" / f"{dead[0]}.log"
+                    tail = log.read_text(errors="replace")[-600:] if log.exists() else ""
+                    why = f"{', '.join(dead)} exited while the cluster started: {tail}"
+                elif time.monotonic() > deadline:
+                    why = f"not up after {START_TIMEOUT:.0f} s"
+                if why is not None:
+                    os.killpg(script.pid, signal.SIGKILL)
+                    script.wait()
+                    return why
+                time.sleep(0.2)
+        finally:
+            if script.poll() is None:  # interrupted (a test's time limit): stop the script
+                os.killpg(script.pid, signal.SIGKILL)
+                script.wait()
+        output.seek(0)
+        text = output.read()
+    if script.returncode != 0 or not (root / "env").exists():
+        return f"start-cluster.sh failed: {text[-2000:]}"
+    return None
+
+
+def _recorded(root: Path) -> list[tuple[str, int]]:
+    try:
+        rows = (root / "pids").read_text().split("\n")
+    except OSError:
+        return []
+    return [(n, int(p)) for n, _, p in (r.partition(" ") for r in rows if r) if p.isdigit()]
+
+
+def start(root: Path | None = None) -> Cluster:
+    """Unpack (once) and start a cluster in ``root`` (a new short temp folder by default),
+    trying again in a new folder when it does not come up; whatever fails is stopped.
+
+    Raises ``RuntimeError`` with the reasons when no try came up.
     """
     dest = binaries()
-    root = root or Path(tempfile.mkdtemp(prefix="ak8s-", dir="/tmp"))
     env = {
         **os.environ,
         "BIN": str(dest / "bin"),
         "ETCD": str(dest / "bin" / "etcd"),
         "IMAGES": str(dest / "images"),
     }
-    began = time.monotonic()
-    result = subprocess.run(
-        ["bash", str(SHARED / "start-cluster.sh"), str(root), *extra],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=START_TIMEOUT,
-        check=False,
-    )
-    took = time.monotonic() - began
-    cluster = Cluster(root, {}, dest / "bin", took, result.stdout + result.stderr)
-    if result.returncode != 0 or not (root / "env").exists():
+    reasons: list[str] = []
+    for _ in range(START_TRIES if root is None else 1):
+        folder = root or Path(tempfile.mkdtemp(prefix="ak8s-", dir="/tmp"))
+        began = time.monotonic()
+        cluster = Cluster(folder, {}, dest / "bin", 0.0)
+        try:
+            why = _start_once(folder, env)
+        except BaseException:
+            cluster.stop()
+            raise
+        if why is None:
+            cluster.startup_s = time.monotonic() - began
+            cluster.env = read_env(folder / "env")
+            return cluster
         cluster.stop()
-        raise RuntimeError(f"start-cluster.sh failed: {(result.stdout + result.stderr)[-2000:]}")
-    cluster.env = read_env(root / "env")
-    return cluster
+        reasons.append(why)
+    raise RuntimeError("; ".join(reasons))

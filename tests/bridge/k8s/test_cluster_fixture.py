@@ -26,13 +26,24 @@ def _pytest(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[
     )
 
 
-def _broken_cluster(folder: Path) -> Path:
+#: start-cluster.sh bodies: one that fails, one whose component dies while it waits
+FAILS = "echo 'kube-apiserver not ready' >&2; exit 1\n"
+COMPONENT_DIES = """mkdir -p "$1/logs"
+log="$1/logs/kube-controller-manager.log"
+echo 'listen tcp 127.0.0.1:47838: bind: address already in use' > "$log"
+sleep 0 & gone=$!; wait $gone
+echo "kube-controller-manager $gone" > "$1/pids"
+sleep 600
+"""
+
+
+def _broken_cluster(folder: Path, start: str = FAILS) -> Path:
     """A cluster folder whose start-cluster.sh fails."""
     folder.mkdir()
     (folder / "SHA256SUMS").write_text("")
     scripts = {
         "unpack.sh": 'mkdir -p "$1/bin" "$1/images"\n',
-        "start-cluster.sh": "echo 'kube-apiserver not ready' >&2; exit 1\n",
+        "start-cluster.sh": start,
         "stop-cluster.sh": "exit 0\n",
     }
     for name, body in scripts.items():
@@ -64,3 +75,16 @@ def test_a_cluster_that_does_not_start_skips_or_fails_with_its_output(
     result = _pytest(env, tmp_path)
     assert "start-cluster.sh failed: kube-apiserver not ready" in result.stdout, result.stdout
     assert result.returncode == (1 if require else 0)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the cluster is started only as root")
+def test_a_component_that_exits_while_the_cluster_starts_fails_it_at_once(tmp_path: Path) -> None:
+    """A port start-cluster.sh picked can be taken before a component binds it: the start is
+    given up as soon as a component it recorded exits, and tried again in a new folder."""
+    shared = _broken_cluster(tmp_path / "k8s", COMPONENT_DIES)
+    env = {"ACCELKIT_K8S_SHARED": str(shared), "ACCELKIT_REQUIRE_K8S": "1"}
+    result = _pytest(env, tmp_path)
+    assert result.returncode == 1
+    words = "kube-controller-manager exited while the cluster started: listen tcp"
+    assert result.stdout.count(words) >= 3, result.stdout  # each of the tries
+    assert "address already in use" in result.stdout

@@ -58,3 +58,21 @@ def test_a_layer_leak_breaks_the_contract(tmp_path: Path):
     result = lint(tmp_path)
     assert result.returncode == 1
     assert "leaky.plugin is not allowed to import leaky.host" in result.stdout
+
+
+#: what a plugin distribution may import (DESIGN §18), the conformance kit in its tests only
+PLUGIN_SURFACE = {"accelkit", "accelkit.plugin", "accelkit.types", "accelkit.health"}
+
+
+def test_the_plugin_contract_forbids_every_module_outside_the_public_api():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    [contract] = [c for c in config["contracts"] if c["id"] == "plugins-import-the-public-api"]
+    source = ROOT / "core" / "src" / "accelkit"
+    modules = {
+        f"accelkit.{p.stem if p.is_file() else p.name}"
+        for p in source.iterdir()
+        if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()
+    }
+    allowed = PLUGIN_SURFACE | {"accelkit.config"}  # the package's names, not its modules
+    assert set(contract["forbidden_modules"]) == (modules - allowed) | {"accelkit.config.*"}
+    assert set(contract["source_modules"]) >= {"accelkit_cpu", "accelkit_mem", "accelkit_mock"}

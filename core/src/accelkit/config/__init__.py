@@ -4,12 +4,16 @@ Every TOML table accelkit reads (the host config, each plugin's ``[plugins.confi
 section, the mock device file) is a frozen attrs class structured by one cattrs converter
 (:mod:`accelkit.config.converter`). A plugin declares its section's schema with the names
 exported here (provisional, see the stability policy): :func:`read_section`, :class:`Rule` and
-the rules such as :func:`int_between`, and :class:`Renamed` for a key whose name changed.
+the rules such as :func:`int_between`, and :class:`Renamed` for a key whose name changed. A
+plugin that reads a file of its own with the same rules and messages (the mock plugin's device
+file) uses :func:`read_toml`, :func:`with_lines`, :func:`structure`, :data:`MISSING`,
+:data:`KeyPath`, :func:`format_key` and :func:`raise_all`.
 """
 
 from __future__ import annotations
 
-from accelkit.config.converter import Renamed, Rule
+from accelkit.config.converter import MISSING, KeyPath, Renamed, Rule, format_key, structure
+from accelkit.config.lines import with_lines
 from accelkit.config.load import (
     HostConfigDraft,
     load_host_config,
@@ -31,7 +35,8 @@ from accelkit.config.model import (
     SlurmBridgeConfig,
     default_state_dir,
 )
-from accelkit.config.plugin_sections import read_section
+from accelkit.config.plugin_sections import raise_all, read_section
+from accelkit.config.reading import read_toml
 from accelkit.config.rules import (
     BYTE_SIZE,
     NON_EMPTY_STRING,
@@ -49,6 +54,7 @@ from accelkit.config.rules import (
 __all__ = [
     "BYTE_SIZE",
     "DEFAULT_AGENT",
+    "MISSING",
     "NON_EMPTY_STRING",
     "NON_NEGATIVE_INT",
     "POSITIVE_BYTE_SIZE",
@@ -64,6 +70,7 @@ __all__ = [
     "HostConfig",
     "HostConfigDraft",
     "K8sBridgeConfig",
+    "KeyPath",
     "Renamed",
     "ResourceConfig",
     "Rule",
@@ -71,11 +78,16 @@ __all__ = [
     "choice",
     "decimal_between",
     "default_state_dir",
+    "format_key",
     "int_between",
     "load_host_config",
     "parse_host_config",
     "positive_decimal",
+    "raise_all",
     "read_host_config",
     "read_section",
+    "read_toml",
     "resource_domain",
+    "structure",
+    "with_lines",
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from accelkit.errors import InvalidResourceArgument
+from accelkit import InvalidResourceArgument
 from accelkit.plugin import AbstractLifecycleHook
 from accelkit.types import WorkloadConfig
 

@@ -16,14 +16,17 @@ from typing import Any
 
 import psutil
 
-from accelkit.cgroup import CgroupFS, WorkloadLocation, process_tree, round_process_tree
-from accelkit.metrics import (
+from accelkit import (
+    CgroupFS,
     Measurement,
     MetricContext,
     MetricType,
     NodeMetric,
     ProcessMetric,
+    WorkloadLocation,
     WorkloadMetric,
+    process_tree,
+    round_process_tree,
 )
 from accelkit.types import DeviceId
 from accelkit_cpu.cpulist import parse_cpu_list

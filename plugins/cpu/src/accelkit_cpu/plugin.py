@@ -11,9 +11,15 @@ from typing import Any, ClassVar
 
 import psutil
 
-from accelkit.cgroup import CgroupFS, WorkloadLocation
+from accelkit import (
+    CgroupFS,
+    MetricContext,
+    NodeMetric,
+    ProcessMetric,
+    WorkloadLocation,
+    WorkloadMetric,
+)
 from accelkit.health import DeviceHealth, HealthEvent, HealthState
-from accelkit.metrics import MetricContext, NodeMetric, ProcessMetric, WorkloadMetric
 from accelkit.plugin import AbstractComputePlugin, MaskedAgentContext, PluginRole
 from accelkit.types import (
     ComputeDevice,

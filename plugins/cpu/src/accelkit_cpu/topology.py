@@ -12,8 +12,7 @@ from pathlib import Path
 
 import attrs
 
-from accelkit.cgroup import CgroupDir, CgroupFS
-from accelkit.errors import PluginLoadError, PluginUnavailable
+from accelkit import CgroupDir, CgroupFS, PluginLoadError, PluginUnavailable
 from accelkit_cpu.cpulist import parse_cpu_list
 
 _NODE_DIR = re.compile(r"node(\d+)")

@@ -9,8 +9,8 @@ from typing import Annotated, Any
 
 import attrs
 
+from accelkit import ConfigError
 from accelkit.config import SECONDS, choice, positive_decimal, read_section
-from accelkit.errors import ConfigError
 from accelkit.types import is_multiple
 
 

@@ -6,8 +6,14 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
-from accelkit.errors import PluginContractError
-from accelkit.metrics import Measurement, MetricContext, MetricType, ProcessMetric, WorkloadMetric
+from accelkit import (
+    Measurement,
+    MetricContext,
+    MetricType,
+    PluginContractError,
+    ProcessMetric,
+    WorkloadMetric,
+)
 from accelkit.plugin import AbstractComputePlugin, AgentShare, MaskedAgentContext
 from accelkit.types import AgentId, DeviceId, Workload
 from accelkit_cuda.metrics import memory_of, process_memory

@@ -24,8 +24,7 @@ from typing import Protocol
 
 import attrs
 
-from accelkit.errors import WorkloadCreationDenied
-from accelkit.partition import natural_sort_key
+from accelkit import WorkloadCreationDenied, natural_sort_key
 from accelkit.plugin import AbstractLifecycleHook
 from accelkit.types import (
     ComputeDevice,

@@ -18,7 +18,7 @@ from decimal import Decimal
 
 import attrs
 
-from accelkit.metrics import Aggregate, Measurement, MetricType, NodeMetric
+from accelkit import Aggregate, Measurement, MetricType, NodeMetric
 from accelkit.types import DeviceId
 from accelkit_cuda.nvml import Handle, MemoryInfo, NVMLLibrary
 

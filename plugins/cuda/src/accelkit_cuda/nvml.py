@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from accelkit.errors import PluginUnavailable
+from accelkit import PluginUnavailable
 
 #: the ``pynvml`` module or a double of it; NVML has no type stubs, hence ``Any``
 NVMLModule = Any

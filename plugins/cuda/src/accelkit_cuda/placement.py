@@ -13,8 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 
-from accelkit.allocmap import AffinityHint, AllocationStrategy, DiscretePropertyAllocMap
-from accelkit.errors import InvalidResourceArgument
+from accelkit import (
+    AffinityHint,
+    AllocationStrategy,
+    DiscretePropertyAllocMap,
+    InvalidResourceArgument,
+)
 from accelkit.types import DeviceAllocation, DeviceId, DeviceSlotInfo, SlotName, SlotSpec
 from accelkit_cuda.slots import DEVICE_SLOT
 from accelkit_cuda.topology import Topology, choose

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from accelkit.errors import PluginError, PluginUnavailable
+from accelkit import PluginError, PluginUnavailable
 from accelkit.health import DeviceHealth, HealthEvent, HealthState
 from accelkit.plugin import AbstractComputePlugin
 from accelkit.types import (
@@ -44,8 +44,7 @@ from accelkit_cuda.slots import (
 from accelkit_cuda.topology import GPUPlace, Topology, read_topology
 
 if TYPE_CHECKING:
-    from accelkit.allocmap import AbstractAllocMap
-    from accelkit.metrics import MetricContext, NodeMetric
+    from accelkit import AbstractAllocMap, MetricContext, NodeMetric
 
 log = logging.getLogger(__name__)
 #: what a device not yet reported is taken to be

@@ -25,9 +25,15 @@ from pathlib import Path
 
 import attrs
 
+from accelkit import (
+    Aggregate,
+    ConfigError,
+    Measurement,
+    MetricType,
+    NodeMetric,
+    WorkloadCreationDenied,
+)
 from accelkit.config import default_state_dir
-from accelkit.errors import ConfigError, WorkloadCreationDenied
-from accelkit.metrics import Aggregate, Measurement, MetricType, NodeMetric
 from accelkit.types import ComputeDevice, DeviceAllocation, DeviceId, Mount, Workload
 from accelkit_cuda.config import CUDAConfig, ShareEnforcement
 from accelkit_cuda.mps import MPS, MPSError, find_control

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from accelkit.errors import InvalidResourceArgument
+from accelkit import InvalidResourceArgument
 from accelkit.plugin import AbstractLifecycleHook
 from accelkit.types import SlotName, WorkloadConfig
 

@@ -11,8 +11,7 @@ from pathlib import Path
 import attrs
 import psutil
 
-from accelkit.cgroup import CgroupDir, CgroupFS
-from accelkit.errors import PluginUnavailable
+from accelkit import CgroupDir, CgroupFS, PluginUnavailable
 
 #: the limit file by cgroup version
 LIMIT_FILES = {1: "memory.limit_in_bytes", 2: "memory.max"}

@@ -13,20 +13,18 @@ from pathlib import Path
 
 import psutil
 
-from accelkit.cgroup import (
+from accelkit import (
     CgroupDir,
     CgroupFS,
-    WorkloadLocation,
-    process_tree,
-    round_process_tree,
-)
-from accelkit.metrics import (
     Measurement,
     MetricContext,
     MetricType,
     NodeMetric,
     ProcessMetric,
+    WorkloadLocation,
     WorkloadMetric,
+    process_tree,
+    round_process_tree,
 )
 
 KEY = "mem"

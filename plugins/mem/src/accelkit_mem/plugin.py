@@ -10,10 +10,16 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import psutil
 
-from accelkit.cgroup import CgroupFS, WorkloadLocation
-from accelkit.metrics import MetricContext, NodeMetric, ProcessMetric, WorkloadMetric
+from accelkit import (
+    CgroupFS,
+    MetricContext,
+    NodeMetric,
+    ProcessMetric,
+    WorkloadLocation,
+    WorkloadMetric,
+    format_binary_size,
+)
 from accelkit.plugin import AbstractComputePlugin, MaskedAgentContext, PluginRole
-from accelkit.sizes import format_binary_size
 from accelkit.types import (
     ComputeDevice,
     DeviceId,
@@ -30,7 +36,7 @@ from accelkit_mem.hook import SLOT, MemLifecycleHook
 from accelkit_mem.limits import Ram, UsableMemory
 
 if TYPE_CHECKING:
-    from accelkit.allocmap import AllocationStrategy
+    from accelkit import AllocationStrategy
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +151,7 @@ class MemPlugin(AbstractComputePlugin):
         }
 
     def allocation_strategy(self) -> AllocationStrategy:
-        from accelkit.allocmap import AllocationStrategy
+        from accelkit import AllocationStrategy
 
         return AllocationStrategy.FILL
 

@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from accelkit.errors import ConfigError
+from accelkit import ConfigError
 from accelkit.health import DeviceHealth, HealthState
 from accelkit.types import DeviceId
 from accelkit_mock.spec import MockKind, load_kinds

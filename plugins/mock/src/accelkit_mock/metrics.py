@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 
-from accelkit.metrics import Aggregate, Measurement, MetricType, NodeMetric
+from accelkit import Aggregate, Measurement, MetricType, NodeMetric
 from accelkit.types import DeviceId
 from accelkit_mock.spec import MockDevice
 

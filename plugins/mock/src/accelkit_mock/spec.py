@@ -37,13 +37,21 @@ from typing import Annotated, Any
 
 import attrs
 
-from accelkit.config.converter import MISSING, KeyPath, Rule, format_key, structure
-from accelkit.config.lines import with_lines
-from accelkit.config.plugin_sections import raise_all
-from accelkit.config.reading import read_toml
-from accelkit.config.rules import BYTE_SIZE, NON_NEGATIVE_INT, SECONDS, positive_decimal
-from accelkit.errors import ConfigError
-from accelkit.sizes import parse_binary_size
+from accelkit import ConfigError, parse_binary_size
+from accelkit.config import (
+    BYTE_SIZE,
+    MISSING,
+    NON_NEGATIVE_INT,
+    SECONDS,
+    KeyPath,
+    Rule,
+    format_key,
+    positive_decimal,
+    raise_all,
+    read_toml,
+    structure,
+    with_lines,
+)
 from accelkit.types import amount_in_range, is_multiple, range_problem, to_decimal
 
 ALLOCATIONS = ("discrete", "fractional")

@@ -7,9 +7,14 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from accelkit.errors import PluginUnavailable
-from accelkit.metrics import Measurement, MetricContext, MetricType, NodeMetric
-from accelkit.partition import natural_sort_key
+from accelkit import (
+    Measurement,
+    MetricContext,
+    MetricType,
+    NodeMetric,
+    PluginUnavailable,
+    natural_sort_key,
+)
 from accelkit.plugin import AbstractComputePlugin, AbstractLifecycleHook
 from accelkit.types import (
     ComputeDevice,

@@ -3,7 +3,7 @@
 A mock node plays two GPUs and a third with MIG mode on (two instances), with the cuda plugin's
 metrics (``gpu-metrics = true``), split between two agents; a workload holds a GPU. Prometheus
 (Debian's ``prometheus``) scrapes ``accelkit serve`` and a stand-in for DCGM exporter (its MIG
-series: one per instance) every second. Every panel's query and every variable of
+series: one per instance) every two seconds. Every panel's query and every variable of
 ``docs/dashboards/accelkit.json`` must return data; the DCGM joins of ``docs/metrics.md`` must
 work on the MIG GPU; the served ``/metrics`` must pass ``promtool check metrics``.
 
@@ -158,21 +158,35 @@ class Prometheus:
         )
         config = base / "prometheus.yml"
         config.write_text(
-            f"global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n{jobs}"
+            f"global:\n  scrape_interval: 2s\n  scrape_timeout: 2s\nscrape_configs:\n{jobs}"
         )
-        self.url = f"http://127.0.0.1:{free_port()}"
         self.log = (base / "prometheus.log").open("w")
-        self.process = subprocess.Popen(
-            [
-                PROMETHEUS,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={base / 'data'}",
-                f"--web.listen-address={self.url.removeprefix('http://')}",
-            ],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-        wait_until("Prometheus ready", lambda: get(f"{self.url}/-/ready")[0] == 200, self.process)
+        for _ in range(3):  # another process may take the free port before Prometheus does
+            self.url = f"http://127.0.0.1:{free_port()}"
+            self.process = subprocess.Popen(
+                [
+                    PROMETHEUS,
+                    f"--config.file={config}",
+                    f"--storage.tsdb.path={base / 'data'}",
+                    f"--web.listen-address={self.url.removeprefix('http://')}",
+                ],
+                stdout=self.log,
+                stderr=subprocess.STDOUT,
+            )
+            ready = wait_until_or_none(self._ready)
+            if ready == "ready":
+                return
+            self.process.kill()
+            self.process.wait()
+            if ready is None:
+                break
+        self.log.close()
+        pytest.fail(f"Prometheus did not start: {(base / 'prometheus.log').read_text()}")
+
+    def _ready(self) -> str | None:
+        if get(f"{self.url}/-/ready")[0] == 200:
+            return "ready"
+        return "ended" if self.process.poll() is not None else None
 
     def api(self, path: str, **params: str) -> dict[str, Any]:
         status, body = get(f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}")

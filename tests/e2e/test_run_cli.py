@@ -472,3 +472,43 @@ def test_mem_1g_limits_memory_not_address_space(real_node, code, said):
     assert said in result.stdout
     if "cgroup v1" in result.stderr:
         assert "(limit 1G)" in result.stderr
+
+
+def test_a_workload_ended_by_release_says_who_released_it(node):
+    process = subprocess.Popen(
+        [*ACCELKIT, "run", "--config", str(node), "--slots", "cpu=1", "--", "sleep", "600"],
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        (line,) = _said(process, "workload pid:")
+        workload = line.split()[2]
+        released = accelkit(node, "release", workload)
+        assert released.returncode == 0, released.stderr
+        _out, err = process.communicate(timeout=60)
+        assert process.returncode == 128 + signal.SIGTERM
+        assert "the workload was released by accelkit release (pid " in err
+        assert "did not end within --grace" not in err  # only what happened
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert records(node) == []
+    assert not list((node.parent / "state" / "released").iterdir())
+
+
+def test_a_workload_ended_by_a_plain_sigterm_names_no_release(node):
+    process = subprocess.Popen(
+        [*ACCELKIT, "run", "--config", str(node), "--slots", "cpu=1", "--", "sleep", "600"],
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _said(process, "workload pid:")
+    process.send_signal(signal.SIGTERM)
+    _out, err = process.communicate(timeout=60)
+    assert process.returncode == 128 + signal.SIGTERM
+    assert "released" not in err

@@ -55,6 +55,7 @@ from accelkit.workload.lifecycle import WorkloadLifecycle
 from accelkit.workload.liveness import ProcessStamp
 from accelkit.workload.process_tree import CommandNotRunnable
 from accelkit.workload.record import LedgerRecord
+from accelkit.workload.release_notes import take_release_note
 from accelkit.workload.signals import FORWARDED_SIGNALS, SignalRelay
 from accelkit.workload.terminal import Terminal
 
@@ -152,6 +153,7 @@ async def run_workload(
         except asyncio.CancelledError:
             if relay.received is None:
                 raise
+            run.say_if_released()
             return 128 + relay.received
 
 
@@ -271,7 +273,7 @@ class _Run:
             except WorkloadError as exc:
                 echo(f"error: {exc}")
                 return exc.status if isinstance(exc, CommandNotRunnable) else EXIT_FAILED
-            self.relay.target = (self.runtime, handle)
+            self.relay.running(self.runtime, handle)
             if terminal is not None:
                 self.relay.terminal = terminal
                 terminal.start(self.relay.interrupt)
@@ -281,6 +283,7 @@ class _Run:
             status = await self._wait(handle, record.workload.id)
             if terminal is not None:
                 terminal.close()
+            self.say_if_released()
             for note in await self.runtime.exit_notes(handle):
                 echo(note)
             checkpoint("exited")
@@ -291,6 +294,15 @@ class _Run:
             await _to_the_end(self.teardown(record, handle, driver))
         checkpoint("released")
         return status
+
+    def say_if_released(self) -> None:
+        """Say who released the workload, when ``accelkit release`` did (it ended with the
+        signal release sent, not only that status)."""
+        if self.relay.forwarded is None and self.relay.received is None:
+            return
+        by = take_release_note(self.node.config.resource.state_dir)
+        if by is not None:
+            self.options.echo(f"the workload was released by {by}")
 
     async def _wait(self, handle: WorkloadHandle, workload_id: str) -> int:
         """The workload's status; a process workload whose leader exits while others of its

@@ -74,6 +74,18 @@ class SignalRelay:
         if self._timer is not None:
             self._timer.cancel()
 
+    def running(self, runtime: Runtime, handle: WorkloadHandle) -> None:
+        """The workload runs: signals are forwarded to it from now on.
+
+        A signal that came before it ran cancelled the run; where that cancellation was lost
+        (Python 3.11's ``asyncio.wait_for`` returns a result that arrived with the cancellation
+        instead of raising it) the workload would run on regardless: the signal is forwarded
+        now, as if it had come a moment later.
+        """
+        self.target = (runtime, handle)
+        if self.received is not None and self.forwarded is None:
+            self._forward(self.received)
+
     def deliver(self, signum: int) -> None:
         """Called from the signal handler: act on ``signum`` in the relay's event loop."""
         with contextlib.suppress(RuntimeError):  # its loop closed: the run is over

@@ -1,8 +1,9 @@
 """Stopping what runs a workload from another process: its accelkit process, or its leader.
 
 ``accelkit release`` uses these when the workload's runtime cannot be asked: the accelkit
-process that runs a workload is asked (SIGTERM) to end it and tear it down; a workload that
-outlived its accelkit process and has no runtime handle is ended by its leader's process group.
+process that runs a workload is asked (SIGTERM) to end it and tear it down, with a note saying
+who released it (:mod:`.release_notes`), so that the run says so; a workload that outlived its
+accelkit process and has no runtime handle is ended by its leader's process group.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 from accelkit.workload.ledger import Ledger
 from accelkit.workload.liveness import ProcessStamp
 from accelkit.workload.record import LedgerRecord
+from accelkit.workload.release_notes import drop_release_note, note_release
 
 __all__ = ["OWNER_TEARDOWN_WAIT_S", "end_process", "stop_owner"]
 
@@ -31,9 +33,13 @@ async def stop_owner(record: LedgerRecord, ledger: Ledger, grace: float, *, forc
     """
     owner = record.owner
     assert owner is not None
+    note_release(
+        ledger.state_dir, owner, f"accelkit release (pid {os.getpid()}, uid {os.getuid()})"
+    )
     try:
         os.kill(owner.pid, signal.SIGTERM)
     except ProcessLookupError:
+        drop_release_note(ledger.state_dir, owner)
         return ledger.read(*record.key) is None
     deadline = time.monotonic() + grace + OWNER_TEARDOWN_WAIT_S
     while time.monotonic() < deadline:
@@ -49,6 +55,8 @@ async def stop_owner(record: LedgerRecord, ledger: Ledger, grace: float, *, forc
             os.kill(owner.pid, signal.SIGKILL)
         while owner.is_running():
             await asyncio.sleep(0.02)
+    if not owner.is_running():
+        drop_release_note(ledger.state_dir, owner)
     return False
 
 

@@ -394,3 +394,35 @@ def test_a_bad_kubelet_settle_is_refused_naming_file_and_key(k8s_root: Path, val
     assert "key 'bridge.k8s.kubelet-settle'" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (k8s_root / "state").exists()
+
+
+def test_a_device_held_before_the_bridge_starts_is_unhealthy_in_the_first_list(
+    k8s_root: Path,
+) -> None:
+    async def scenario() -> None:
+        kubelet = standin(k8s_root)
+        await kubelet.start()
+        config = write_node(k8s_root)
+        runner = BridgeProcess.__new__(BridgeProcess)
+        runner.config = config
+        runner.env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+        run = runner.popen_accelkit(
+            "run", "--agent", "agent-1", "--slots", "cuda.device=1", "--", "sleep", "600"
+        )
+        bridge: BridgeProcess | None = None
+        try:
+            held = await asyncio.to_thread(runner.wait_run_workload)
+            [device] = held["devices"]["cuda"]
+            bridge = BridgeProcess(config)
+            gpu = await kubelet.wait_registered(GPU)
+            first = await gpu.next_list(0)
+            assert [d[:2] for d in first if d[0] == device] == [(device, "Unhealthy")]
+            assert {d[1] for d in first if d[0] != device} == {"Healthy"}
+        finally:
+            run.terminate()
+            run.wait(timeout=60)
+            await kubelet.close()
+            if bridge is not None:
+                bridge.stop()
+
+    asyncio.run(scenario())

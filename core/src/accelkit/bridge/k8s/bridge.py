@@ -177,6 +177,9 @@ class K8sBridge:
         report = await self.node.bookkeeper.reconcile()
         for torn in report.torn_down:
             self.echo({"event": "released", "workload": torn.workload_id})
+        await self._look_at_holders()
+
+    async def _look_at_holders(self) -> None:
         changes = self.foreign.update()
         for event in changes:
             log.warning("%s", event["message"])
@@ -214,6 +217,7 @@ class K8sBridge:
         follower = asyncio.create_task(self._follow_health())
         try:
             async with self.node.watching_health():
+                await self._look_at_holders()  # before the kubelet first asks for the list
                 while True:
                     await self._tick()
                     await asyncio.sleep(float(self.config.release_interval))

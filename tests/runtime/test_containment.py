@@ -138,9 +138,15 @@ def _assert_contained(seen: dict) -> None:
 def test_a_root_workload_cannot_write_its_pid_outside_its_cgroups(capfd):
     seen, ident = _escape(ProcessRuntime(), capfd)
     _assert_contained(seen)
-    for line in seen["cgroup"].splitlines():  # still in every group it was given
-        if line.split(":")[1] in ("memory", "pids", "freezer", "devices", "cpuset"):
-            assert line.endswith(ident), line
+    lines = seen["cgroup"].splitlines()
+    if any(line.split(":")[1] == "pids" for line in lines):  # v1: one group per controller
+        wanted = ("memory", "pids", "freezer", "devices", "cpuset")
+        lines = [line for line in lines if line.split(":")[1] in wanted]
+    else:  # v2: the one leaf
+        lines = [line for line in lines if line.startswith("0::")]
+    assert lines
+    for line in lines:  # still in every group it was given
+        assert line.endswith(ident), line
 
 
 @root_only
@@ -180,8 +186,10 @@ def test_a_root_accelkit_without_cap_sys_admin_says_the_workload_can_walk_out(mo
 @root_only
 def test_pids_max_is_the_launch_specs_and_overrides_the_runtimes(capfd):
     script = (
-        "import sys; line = [l for l in open('/proc/self/cgroup') if ':pids:' in l][0]; "
-        "print(open('/sys/fs/cgroup/pids' + line.split(':')[2].strip() + '/pids.max').read())"
+        "lines = [l.strip().split(':', 2) for l in open('/proc/self/cgroup')]; "
+        "v1 = [p for _, c, p in lines if c == 'pids']; "
+        "path = '/sys/fs/cgroup/pids' + v1[0] if v1 else '/sys/fs/cgroup' + lines[0][2]; "
+        "print(open(path + '/pids.max').read())"
     )
     capfd.readouterr()
     handle, status = run(
@@ -226,6 +234,8 @@ def test_a_fork_bomb_stops_at_pids_max(capfd):
         )
         handle = await runtime.create(spec)
         try:
+            if "pids" not in WorkloadCgroups.from_details(handle.ident, handle.details).dirs:
+                return -1, "no pids controller: no bomb without a limit"
             await runtime.start(handle)
             leader = await asyncio.create_subprocess_exec("true")  # the node still forks
             await leader.wait()
@@ -241,6 +251,8 @@ def test_a_fork_bomb_stops_at_pids_max(capfd):
             await runtime.close()
 
     count, out = run(main())
+    if count < 0:
+        pytest.skip(out)
     words = out.split()
     assert words[:2] == ["refused", "EAGAIN"]
     assert int(words[2]) == 19  # the bomb and 19 children: 20 processes

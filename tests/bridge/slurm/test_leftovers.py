@@ -63,8 +63,10 @@ def test_another_clusters_job_of_that_id_and_the_jobs_hooks_are_not_the_jobs(
     pid = ready_sleeper(started, mine)
     other = ready_sleeper(started, {**mine, "SLURM_CONF": "/etc/slurm/b.conf"})
     hook = ready_sleeper(started, {**mine, "SLURM_SCRIPT_CONTEXT": "epilog_slurmd"})
+    task = ready_sleeper(started, {**mine, "SLURM_SCRIPT_CONTEXT": "prolog_task"})
     found = job_processes("987007", same={"SLURM_CONF": "/etc/slurm/a.conf"})
     assert pid in found
+    assert task in found  # a task keeps the context of its task prolog
     assert other not in found
     assert hook not in found
     bare = ready_sleeper(started, {"SLURM_JOB_ID": "987007"})  # says nothing of its cluster

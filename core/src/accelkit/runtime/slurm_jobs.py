@@ -62,6 +62,8 @@ _STATE = re.compile(r"\bJobState=([A-Z_]+)")
 _START = re.compile(r"\bStartTime=(\S+)")
 _SLUID = re.compile(r"\bSLUID=(\S+)")
 _UNKNOWN_JOB = "invalid job id"
+#: SLURM_SCRIPT_CONTEXT of the node's and the controller's Prolog and Epilog
+_HOOKS = frozenset({b"prolog_slurmd", b"epilog_slurmd", b"prolog_slurmctld", b"epilog_slurmctld"})
 #: Slurm's daemons: never counted among a job's processes
 _DAEMONS = frozenset({b"slurmd", b"slurmstepd", b"slurmctld", b"slurmdbd"})
 #: where proctrack/cgroup puts a job's processes (cgroup v1 freezer, v2 under slurmstepd.scope)
@@ -139,8 +141,8 @@ def _the_job(raw: bytes, job_id: str, same: Mapping[str, str]) -> bool:
     if f"\0SLURM_JOB_ID={job_id}\0".encode() not in b"\0" + raw:
         return False
     env = _environ(raw)
-    if b"SLURM_SCRIPT_CONTEXT" in env:
-        return False
+    if env.get(b"SLURM_SCRIPT_CONTEXT", b"") in _HOOKS:
+        return False  # a Prolog or Epilog (tasks keep "prolog_task" from their task prolog)
     return all(env.get(k.encode(), v.encode()) == v.encode() for k, v in same.items())
 
 
@@ -161,7 +163,7 @@ def job_processes(
     :data:`SAME_CLUSTER` ones, so another cluster's job of that id is not taken for it).
 
     Never this process, its ancestors (the epilog and slurmd), Slurm's daemons, nor a Prolog
-    or Epilog (``SLURM_SCRIPT_CONTEXT``).
+    or Epilog (``SLURM_SCRIPT_CONTEXT`` ``prolog_slurmd``, ...).
     """
     wanted = {os.path.realpath(f) for f in files}
     if same is None:

@@ -17,7 +17,7 @@ import pytest
 
 from accelkit.cgroup import CgroupFS
 from accelkit.config import load_host_config
-from accelkit.errors import WorkloadError
+from accelkit.errors import InvalidResourceArgument, WorkloadError
 from accelkit.node import Node
 from accelkit.runtime import RuntimeUnavailable
 from accelkit.runtime.cgroups import V2_DEVICES_NOTE
@@ -387,3 +387,36 @@ def test_a_run_in_another_thread_works_and_leaves_the_handlers_alone(config):
 )
 def test_a_run_warns_of_what_it_cannot_contain_but_v2_device_isolation(missing, warned):
     assert announced_gaps(missing) == warned
+
+
+@pytest.mark.parametrize("pids", [0, -3, True, 2.5, "7"])
+def test_a_pids_that_is_no_count_of_processes_is_refused_before_anything_is_booked(config, pids):
+    async def main() -> None:
+        async with Node.open(config) as node:
+            await node.run(AgentId("agent-1"), {SlotName("cpu"): Decimal(1)}, ["true"], pids=pids)
+
+    with pytest.raises(InvalidResourceArgument, match="pids must be a whole number"):
+        asyncio.run(main())
+    assert Ledger(config.resource.state_dir).read_all() == {}
+
+
+def test_node_run_passes_pids_to_the_workloads_cgroups(config, capfd):
+    own = CgroupFS.read().process_directory("pids")
+    if os.geteuid() != 0 or own is None:
+        pytest.skip("pids limits are set in cgroups this user may not make")
+    script = (
+        "lines = [l.strip().split(':', 2) for l in open('/proc/self/cgroup')]; "
+        "v1 = [p for _, c, p in lines if c == 'pids']; "
+        "path = '/sys/fs/cgroup/pids' + v1[0] if v1 else '/sys/fs/cgroup' + lines[0][2]; "
+        "print(open(path + '/pids.max').read())"
+    )
+
+    async def main() -> int:
+        async with Node.open(config) as node:
+            slots = {SlotName("cpu"): Decimal(1)}
+            return await node.run(
+                AgentId("agent-1"), slots, [sys.executable, "-c", script], pids=11
+            )
+
+    assert asyncio.run(main()) == 0
+    assert capfd.readouterr().out.strip() == "11"

@@ -317,11 +317,13 @@ class Node:
         no_memory_limit: bool = False,
         checkpoint: Checkpoint = _no_checkpoint,
         echo: Echo | None = None,
+        pids: int | None = None,
     ) -> int:
         """Run ``argv`` as a workload of ``runtime`` through the whole lifecycle; its exit status.
 
         See :func:`accelkit.workload.runner.run_workload`; ``InvalidResourceArgument`` for an
-        unknown runtime, ``RuntimeUnavailable`` when it cannot contain the workload.
+        unknown runtime, ``RuntimeUnavailable`` when it cannot contain the workload. ``pids``
+        is its ``pids.max`` (default: the agent's or the node's ``pids``).
         """
         from accelkit.workload.runner import run_workload  # only runs need the runner
 
@@ -336,6 +338,7 @@ class Node:
             no_memory_limit=no_memory_limit,
             checkpoint=checkpoint,
             echo=echo if echo is not None else (lambda _line: None),
+            pids=pids,
         )
 
     # -- device health (DESIGN §15) ------------------------------------------------------------

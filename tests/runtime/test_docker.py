@@ -232,6 +232,28 @@ def test_an_oom_kill_is_137_and_reported(dockerd: Engine) -> None:
     assert calm_notes == []
 
 
+def test_an_oom_kill_of_a_child_is_the_childs_not_the_containers(dockerd: Engine) -> None:
+    """The command's child is killed at the limit and the command exits 0: the note says so."""
+    config = WorkloadConfig(memory_limit=32 * 1024 * 1024)
+    child = "sh -c 'x=$(head -c 200000000 /dev/zero | tr \\\\0 a)'; echo child ended; exit 0"
+
+    async def scenario() -> tuple[int, list[str]]:
+        runtime = DockerRuntime(dockerd.url, output=None)
+        try:
+            handle = await launch(runtime, dockerd, "sh", "-c", child, config=config)
+            ended = await runtime.wait_exit(handle)
+            notes = await runtime.exit_notes(handle)
+            await runtime.stop(handle, 0)
+            return ended.status, notes
+        finally:
+            await runtime.close()
+
+    status, notes = run(scenario())
+    assert status == 0
+    assert len(notes) == 1, notes
+    assert notes[0].endswith("not its command, which exited with status 0")
+
+
 def test_a_missing_image_is_a_clear_error_and_leaves_nothing(dockerd: Engine) -> None:
     async def scenario() -> None:
         runtime = DockerRuntime(dockerd.url, output=None)

@@ -61,8 +61,17 @@ def container_label(handle: WorkloadHandle) -> str:
     return f"{name} ({handle.ident[:12]})" if name else handle.ident[:12]
 
 
-def _oom_note(label: str) -> str:
-    return f"container {label} was killed by the kernel's OOM killer: it reached its memory limit"
+def _oom_note(label: str, status: object = 137) -> str:
+    """What the OOM killer did, and only that: the engine says ``OOMKilled`` when it killed any
+    process of the container, so a command that exited otherwise was not its victim."""
+    if status in (137, "137"):
+        return (
+            f"container {label} was killed by the kernel's OOM killer: it reached its memory limit"
+        )
+    return (
+        f"the kernel's OOM killer killed a process of container {label} at its memory limit, "
+        f"not its command, which exited with status {status}"
+    )
 
 
 def _epoch(system_time: object) -> float | None:
@@ -169,7 +178,7 @@ class ContainerOps:
         error = (result.get("Error") or {}).get("Message", "") or str(state.get("Error", ""))
         ended = ContainerExit(int(result.get("StatusCode", 0)), bool(state.get("OOMKilled")), error)
         if ended.oom_killed:
-            log.info("%s", _oom_note(label))
+            log.info("%s", _oom_note(label, ended.status))
         return ended
 
     async def exit_notes(self, handle: WorkloadHandle) -> list[str]:
@@ -177,7 +186,7 @@ class ContainerOps:
         label = self._label(handle)
         with self._engine.errors(f"inspecting container {label}"):
             state = await self._state(handle.ident) or {}
-        notes = [_oom_note(label)] if state.get("OOMKilled") else []
+        notes = [_oom_note(label, state.get("ExitCode", 137))] if state.get("OOMKilled") else []
         if error := state.get("Error"):
             notes.append(f"container {label}: {error}")
         return notes

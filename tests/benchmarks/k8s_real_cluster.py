@@ -20,6 +20,10 @@ Needs root and the single-node cluster of ``../shared/k8s`` beside the repositor
 - ``churn``: a Deployment of 8 one-GPU pods over 4 GPUs; every half second a running pod is
   deleted (its Deployment makes another) for ``--churn`` seconds: pods the kubelet rejected and
   GPUs PodResources listed in two pods at once (both must be 0).
+- ``many_pods``: ``--pods`` one-GPU pods (the kubelet's limit is 110), then ``accelkit status``
+  three times while another PodResources consumer asks 10 times a second (the kubelet allows
+  100 a second, bursts of 10): bookings not ``running`` and the consumer's refused calls (both
+  must be 0), and how long each ``status`` took.
 
 Prints one JSON object.
 """
@@ -33,6 +37,7 @@ import random
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -178,12 +183,60 @@ def churn(cluster: real_cluster.Cluster, seconds: float) -> dict[str, Any]:
     }
 
 
+def many_pods(cluster: real_cluster.Cluster, count: int) -> dict[str, Any]:
+    """``count`` one-GPU pods; ``accelkit status`` 3 times while another PodResources consumer
+    asks 10 times a second: bookings not ``running``, the consumer's refused calls."""
+    root = Path(tempfile.mkdtemp(prefix="akb-", dir="/tmp"))
+    refused: list[str] = []
+    not_running = 0
+    took: list[float] = []
+    with bridge_on(cluster, root, gpus=count, interval="5", grace="1") as bridge:
+        began = time.monotonic()
+        cluster.apply(deployment("many", count))
+        cluster.wait_for(
+            lambda: len([p for p in pods_of(cluster, "many")
+                         if p["status"].get("phase") == "Running"]) == count,
+            f"{count} pods", 900, 2.0,
+        )  # fmt: skip
+        all_running = time.monotonic() - began
+        done = threading.Event()
+
+        def consumer() -> None:
+            with grpc.insecure_channel(f"unix://{cluster.pod_resources_socket}") as channel:
+                stub: Any = pr_grpc.PodResourcesListerStub(channel)  # type: ignore[no-untyped-call]
+                while not done.wait(0.1):
+                    try:
+                        stub.List(pr.ListPodResourcesRequest(), timeout=5)
+                    except grpc.RpcError as exc:
+                        refused.append(str(exc.code()))
+
+        polling = threading.Thread(target=consumer, daemon=True)
+        polling.start()
+        try:
+            for _ in range(3):
+                t0 = time.monotonic()
+                rows = [w for w in bridge.workloads() if w["runtime"] == "kubelet-pods"]
+                took.append(time.monotonic() - t0)
+                not_running += sum(w["liveness"] != "running" for w in rows)
+        finally:
+            done.set()
+            polling.join()
+    return {
+        "pods": count,
+        "all_running_s": round(all_running, 1),
+        "status_s": [round(t, 2) for t in took],
+        "bookings_not_running": not_running,
+        "consumer_calls_refused": len(refused),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--starts", type=int, default=3)
     parser.add_argument("--allocations", type=int, default=100)
     parser.add_argument("--runs", type=int, default=6)
     parser.add_argument("--churn", type=float, default=120.0, help="seconds of pod churn")
+    parser.add_argument("--pods", type=int, default=100, help="pods judged at once (0: none)")
     args = parser.parse_args()
     reason = real_cluster.missing()
     if reason is not None:
@@ -193,6 +246,7 @@ def main() -> None:
         runs = allocate_runs(cluster, args.allocations, args.runs)
         restart = rollout(cluster)
         churned = churn(cluster, args.churn)
+        many = many_pods(cluster, args.pods) if args.pods else None
     finally:
         cluster.stop()
     ratios = [r["ratio"] for r in runs]
@@ -209,6 +263,7 @@ def main() -> None:
                 },
                 "rollout_restart": restart,
                 "churn": churned,
+                "many_pods": many,
             },
             indent=2,
         )

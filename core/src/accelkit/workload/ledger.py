@@ -21,8 +21,12 @@ Conventions:
   makes a committed one durable against a power loss too (one ``fdatasync`` of the WAL). A
   transaction begun with ``durable=False`` skips that sync: it is for what a power loss may undo
   without harm, since no workload survives one and reconciliation redoes what is missing (a
-  hook's *result*, never its intent; a release). The WAL is a sequence, so the next durable
-  commit makes every earlier one durable too, and a power loss keeps a prefix of the commits;
+  booking no hook has run for, a hook's result, the intents after ``pre_create``'s, a handle).
+  The WAL is a sequence, so the next durable commit makes every earlier one durable too, and a
+  power loss keeps a prefix of the commits: a run syncs the intent of each ``pre_create`` and
+  its release only;
+* writers queue for the lock in turn (:mod:`.ledger_queue`) instead of sleeping in SQLite's busy
+  handler;
 * the ledger's identity (``identity`` table, :attr:`Ledger.ledger_id`) is 32 random hex digits
   made when the database is created (or first opened by a version that knows it) and never
   changed: the docker runtime labels every container with it, so that the orphan sweep
@@ -42,25 +46,38 @@ Conventions:
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
-import stat
 import time
 from collections.abc import Callable, Container, Iterator
 from pathlib import Path
-from typing import Any
-
-import attrs
+from typing import Any, Literal
 
 from accelkit.errors import ConfigError
 from accelkit.types import AgentId, DeviceId, DeviceName, SlotName, format_amount
+from accelkit.workload.ledger_files import import_legacy, read_records
 from accelkit.workload.ledger_identity import write_identity
 from accelkit.workload.ledger_open import connect_checked
-from accelkit.workload.occupancy import SCHEMA as OCCUPANCY_SCHEMA
+from accelkit.workload.ledger_queue import WriterQueue
+from accelkit.workload.ledger_rows import (
+    _SCHEMA,
+    BUSY_TIMEOUT_MS,
+    DB_NAME,
+    MAX_RECORD_BYTES,
+    MAX_RECORD_DEPTH,
+    REMOVALS_KEPT,
+    Holding,
+    LedgerChanges,
+    LedgerScan,
+    RecordKey,
+    SetAside,
+    _patiently,
+    parse_record,
+    record_text,
+)
 from accelkit.workload.occupancy import note_booking, note_release
 from accelkit.workload.record import LedgerFormatError, LedgerRecord
-from accelkit.workload.state_dir import KEY, dir_path, open_state_dir, secure_file, secure_state_dir
+from accelkit.workload.state_dir import KEY, dir_path, open_state_dir
 
 __all__ = [
     "DB_NAME",
@@ -73,167 +90,6 @@ __all__ = [
     "SetAside",
     "parse_record",
 ]
-
-DB_NAME = "ledger.db"
-#: the directory of the JSON-file ledger of accelkit 0.2, imported on first use
-LEGACY_DIR = "ledger"
-#: a record larger than this (bytes of JSON) is set aside unread
-MAX_RECORD_BYTES = 1 << 20
-#: a record nested deeper than this is set aside unread (a valid one nests 4 levels)
-MAX_RECORD_DEPTH = 32
-#: removals kept for incremental syncs; a process further behind scans everything
-REMOVALS_KEPT = 10_000
-#: how long a transaction waits for another process's (SQLite busy timeout)
-BUSY_TIMEOUT_MS = 120_000
-
-_SCHEMA = (
-    """
-CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
-INSERT OR IGNORE INTO meta VALUES ('seq', 0), ('pruned', 0);
-CREATE TABLE IF NOT EXISTS records (
-    agent TEXT NOT NULL, workload TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL,
-    PRIMARY KEY (agent, workload));
-CREATE INDEX IF NOT EXISTS records_by_seq ON records (seq);
-CREATE TABLE IF NOT EXISTS removals (
-    seq INTEGER PRIMARY KEY, agent TEXT NOT NULL, workload TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS holdings (
-    agent TEXT NOT NULL, workload TEXT NOT NULL, plugin TEXT NOT NULL, slot TEXT NOT NULL,
-    device TEXT NOT NULL, amount TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS holdings_by_device ON holdings (plugin, device);
-CREATE INDEX IF NOT EXISTS holdings_by_record ON holdings (agent, workload);
-CREATE TABLE IF NOT EXISTS set_aside (
-    agent TEXT, workload TEXT, body BLOB, reason TEXT NOT NULL, at TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS identity (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-INSERT OR IGNORE INTO identity VALUES ('ledger-id', lower(hex(randomblob(16))));
-"""
-    + OCCUPANCY_SCHEMA
-)
-
-RecordKey = tuple[AgentId, str]
-
-
-@attrs.frozen
-class SetAside:
-    """A ledger row that could not be read and was moved to the ``set_aside`` table."""
-
-    key: tuple[str, str]
-    reason: str
-    moved_to: str | None = "set_aside"
-
-    @property
-    def name(self) -> str:
-        """``agent+workload``, for messages."""
-        return f"{self.key[0]}+{self.key[1]}"
-
-
-@attrs.frozen
-class LedgerScan:
-    """The readable records, by ``(agent, workload id)``, the rows set aside, the counter."""
-
-    records: dict[RecordKey, LedgerRecord]
-    set_aside: tuple[SetAside, ...] = ()
-    seq: int = 0
-
-
-@attrs.frozen
-class LedgerChanges:
-    """What changed since a counter value: records written, keys removed, the counter now.
-
-    ``complete`` is false when removals that far back were pruned: scan everything instead.
-    """
-
-    records: dict[RecordKey, LedgerRecord]
-    removed: tuple[RecordKey, ...]
-    seq: int
-    complete: bool = True
-    set_aside: tuple[SetAside, ...] = ()
-
-
-@attrs.frozen
-class Holding:
-    """One record's amount on one device, from the device index."""
-
-    agent_id: AgentId
-    workload_id: str
-    plugin: DeviceName
-    slot: SlotName
-    device_id: DeviceId
-    amount: str
-
-
-def _patiently(step: Callable[[], object]) -> None:
-    """Run ``step``, again while the database is busy (up to the busy timeout).
-
-    SQLite answers some lock conflicts at once, without its busy handler: switching to WAL or
-    recovering the WAL of a process killed mid-write while another process opens the ledger.
-    """
-    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-    delay = 0.001
-    while True:
-        try:
-            step()
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
-                raise
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 0.05)
-            continue
-        return
-
-
-def _depth(text: str) -> int:
-    """The deepest nesting of ``[``/``{`` in JSON text, strings skipped."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth -= 1
-    return deepest
-
-
-def parse_record(body: str | bytes) -> LedgerRecord:
-    """A record from its JSON text; :class:`LedgerFormatError` for anything else.
-
-    Text over :data:`MAX_RECORD_BYTES` or nested deeper than :data:`MAX_RECORD_DEPTH` is refused
-    before it is parsed.
-    """
-    size = len(body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body)
-    if size > MAX_RECORD_BYTES:
-        msg = f"record of {size} bytes is larger than the limit of {MAX_RECORD_BYTES}"
-        raise LedgerFormatError(msg)
-    try:
-        text = body if isinstance(body, str) else body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        msg = f"unreadable ({type(exc).__name__}: {exc})"
-        raise LedgerFormatError(msg) from None
-    if (depth := _depth(text)) > MAX_RECORD_DEPTH:
-        msg = f"record nested {depth} levels deep, beyond the limit of {MAX_RECORD_DEPTH}"
-        raise LedgerFormatError(msg)
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        msg = f"unreadable ({type(exc).__name__}: {exc})"
-        raise LedgerFormatError(msg) from None
-    return LedgerRecord.from_json(data)
-
-
-def record_text(record: LedgerRecord) -> str:
-    """The JSON text a record is stored as."""
-    return json.dumps(record.to_json(), sort_keys=True, separators=(",", ":"))
 
 
 class Ledger:
@@ -249,6 +105,8 @@ class Ledger:
         self._ledger_id: str | None = None
         #: the state directory, opened once (:func:`open_state_dir`)
         self._dir_fd: int | None = None
+        #: the writer queue (:mod:`.ledger_queue`); False: not opened yet
+        self._queue: WriterQueue | Literal[False] | None = False
         #: wall-clock nanoseconds of the held-device intervals (:mod:`.occupancy`)
         self.clock: Callable[[], int] = time.time_ns
 
@@ -318,39 +176,16 @@ class Ledger:
         return self._dir_fd
 
     def _import_legacy(self) -> None:
-        """Move the records of the JSON-file ledger (``<state-dir>/ledger/*.json``) in, once.
-
-        Each file becomes a row (an unreadable one goes to ``set_aside``) and the directory is
-        renamed ``ledger.imported``, so live workloads keep their devices across the upgrade.
-        The directory must be ours like the state directory; symlinks in it are skipped.
-        """
-        legacy = dir_path(self._open_dir()) / LEGACY_DIR
-        try:
-            info = os.lstat(legacy)
-        except FileNotFoundError:
-            return
-        if not stat.S_ISDIR(info.st_mode):
-            return
-        secure_state_dir(legacy, source=self.source)
-        with self.transaction():
-            for path in sorted(legacy.glob("*.json")):
-                if path.name.startswith(".") or path.is_symlink() or not path.is_file():
-                    continue
-                body = path.read_bytes()[: MAX_RECORD_BYTES + 1]
-                try:
-                    record = parse_record(body)
-                except LedgerFormatError as exc:
-                    self._set_aside("", path.name, body, f"imported {path.name}: {exc}")
-                    continue
-                if not self.exists(*record.key):
-                    self.write(record)
-        os.replace(legacy, legacy.with_name(f"{LEGACY_DIR}.imported"))
+        import_legacy(self, dir_path(self._open_dir()))
 
     def close(self) -> None:
         """Close the connection and the state directory (a later use opens them again)."""
         if self._db is not None:
             self._db.close()
             self._db = None
+        if self._queue:
+            self._queue.close()
+        self._queue = False
         if self._dir_fd is not None:
             os.close(self._dir_fd)
             self._dir_fd = None
@@ -373,28 +208,47 @@ class Ledger:
                 self._depth -= 1
             return
         db = self.db
+        queue = self._writer_queue()
         with self._sync_level(durable):  # SQLite allows no change inside the transaction
+            if queue is not None:
+                queue.enter()  # processes take turns (ledger_queue.py), then SQLite's lock
             try:
-                _patiently(lambda: db.execute("BEGIN IMMEDIATE"))
-            except sqlite3.Error as exc:
-                msg = "cannot lock it"
-                raise self._error(msg, exc) from exc
-            self._depth = 1
-            try:
-                yield self
-            except BaseException:
-                self._depth = 0
-                with contextlib.suppress(sqlite3.Error):
-                    db.execute("ROLLBACK")
-                raise
+                with self._begun(db):
+                    yield self
+            finally:
+                if queue is not None:
+                    queue.leave()
+
+    @contextlib.contextmanager
+    def _begun(self, db: sqlite3.Connection) -> Iterator[None]:
+        """``BEGIN IMMEDIATE``; the block; ``COMMIT``, or ``ROLLBACK`` when it raised."""
+        try:
+            _patiently(lambda: db.execute("BEGIN IMMEDIATE"))
+        except sqlite3.Error as exc:
+            msg = "cannot lock it"
+            raise self._error(msg, exc) from exc
+        self._depth = 1
+        try:
+            yield
+        except BaseException:
             self._depth = 0
-            try:
-                db.execute("COMMIT")
-            except sqlite3.Error as exc:
-                with contextlib.suppress(sqlite3.Error):
-                    db.execute("ROLLBACK")
-                msg = "cannot commit"
-                raise self._error(msg, exc) from exc
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+            raise
+        self._depth = 0
+        try:
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+            msg = "cannot commit"
+            raise self._error(msg, exc) from exc
+
+    def _writer_queue(self) -> WriterQueue | None:
+        """The state directory's writer queue, opened with the connection's directory."""
+        if self._queue is False:
+            self._queue = WriterQueue.open(self._open_dir())
+        return self._queue
 
     @contextlib.contextmanager
     def _sync_level(self, durable: bool) -> Iterator[None]:
@@ -548,38 +402,7 @@ class Ledger:
         return self._dir_fd
 
     def _read_all(self, dir_fd: int) -> dict[RecordKey, LedgerRecord]:
-        if not secure_file(self.path, source=self.source, dir_fd=dir_fd):
-            return {}
-        try:
-            rows = self._read_rows("mode=ro")
-        except sqlite3.OperationalError as exc:
-            wal = dir_path(dir_fd) / f"{DB_NAME}-wal"
-            if wal.exists() and wal.stat().st_size:
-                msg = "cannot read it"
-                raise self._error(msg, exc) from exc
-            try:
-                rows = self._read_rows("mode=ro&immutable=1")
-            except sqlite3.Error as again:
-                msg = "cannot read it"
-                raise self._error(msg, again) from again
-        except sqlite3.Error as exc:
-            msg = "cannot read it"
-            raise self._error(msg, exc) from exc
-        records: dict[RecordKey, LedgerRecord] = {}
-        for _agent, _workload, body in rows:
-            with contextlib.suppress(LedgerFormatError):
-                record = parse_record(body)
-                records[record.key] = record
-        return records
-
-    def _read_rows(self, options: str) -> list[tuple[str, str, Any]]:
-        assert self._dir_fd is not None
-        db = sqlite3.connect(f"file:{dir_path(self._dir_fd) / DB_NAME}?{options}", uri=True)
-        try:
-            db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            return list(db.execute("SELECT agent, workload, body FROM records").fetchall())
-        finally:
-            db.close()
+        return read_records(self, dir_fd)
 
     def set_aside_rows(self) -> list[tuple[str, str, str, str]]:
         """The rows set aside so far: ``(agent, workload, reason, when)``."""

@@ -1,0 +1,175 @@
+"""The ledger's tables, row types and record text (:mod:`accelkit.workload.ledger` uses them)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable
+
+import attrs
+
+from accelkit.types import AgentId, DeviceId, DeviceName, SlotName
+from accelkit.workload.occupancy import SCHEMA as OCCUPANCY_SCHEMA
+from accelkit.workload.record import LedgerFormatError, LedgerRecord
+
+DB_NAME = "ledger.db"
+#: the directory of the JSON-file ledger of accelkit 0.2, imported on first use
+LEGACY_DIR = "ledger"
+#: a record larger than this (bytes of JSON) is set aside unread
+MAX_RECORD_BYTES = 1 << 20
+#: a record nested deeper than this is set aside unread (a valid one nests 4 levels)
+MAX_RECORD_DEPTH = 32
+#: removals kept for incremental syncs; a process further behind scans everything
+REMOVALS_KEPT = 10_000
+#: how long a transaction waits for another process's (SQLite busy timeout)
+BUSY_TIMEOUT_MS = 120_000
+
+_SCHEMA = (
+    """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+INSERT OR IGNORE INTO meta VALUES ('seq', 0), ('pruned', 0);
+CREATE TABLE IF NOT EXISTS records (
+    agent TEXT NOT NULL, workload TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (agent, workload));
+CREATE INDEX IF NOT EXISTS records_by_seq ON records (seq);
+CREATE TABLE IF NOT EXISTS removals (
+    seq INTEGER PRIMARY KEY, agent TEXT NOT NULL, workload TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS holdings (
+    agent TEXT NOT NULL, workload TEXT NOT NULL, plugin TEXT NOT NULL, slot TEXT NOT NULL,
+    device TEXT NOT NULL, amount TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS holdings_by_device ON holdings (plugin, device);
+CREATE INDEX IF NOT EXISTS holdings_by_record ON holdings (agent, workload);
+CREATE TABLE IF NOT EXISTS set_aside (
+    agent TEXT, workload TEXT, body BLOB, reason TEXT NOT NULL, at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS identity (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT OR IGNORE INTO identity VALUES ('ledger-id', lower(hex(randomblob(16))));
+"""
+    + OCCUPANCY_SCHEMA
+)
+
+RecordKey = tuple[AgentId, str]
+
+
+@attrs.frozen
+class SetAside:
+    """A ledger row that could not be read and was moved to the ``set_aside`` table."""
+
+    key: tuple[str, str]
+    reason: str
+    moved_to: str | None = "set_aside"
+
+    @property
+    def name(self) -> str:
+        """``agent+workload``, for messages."""
+        return f"{self.key[0]}+{self.key[1]}"
+
+
+@attrs.frozen
+class LedgerScan:
+    """The readable records, by ``(agent, workload id)``, the rows set aside, the counter."""
+
+    records: dict[RecordKey, LedgerRecord]
+    set_aside: tuple[SetAside, ...] = ()
+    seq: int = 0
+
+
+@attrs.frozen
+class LedgerChanges:
+    """What changed since a counter value: records written, keys removed, the counter now.
+
+    ``complete`` is false when removals that far back were pruned: scan everything instead.
+    """
+
+    records: dict[RecordKey, LedgerRecord]
+    removed: tuple[RecordKey, ...]
+    seq: int
+    complete: bool = True
+    set_aside: tuple[SetAside, ...] = ()
+
+
+@attrs.frozen
+class Holding:
+    """One record's amount on one device, from the device index."""
+
+    agent_id: AgentId
+    workload_id: str
+    plugin: DeviceName
+    slot: SlotName
+    device_id: DeviceId
+    amount: str
+
+
+def _patiently(step: Callable[[], object]) -> None:
+    """Run ``step``, again while the database is busy (up to the busy timeout).
+
+    SQLite answers some lock conflicts at once, without its busy handler: switching to WAL or
+    recovering the WAL of a process killed mid-write while another process opens the ledger.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    delay = 0.001
+    while True:
+        try:
+            step()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+            continue
+        return
+
+
+def _depth(text: str) -> int:
+    """The deepest nesting of ``[``/``{`` in JSON text, strings skipped."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def parse_record(body: str | bytes) -> LedgerRecord:
+    """A record from its JSON text; :class:`LedgerFormatError` for anything else.
+
+    Text over :data:`MAX_RECORD_BYTES` or nested deeper than :data:`MAX_RECORD_DEPTH` is refused
+    before it is parsed.
+    """
+    size = len(body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body)
+    if size > MAX_RECORD_BYTES:
+        msg = f"record of {size} bytes is larger than the limit of {MAX_RECORD_BYTES}"
+        raise LedgerFormatError(msg)
+    try:
+        text = body if isinstance(body, str) else body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        msg = f"unreadable ({type(exc).__name__}: {exc})"
+        raise LedgerFormatError(msg) from None
+    if (depth := _depth(text)) > MAX_RECORD_DEPTH:
+        msg = f"record nested {depth} levels deep, beyond the limit of {MAX_RECORD_DEPTH}"
+        raise LedgerFormatError(msg)
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        msg = f"unreadable ({type(exc).__name__}: {exc})"
+        raise LedgerFormatError(msg) from None
+    return LedgerRecord.from_json(data)
+
+
+def record_text(record: LedgerRecord) -> str:
+    """The JSON text a record is stored as."""
+    return json.dumps(record.to_json(), sort_keys=True, separators=(",", ":"))

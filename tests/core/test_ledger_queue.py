@@ -1,0 +1,136 @@
+"""Writers take turns: a process waiting for the ledger gets it before its holder gets it again."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from accelkit.workload import Ledger
+from accelkit.workload.ledger_queue import WriterQueue
+
+PRELUDE = """
+import sys
+from decimal import Decimal
+from accelkit.types import AgentId, DeviceName, Workload
+from accelkit.workload import Ledger, LedgerRecord
+
+def record(name):
+    return LedgerRecord(
+        AgentId("agent-1"),
+        Workload.process_tree(name),
+        allocation={DeviceName("cpu"): {"cpu": {"0": Decimal(1)}}},
+        order=(DeviceName("cpu"),),
+    )
+
+ledger = Ledger(sys.argv[1])
+"""
+
+HOLDER = (
+    PRELUDE
+    + """
+with ledger.transaction():
+    ledger.write(record("pid:1"))
+    print("holding", flush=True)
+    sys.stdin.readline()
+with ledger.transaction():  # at once again: the waiter must come first
+    ledger.write(record("pid:3"))
+"""
+)
+
+WAITER = (
+    PRELUDE
+    + """
+ledger.scan()  # opened (which takes the lock once) before the holder holds it
+print("open", flush=True)
+sys.stdin.readline()
+with ledger.transaction():
+    ledger.write(record("pid:2"))
+"""
+)
+
+WAIT_S = 60.0  # for the waiter to queue; a bound, not a timing
+
+
+def _queued(pid: int) -> bool:
+    """Whether ``pid`` waits for a lock (a ``->`` line of /proc/locks)."""
+    return any(
+        "->" in line and f" {pid} " in line for line in Path("/proc/locks").read_text().splitlines()
+    )
+
+
+def test_a_waiting_process_writes_before_the_holder_writes_again(tmp_path: Path) -> None:
+    Ledger(tmp_path).scan()  # the database, made before the two processes open it
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "text": True}
+    waiter = subprocess.Popen([sys.executable, "-c", WAITER, str(tmp_path)], **pipes)
+    holder = None
+    try:
+        assert waiter.stdout is not None and waiter.stdin is not None
+        assert waiter.stdout.readline().strip() == "open"
+        holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path)], **pipes)
+        assert holder.stdout is not None and holder.stdin is not None
+        assert holder.stdout.readline().strip() == "holding"
+        waiter.stdin.write("\n")
+        waiter.stdin.flush()
+        deadline = time.monotonic() + WAIT_S
+        while not _queued(waiter.pid):
+            assert waiter.poll() is None, "the waiter wrote while the holder held the ledger"
+            assert time.monotonic() < deadline, "the waiter never queued for the ledger's lock"
+            time.sleep(0.01)
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.wait() == 0
+        assert waiter.wait() == 0
+    finally:
+        for p in (holder, waiter):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+    seqs = dict(Ledger(tmp_path).db.execute("SELECT workload, seq FROM records").fetchall())
+    assert seqs["pid:1"] < seqs["pid:2"] < seqs["pid:3"]
+
+
+def test_a_second_ledger_of_the_same_process_does_not_queue_behind_the_first(
+    tmp_path: Path,
+) -> None:
+    first, second = Ledger(tmp_path), Ledger(tmp_path)
+    first.scan()
+    with first.transaction():
+        # the queue lets the second object through to SQLite's lock (no wait on ourselves);
+        # a write there would wait for the first to commit, as without the queue
+        queue = second._writer_queue()
+        assert queue is not None
+        queue.enter()
+        queue.leave()
+    with second.transaction():  # and the first object's leaving did not take it away
+        pass
+
+
+def test_a_state_dir_where_the_queue_cannot_be_made_has_none(tmp_path: Path) -> None:
+    import os
+
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        (tmp_path / "ledger.lock").mkdir()  # not a file: it cannot be opened for writing
+        assert WriterQueue.open(fd) is None
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, RuntimeError])
+def test_a_transaction_that_raises_hands_the_lock_on(tmp_path: Path, error: type) -> None:
+    ledger = Ledger(tmp_path)
+    with pytest.raises(error), ledger.transaction():
+        raise error
+    other = subprocess.run(
+        [sys.executable, "-c", WAITER, str(tmp_path)],
+        input="\n",
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        check=False,
+    )
+    assert other.returncode == 0

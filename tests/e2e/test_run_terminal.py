@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from accelkit.workload import Ledger
+from accelkit.workload.terminal import Terminal as WorkloadTerminal
 
 ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 #: how long a marker may take before the test fails (a bound on failure, not a speed assumption)
@@ -201,3 +202,38 @@ def test_the_terminal_is_given_back_as_it_was(at_terminal):
     after = termios.tcgetattr(term.master)
     assert not during[3] & termios.ICANON  # raw while the workload ran
     assert after == term.before
+
+
+def test_no_terminal_is_made_for_a_pipe_or_a_terminal_in_whose_background_accelkit_runs():
+    read, write = os.pipe()
+    master, slave = os.openpty()
+    try:
+        assert WorkloadTerminal.open(read) is None
+        # not this process's controlling terminal: it has no foreground job of this process
+        assert WorkloadTerminal.open(slave) is None
+    finally:
+        for fd in (read, write, master, slave):
+            os.close(fd)
+
+
+_PLAIN = ("--slots", "cpu=1", "--grace", "0.5", "--")
+
+
+def test_without_a_terminal_on_stdin_the_first_sigint_is_forwarded_and_grace_applies(node):
+    """Today's rule where stdin is a pipe: SIGINT reaches every process, SIGKILL after grace."""
+    ready = "import signal, sys, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+    ready += "print('READY', flush=True)\ntime.sleep(600)\n"
+    process = subprocess.Popen(
+        [*ACCELKIT, "run", "--config", str(node), *_PLAIN, sys.executable, "-c", ready],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")},
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline() == "READY\n"
+    process.send_signal(signal.SIGINT)
+    _out, err = process.communicate(timeout=PATIENCE)
+    assert process.returncode == 128 + signal.SIGKILL
+    assert "did not end within --grace 0.5 s of SIGINT: SIGKILL to every process of it" in err

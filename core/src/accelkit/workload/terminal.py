@@ -179,7 +179,7 @@ class Terminal:
     def close(self, stdin: int = 0) -> None:
         """Copy what is left of the workload's output, restore accelkit's terminal, close."""
         loop, self._loop = self._loop, None
-        if loop is not None:
+        if loop is not None and self.master >= 0:
             for fd in (stdin, self.master):
                 loop.remove_reader(fd)
             loop.remove_writer(self.master)
@@ -193,5 +193,7 @@ class Terminal:
                 termios.tcsetattr(stdin, termios.TCSADRAIN, self._saved)
             self._saved = None
         for fd in (self.master, self.slave):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+            if fd >= 0:  # closed once only: a second close could hit a reused number
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.master = self.slave = -1

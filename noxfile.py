@@ -21,6 +21,8 @@ TEST_DEPS = [
     "hypothesis>=6.100",
     "jsonschema>=4",
     "hatchling>=1.24",
+    # tests/docs/test_doc_commands.py installs editable without an index: hatchling needs it then
+    "editables",
     "pip",
     # the benchmark harness's own tests load a stand-in reference that imports these
     "networkx",

@@ -16,6 +16,7 @@ Each ```sh, ```bash, ```shell and ```console block is classified below, so a new
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shlex
@@ -45,8 +46,8 @@ BLOCKS: dict[tuple[str, str], str] = {
     (
         "README.md",
         "python3 -m pip install nox && python3 -m nox -s demo",
-    ): "installs nox from the package index; the demo session runs `accelkit` on "
-    "docs/examples/demo.toml, as the operator guide's examples here do",
+    ): "installs nox from the package index and builds the session's venv from it; "
+    "test_the_demo_sessions_commands_run runs the session's accelkit commands",
     (
         "README.md",
         "python3 -m pip install nox uv && python3 -m nox -s tests lin",
@@ -288,3 +289,39 @@ def test_the_install_path_is_the_one_the_units_and_scripts_call():
         for other in re.findall(r"/(?:usr/bin|opt/\w+/bin)/accelkit\b", text):
             assert other == "/opt/accelkit/bin/accelkit", f"{page.name} calls {other}"
         assert "pip install accelkit" not in text, f"{page.name} installs from an index"
+
+
+def demo_commands() -> list[list[str]]:
+    """The ``session.run("accelkit", ...)`` calls of noxfile.py's demo session, in order."""
+    tree = ast.parse((ROOT / "noxfile.py").read_text(encoding="utf-8"))
+    (demo,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "demo"]
+    names: dict[str, str] = {}
+    commands = []
+    for statement in demo.body:
+        if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Constant):
+            names.update(
+                {t.id: statement.value.value for t in statement.targets if isinstance(t, ast.Name)}
+            )
+        call = getattr(statement, "value", None)
+        if isinstance(call, ast.Call) and getattr(call.func, "attr", None) == "run":
+            words = [a.value if isinstance(a, ast.Constant) else names[a.id] for a in call.args]
+            if words[0] == "accelkit":
+                commands.append(words)
+    return commands
+
+
+@pytest.mark.slow
+def test_the_demo_sessions_commands_run(tmp_path):
+    commands = demo_commands()
+    assert [c[1] for c in commands][:4] == ["plugins", "check", "devices", "plan"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    env["ACCELKIT_STATE_DIR"] = str(tmp_path / "state")
+    shown = ""
+    for words in commands:
+        result = subprocess.run(
+            [sys.executable, "-c", "from accelkit.cli.app import run; run()", *words[1:]],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert result.returncode == 0, f"nox -s demo: {shlex.join(words)}: {result.stderr}"
+        shown += result.stdout
+    assert "workload sees cuda=cuda" in shown

@@ -131,6 +131,16 @@ def test_device_node_is_mounted_for_a_container_only():
     assert tree.mounts == ()
 
 
+def test_devices_sharing_a_device_node_mount_it_once():
+    shared = [{"id": f"t{i}", "device-node": "/dev/tpu0"} for i in range(3)]
+    tpu = started({"kinds": [{"key": "tpu", "devices": shared}]})["tpu"]
+    alloc = {"tpu.device": {f"t{i}": Decimal(1) for i in range(3)}}
+    devices = {d.device_id: d for d in tpu.devices}
+    container = tpu.create_lifecycle_hook(Workload.container("c"), alloc, devices)
+    config = asyncio.run(container.pre_create())
+    assert [m.source for m in config.mounts] == ["/dev/tpu0"]  # a target given twice is refused
+
+
 def test_a_mig_like_device_names_its_parent_as_the_cuda_plugin_does():
     kinds = {
         "kinds": [

@@ -251,3 +251,28 @@ def test_a_device_gone_since_gres_conf_was_written_fails_the_prolog(
         "error: the gres.conf accelkit wrote lists gpu device cuda/cuda3, which this node no "
         "longer has; write it again with 'accelkit slurm gres-conf --output'\n"
     )
+
+
+def test_the_prolog_script_asks_serve_and_falls_back_to_the_command(
+    config: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "prolog"
+    done = accelkit("slurm", "prolog-script", "--config", str(config), "--agent", "agent-1",
+                    "--output", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    assert os.access(out, os.X_OK)
+    assert f"sock={tmp_path}/state/slurm/prolog.sock\n" in text
+    assert "http://accelkit/prolog?agent=agent-1" in text
+    command = Path(ACCELKIT).resolve()
+    assert text.endswith(
+        f"exec {command} slurm prolog --config {config.resolve()} --agent agent-1\n"
+    )
+    # no serve: the command books (here it refuses: no SLURM_JOB_ID), with its error line
+    bare = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    ran = subprocess.run(["sh", str(out)], env=bare, capture_output=True, text=True, check=False)
+    assert ran.returncode == 2
+    assert ran.stderr.startswith("error: SLURM_JOB_ID is '', not a job id")
+    missing = accelkit("slurm", "prolog-script")
+    assert missing.returncode == 2
+    assert "--config is needed" in missing.stderr

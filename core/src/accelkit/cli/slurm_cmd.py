@@ -309,6 +309,7 @@ def prolog_script_cmd(config_path: Path | None, agent: str | None, output: Path 
     job's environment there with curl. Where no serve answers (or curl is missing) it runs
     'accelkit slurm prolog' with the same --config and --agent.
     """
+    import shutil
     import sys
 
     from accelkit.bridge.slurm.files import write_atomically
@@ -318,7 +319,9 @@ def prolog_script_cmd(config_path: Path | None, agent: str | None, output: Path 
         msg = "--config is needed: the script runs the prolog with that config"
         raise click.UsageError(msg)
     config = read_config(config_path)
-    accelkit = str(Path(sys.argv[0]).resolve()) if sys.argv[0] else "accelkit"
+    ran = Path(sys.argv[0]) if sys.argv[0] else None
+    found = str(ran.resolve()) if ran is not None and ran.name == "accelkit" else None
+    accelkit = found or shutil.which("accelkit") or "accelkit"  # not python -m's __main__.py
     text = client_script(
         str(config.resource.state_dir), accelkit, str(config_path.resolve()), agent
     )

@@ -98,6 +98,8 @@ class ProcessRuntime(Runtime):
         self._created: dict[str, _Pending] = {}
         self._made = 0
         self._spare: ProcessTree | None = None
+        #: whether workloads are contained (read-only cgroups, capabilities dropped)
+        self.contain = _has_capability(_CAP_SYS_ADMIN)
 
     async def new_workload(self, agent_id: AgentId) -> Workload:
         """Park a launcher (the workload is ``pid:<launcher pid>``) and, meanwhile, make its
@@ -105,7 +107,7 @@ class ProcessRuntime(Runtime):
         booking and the hooks instead of delaying the start."""
         tree, self._spare = self._spare, None
         if tree is None or tree.process.poll() is not None:  # none, or someone killed it
-            tree = await ProcessTree.start()
+            tree = await ProcessTree.start(contain=self.contain)
         self._made += 1
         await self._keep_spare()
         workload = Workload.process_tree(f"pid:{tree.pid}")
@@ -155,7 +157,7 @@ class ProcessRuntime(Runtime):
                 f"({why}); pass --no-memory-limit to run without one"
             )
             raise RuntimeUnavailable(msg)  # discard() ends the launcher and removes the groups
-        contain = _has_capability(_CAP_SYS_ADMIN)
+        contain = self.contain
         if cgroups.dirs and not contain and os.geteuid() == 0:
             missing = {**cgroups.missing, "membership": _NO_CONTAINMENT}
             cgroups = attrs.evolve(cgroups, missing=missing)
@@ -271,7 +273,7 @@ class ProcessRuntime(Runtime):
         """
         if self._made >= 2 and self._spare is None:
             with contextlib.suppress(OSError, WorkloadError):  # the next workload starts its own
-                self._spare = await ProcessTree.start()
+                self._spare = await ProcessTree.start(contain=self.contain)
 
     async def close(self) -> None:
         """End the spare launcher, if any."""

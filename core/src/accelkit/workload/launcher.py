@@ -237,7 +237,7 @@ def cgroup_mounts(mountinfo: str) -> list[tuple[str, int]]:
 def contain() -> None:
     """Make every cgroup file system read-only in a mount namespace of this process's own and
     drop :data:`DROPPED_CAPABILITIES` (``OSError`` naming the step that failed)."""
-    import ctypes  # only for contained workloads: it costs start-up
+    import ctypes  # only for contained workloads: it costs start-up (see :func:`main`)
 
     libc = ctypes.CDLL(None, use_errno=True)
 
@@ -288,9 +288,15 @@ def attach_terminal(terminal: bytes) -> None:
 
 
 def main(argv: list[str]) -> None:
-    """Apply the plan read from ``argv[1]`` and exec; report failures on ``argv[2]``."""
+    """Apply the plan read from ``argv[1]`` and exec; report failures on ``argv[2]``.
+
+    ``argv[3] == "contain"`` (a parent that will ask for containment) imports ``ctypes`` while
+    the plan is awaited, so that its 3 ms are not spent between the plan and the exec.
+    """
     plan_fd, status_fd = int(argv[1]), int(argv[2])
     os.set_inheritable(status_fd, False)  # closed by a successful exec
+    if argv[3:4] == ["contain"]:
+        import ctypes  # noqa: F401 - imported ahead: contain() finds it in sys.modules
     data = _read_all(plan_fd)
     if not data:
         os._exit(EXIT_ABORTED)
@@ -312,17 +318,15 @@ def main(argv: list[str]) -> None:
     except OSError as exc:
         _fail(status_fd, "setup", exc)
         return
+    stage = "containment"
     try:
         if plan.contain:
             contain()
-    except OSError as exc:
-        _fail(status_fd, "containment", exc)
-        return
-    try:
+        stage = "terminal"
         if plan.terminal:
             attach_terminal(plan.terminal)
     except OSError as exc:
-        _fail(status_fd, "terminal", exc)
+        _fail(status_fd, stage, exc)
         return
     try:
         if b"/" in program:  # found by the parent: no PATH search (nor the module it imports)

@@ -72,8 +72,9 @@ class ProcessTree:
         return self.process.pid
 
     @classmethod
-    async def start(cls) -> ProcessTree:
-        """Start the launcher; it waits until :meth:`launch` or :meth:`abort`."""
+    async def start(cls, *, contain: bool = False) -> ProcessTree:
+        """Start the launcher; it waits until :meth:`launch` or :meth:`abort` (``contain``: its
+        plan will ask for containment, whose module it then imports while it waits)."""
         plan_r, plan_w = os.pipe()
         status_r, status_w = os.pipe()
         try:
@@ -87,6 +88,7 @@ class ProcessTree:
                     str(Path(launcher.__file__)),
                     str(plan_r),
                     str(status_w),
+                    *(["contain"] if contain else []),
                 ],
                 pass_fds=(plan_r, status_w),
                 start_new_session=True,

@@ -41,6 +41,7 @@ from accelkit.types import AgentId, DeviceAllocation, DeviceName, SlotName, Work
 from accelkit.workload import operator_release
 from accelkit.workload.holders import naming_holders
 from accelkit.workload.ledger import Ledger, LedgerScan
+from accelkit.workload.ledger_peek import catch_up_early
 from accelkit.workload.lifecycle import HookTarget, PhaseListener, WorkloadLifecycle
 from accelkit.workload.liveness import Liveness, ProcessStamp
 from accelkit.workload.node_wide import NodeWideAgents
@@ -252,10 +253,11 @@ class Bookkeeper:
         affinity_policy: AffinityPolicy | str | None,
     ) -> LedgerRecord:
         async with self._syncing:
-            # not synced: the intent of the first pre_create, synced before any hook runs or
-            # the workload starts, syncs it too (a power loss before it undoes an idle booking)
+            # others' changes applied from a snapshot first: the transaction reads the rest
+            self._seq, early = catch_up_early(self.ledger, self._seq, self, self.reconciler)
+            # unsynced: the first pre_create intent syncs it before any hook or workload runs
             with self.ledger.transaction(durable=False):
-                self.last_report = self._catch_up()
+                self.last_report = _merged(early, self._catch_up())
                 key = (agent.agent_id, workload.id)
                 if key in self.owned or self.ledger.exists(*key):
                     msg = f"agent {agent.agent_id!r} already has a workload {workload.id!r}"
@@ -377,11 +379,8 @@ class Bookkeeper:
         )
 
     def note_start(self, key: RecordKey, plugin: DeviceName, phase: WorkloadPhase) -> None:
-        """Record the intent: ``plugin``'s hook call for ``phase`` begins.
-
-        Synced for ``pre_create`` only: whoever started it gets ``post_terminate``. A power loss
-        that undoes a later intent leaves that ``pre_create`` intent, and with it the teardown.
-        """
+        """Record the intent: ``plugin``'s hook call for ``phase`` begins (synced for
+        ``pre_create`` only: what gives a hook ``post_terminate``, whatever is lost after)."""
         durable = phase is WorkloadPhase.PRE_CREATE
         self._update(key, self.owned[key].with_started(plugin, phase), durable=durable)
 

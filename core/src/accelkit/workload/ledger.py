@@ -219,6 +219,11 @@ class Ledger:
                 if queue is not None:
                     queue.leave()
 
+    @property
+    def in_transaction(self) -> bool:
+        """Whether this object holds the write lock (inside :meth:`transaction`)."""
+        return self._depth > 0
+
     @contextlib.contextmanager
     def _begun(self, db: sqlite3.Connection) -> Iterator[None]:
         """``BEGIN IMMEDIATE``; the block; ``COMMIT``, or ``ROLLBACK`` when it raised."""

@@ -44,11 +44,14 @@ async def stop_owner(record: LedgerRecord, ledger: Ledger, grace: float, *, forc
     deadline = time.monotonic() + grace + OWNER_TEARDOWN_WAIT_S
     while time.monotonic() < deadline:
         if ledger.read(*record.key) is None:
-            return True
+            break
         if not owner.is_running():
             break
         await asyncio.sleep(0.05)
     if ledger.read(*record.key) is None:
+        # the owner takes its note before it removes the record: one left was not wanted (its
+        # workload had ended on its own)
+        drop_release_note(ledger.state_dir, owner)
         return True
     if force and owner.is_running():
         with contextlib.suppress(ProcessLookupError):

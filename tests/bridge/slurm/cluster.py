@@ -185,7 +185,7 @@ def _start_munged(root: Path) -> int:
     raise RuntimeError(msg)
 
 
-def _slurm_conf(root: Path, gres: str, prolog: bool) -> str:
+def _slurm_conf(root: Path, gres: str, prolog: bool, proctrack: str = "linuxproc") -> str:
     hooks = ""
     if prolog:
         hooks = (
@@ -207,7 +207,7 @@ SlurmctldPidFile={root}/slurmctld.pid
 SlurmdPidFile={root}/slurmd.pid
 SlurmctldLogFile={root}/log/slurmctld.log
 SlurmdLogFile={root}/log/slurmd.log
-ProctrackType=proctrack/linuxproc
+ProctrackType=proctrack/{proctrack}
 TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
@@ -243,11 +243,14 @@ def _start_serve(cluster: Cluster) -> None:
     raise RuntimeError(msg)
 
 
-def start(root: Path, *, prolog: bool = True, serve: bool = False) -> Cluster:
+def start(
+    root: Path, *, prolog: bool = True, serve: bool = False, proctrack: str = "linuxproc"
+) -> Cluster:
     """Start munged, slurmctld and slurmd in ``root``; return once the node is idle.
 
     ``serve``: ``accelkit serve`` answers the prologs (``serve-prologs``) and the prolog is the
-    script of ``accelkit slurm prolog-script``."""
+    script of ``accelkit slurm prolog-script``. ``proctrack``: Slurm's ``ProctrackType``
+    (``cgroup``: on the host's cgroup v1 hierarchy)."""
     for sub in ("dev", "state", "ctld", "spool", "log"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     for i in range(GPUS):
@@ -283,7 +286,11 @@ def start(root: Path, *, prolog: bool = True, serve: bool = False) -> Cluster:
     if task.returncode != 0:
         msg = f"accelkit slurm task-prolog-script failed: {task.stderr}"
         raise RuntimeError(msg)
-    (root / "slurm.conf").write_text(_slurm_conf(root, gres_word, prolog))
+    if proctrack == "cgroup":
+        (root / "cgroup.conf").write_text(
+            "CgroupPlugin=cgroup/v1\nCgroupMountpoint=/sys/fs/cgroup\n"
+        )
+    (root / "slurm.conf").write_text(_slurm_conf(root, gres_word, prolog, proctrack))
     try:
         if serve:
             _start_serve(cluster)

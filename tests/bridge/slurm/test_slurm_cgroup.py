@@ -22,10 +22,10 @@ from test_slurm_jobs import wait_released
 @pytest.fixture(scope="module")
 def cgroup_cluster() -> Iterator[Cluster]:
     reason = slurm_cluster.missing()
-    if reason is None and not Path("/sys/fs/cgroup/freezer").is_dir():
-        reason = "proctrack/cgroup of Slurm 22.05 here needs the cgroup v1 freezer hierarchy"
     if reason is not None:
         unavailable(reason)
+    if not Path("/sys/fs/cgroup/freezer").is_dir():  # the host's, not a package CI installs
+        pytest.skip("this test runs proctrack/cgroup on the cgroup v1 freezer; the host has none")
     root = Path(tempfile.mkdtemp(prefix="accelkit-slurm-cgroup-"))
     root.chmod(0o755)
     try:

@@ -34,9 +34,15 @@ _KEY = st.text(
     env=st.dictionaries(_KEY, _TEXT, max_size=5),
     cpus=st.none() | st.lists(st.integers(0, 4096), max_size=8),
     procs=st.lists(_TEXT, max_size=5),
+    terminal=st.just("")
+    | st.builds(
+        lambda fds, path: f"{fds}:/{path}", st.sampled_from(["0", "01", "012", "02"]), _TEXT
+    ),
+    contain=st.booleans(),
 )
-def test_a_plan_decodes_to_exactly_what_was_encoded(argv, env, cpus, procs):
-    plan = decode_plan(encode_plan(argv, env, cpus, procs))
+def test_a_plan_decodes_to_exactly_what_was_encoded(argv, env, cpus, procs, terminal, contain):
+    plan = decode_plan(encode_plan(argv, env, cpus, procs, terminal=terminal, contain=contain))
+    assert (plan.terminal, plan.contain) == (os.fsencode(terminal), contain)
     program, command, environment, cgroup_procs, affinity = plan
     assert program == os.fsencode(argv[0])
     assert command == [os.fsencode(a) for a in argv]

@@ -4,8 +4,12 @@ L1: one process, a SHARED node of 2,048 mock GPUs; workloads of one GPU are book
 other (leader = this process, so every record stays live) up to 2,000, then all are released.
 Figures: the median latency of the last 10 bookings at 10, 100, 500, 1,000 and 2,000 live
 records, and the median release latency. L2: 4 processes book and release on one state-dir (each
-keeps a window of 50 live workloads); bookings/s in total and double bookings, checked by each
-process claiming the device it got with an ``O_EXCL`` file that must not exist yet.
+keeps a window of 50 live workloads), started together once each has opened the node; bookings/s
+in total, each process's bookings (``shares_max_over_min``: 1.0 is fair) and double bookings,
+checked by each process claiming the device it got with an ``O_EXCL`` file that must not exist
+yet. One process alone on a fresh ledger runs in alternation with the four, three rounds each
+(``--seconds`` per run): ``four_over_one``, the ratio of the medians, is the figure a loaded
+machine's speed changes least.
 
 Run the figures directly (``python tests/benchmarks/workloads_node.py [--l1] [--l2]``) or through
 ``nox -s bench`` (rows ``node.L1.book@2000`` …). Works against the ledger before the Node too

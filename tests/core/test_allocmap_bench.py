@@ -293,3 +293,34 @@ def test_a_ratio_just_under_the_goal_is_not_printed_as_the_goal(
     assert ours.ratio == pytest.approx(4.96)
     assert ours.ratio_met is False
     assert "| 4.96x |" in harness.format_table([ours])  # not "5.0x", beside a "no"
+
+
+def test_scale_rows_cover_both_kinds_and_strategies_and_print_the_exponent(
+    bench: tuple[ModuleType, ...],
+) -> None:
+    harness = bench[0]
+    scale = importlib.import_module("workloads_scale")
+    names = {b.name for b in harness.select(["S.*"])}
+    assert names == {
+        f"S.{kind}.{s}.n{n}"
+        for kind in ("discrete", "fraction")
+        for s in ("EVENLY", "FILL")
+        for n in scale.SIZES
+    }
+    assert scale.exponent([8, 64, 512], [3.0, 3.0, 3.0]) == pytest.approx(0.0)
+    assert scale.exponent([8, 64, 512], [1.0, 8.0, 64.0]) == pytest.approx(1.0)
+    rows = [
+        harness.Row(f"S.fraction.EVENLY.n{n}", 10, 1.0, us, 0.0, 1, 10, 0, None, {})
+        for n, us in ((8, 2.0), (4096, 2.0))
+    ]
+    [line] = scale.summarize(rows)
+    assert line.startswith("- S.fraction.EVENLY: growth exponent 0.000 (goal < 0.1);")
+    assert "2.0 µs at 4,096" in line
+
+
+def test_a_scale_row_replays_its_trace_on_the_largest_map(bench: tuple[ModuleType, ...]) -> None:
+    harness = bench[0]
+    trial = harness.registered()["S.fraction.EVENLY.n4096"].run(False)
+    assert trial.ops == 2000
+    assert trial.ok
+    assert trial.ok + trial.failed <= trial.ops

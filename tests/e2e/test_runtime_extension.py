@@ -119,3 +119,16 @@ def test_a_process_without_the_runtime_keeps_its_workload_and_names_it(
         ),
         "the ended workload to be torn down by a process that has its runtime",
     )
+
+
+def test_accelkit_plugins_lists_the_registered_runtimes(runtime_site, node):
+    having = accelkit(runtime_site, "plugins", "--config", str(node))
+    assert having.returncode == 0, having.stderr
+    runtimes = having.stdout.split("Runtimes", 1)[1].splitlines()
+    assert any(line.split()[:3] == ["extra", "runs", "accelkit_extra_runtime"] for line in runtimes)
+    assert any(line.split()[:2] == ["kubelet-pods", "tracks"] for line in runtimes)
+    lacking = accelkit(None, "plugins", "--config", str(node))
+    assert "extra" not in lacking.stdout.split("Runtimes", 1)[1]
+    as_json = accelkit(runtime_site, "plugins", "--config", str(node), "--json")
+    statuses = {r["name"]: r["status"] for r in json.loads(as_json.stdout)}
+    assert statuses["extra-runtime"] == "loaded"  # a distribution of runtimes alone

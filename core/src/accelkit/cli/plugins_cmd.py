@@ -11,17 +11,20 @@ from accelkit.cli.options import config_option, echo_warnings, json_option, read
 from accelkit.cli.output import print_json, print_table
 from accelkit.discovery import PluginLoader
 from accelkit.registry import PluginRecord
+from accelkit.runtime.base import Runtime, TrackingRuntime
+from accelkit.runtime.registry import runtime_classes
 
 
-async def _records(config_path: Path | None) -> list[PluginRecord]:
+async def _records(config_path: Path | None) -> tuple[list[PluginRecord], dict[str, type[Runtime]]]:
     config = read_config(config_path)
     loader = PluginLoader.from_entry_points(config.plugins.with_environment())
+    runtimes = runtime_classes(loader.pm, timeout=loader.selection.call_timeout, warn=loader.note)
     echo_warnings(loader.warnings)
     try:
         await loader.start()
     finally:
         await loader.close()
-    return list(loader.records.values())
+    return list(loader.records.values()), runtimes
 
 
 @click.command()
@@ -29,8 +32,12 @@ async def _records(config_path: Path | None) -> list[PluginRecord]:
 @json_option
 @click.pass_context
 def plugins(ctx: click.Context, config_path: Path | None, as_json: bool) -> None:
-    """List installed plugins: name, distribution, version, status and error."""
-    records = asyncio.run(_records(config_path))
+    """List installed plugins: name, distribution, version, status and error.
+
+    Then the registered runtimes: the built-ins and those the installed distributions add
+    (--json lists the plugins only).
+    """
+    records, runtimes = asyncio.run(_records(config_path))
     if as_json:
         print_json([r.as_json() for r in records])
         return
@@ -40,6 +47,11 @@ def plugins(ctx: click.Context, config_path: Path | None, as_json: bool) -> None
         for r in records
     ]
     print_table("Plugins", ("name", "distribution", "version", "status", "keys", "error"), rows)
+    kinds = [
+        (name, "tracks" if issubclass(cls, TrackingRuntime) else "runs", cls.__module__)
+        for name, cls in runtimes.items()
+    ]
+    print_table("Runtimes", ("name", "workloads", "module"), kinds)
     if verbose:
         for record in records:
             if record.traceback:

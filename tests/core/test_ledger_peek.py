@@ -39,9 +39,11 @@ def test_the_snapshot_holds_no_lock_and_waits_for_none(tmp_path: Path) -> None:
     with writer.transaction():  # another writer holds the lock: the snapshot still reads
         writer.write(record("pid:1"))
         peeked = peek_changes(reader, since)
-        assert peeked is not None and peeked.records == {}  # not committed yet
+        assert peeked is not None
+        assert peeked.records == {}  # not committed yet
     peeked = peek_changes(reader, since)
-    assert peeked is not None and set(peeked.records) == {("agent-1", "pid:1")}
+    assert peeked is not None
+    assert set(peeked.records) == {("agent-1", "pid:1")}
     with reader.transaction():  # a writer may write after it: the snapshot ended
         reader.write(record("pid:2", "1"))
 

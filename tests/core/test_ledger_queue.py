@@ -64,14 +64,20 @@ def _queued(pid: int) -> bool:
 
 def test_a_waiting_process_writes_before_the_holder_writes_again(tmp_path: Path) -> None:
     Ledger(tmp_path).scan()  # the database, made before the two processes open it
-    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "text": True}
-    waiter = subprocess.Popen([sys.executable, "-c", WAITER, str(tmp_path)], **pipes)
+
+    def start(script: str) -> subprocess.Popen[str]:
+        argv = [sys.executable, "-c", script, str(tmp_path)]
+        return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    waiter = start(WAITER)
     holder = None
     try:
-        assert waiter.stdout is not None and waiter.stdin is not None
+        assert waiter.stdout is not None
+        assert waiter.stdin is not None
         assert waiter.stdout.readline().strip() == "open"
-        holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path)], **pipes)
-        assert holder.stdout is not None and holder.stdin is not None
+        holder = start(HOLDER)
+        assert holder.stdout is not None
+        assert holder.stdin is not None
         assert holder.stdout.readline().strip() == "holding"
         waiter.stdin.write("\n")
         waiter.stdin.flush()

@@ -60,7 +60,7 @@ from accelkit.workload.signals import FORWARDED_SIGNALS, SignalRelay
 from accelkit.workload.terminal import Terminal
 
 if TYPE_CHECKING:
-    from accelkit.node import Node
+    from accelkit.workload.run_node import RunNode
 
 __all__ = [
     "EXIT_CANNOT_RUN",
@@ -103,7 +103,7 @@ def _no_checkpoint(_name: str) -> None:
 
 
 async def run_workload(
-    node: Node,
+    node: RunNode,
     agent_id: AgentId,
     slots: Mapping[SlotName, Decimal],
     argv: Sequence[str],
@@ -223,7 +223,7 @@ def _devices(record: LedgerRecord) -> str:
 
 @attrs.frozen
 class _Run:
-    node: Node
+    node: RunNode
     runtime: Runtime
     options: _Options
     relay: SignalRelay

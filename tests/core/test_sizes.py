@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-import pytest
 from decimal import Decimal
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 

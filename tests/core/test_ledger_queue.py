@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -109,10 +110,60 @@ def test_a_second_ledger_of_the_same_process_does_not_queue_behind_the_first(
         # a write there would wait for the first to commit, as without the queue
         queue = second._writer_queue()
         assert queue is not None
-        queue.enter()
+        queue.enter(WAIT_S)
         queue.leave()
     with second.transaction():  # and the first object's leaving did not take it away
         pass
+
+
+STOPPED_HOLDER = (
+    PRELUDE
+    + """
+import fcntl, os
+fd = os.open(os.path.join(sys.argv[1], "ledger.lock"), os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)  # as a writer stopped inside its transaction holds it
+print("holding", flush=True)
+sys.stdin.readline()
+"""
+)
+
+
+def test_a_holder_that_never_lets_go_bounds_the_wait_and_the_lock_comes_back(
+    tmp_path: Path,
+) -> None:
+    """A writer stopped while holding (SIGSTOP) keeps nobody waiting past the bound; a waiter
+    that left the queue hands the lock on when it comes, so the queue still works after."""
+    Ledger(tmp_path).scan()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", STOPPED_HOLDER, str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert holder.stdout is not None
+        assert holder.stdin is not None
+        assert holder.stdout.readline().strip() == "holding"
+        queue = WriterQueue.open(fd)
+        assert queue is not None
+        queue.enter(0.05)  # returns, without the lock: the holder still has it
+        assert queue._holding is False
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.wait(timeout=WAIT_S) == 0
+        deadline = time.monotonic() + WAIT_S  # the left-behind waiter takes and hands it on
+        while True:
+            queue.enter(WAIT_S)
+            if queue._holding:
+                break
+            assert time.monotonic() < deadline
+        queue.close()
+    finally:
+        os.close(fd)
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
 
 
 def test_a_state_dir_where_the_queue_cannot_be_made_has_none(tmp_path: Path) -> None:

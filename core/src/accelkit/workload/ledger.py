@@ -211,7 +211,8 @@ class Ledger:
         queue = self._writer_queue()
         with self._sync_level(durable):  # SQLite allows no change inside the transaction
             if queue is not None:
-                queue.enter()  # processes take turns (ledger_queue.py), then SQLite's lock
+                # processes take turns (ledger_queue.py), then SQLite's lock
+                queue.enter(BUSY_TIMEOUT_MS / 1000)
             try:
                 with self._begun(db):
                     yield self

@@ -15,6 +15,11 @@ a second :class:`~accelkit.workload.ledger.Ledger` of the same process on the sa
 (another thread, or a nested use) does not queue behind the first, and waits for SQLite's
 lock as before. Locks of a process that dies are released by the kernel. A state directory
 where the files cannot be made (read-only) has no queue.
+
+The wait is bounded like SQLite's own (``timeout``): a holder that is stopped (``SIGSTOP``) or
+stuck does not keep the others waiting for ever. Past the bound a waiter leaves the queue and
+meets SQLite's lock, whose busy timeout then answers with the usual "database is locked" error;
+the queue's lock, should it come later, is handed on at once.
 """
 
 from __future__ import annotations
@@ -55,29 +60,67 @@ class WriterQueue:
             return None
         return cls(fds[0], fds[1])
 
-    def enter(self) -> None:
+    def enter(self, timeout: float) -> None:
         """Wait for this process's turn (at once when the lock is free or this process holds
-        it already)."""
+        it already), at most ``timeout`` seconds; past it, leave the queue (module docstring)."""
         with _guard:
             if self._key in _held:
                 return
             _held.add(self._key)
         try:
-            self._take()
+            taken = self._take_now() or self._take_within(timeout)
         except BaseException:
             with _guard:
                 _held.discard(self._key)
             raise
+        if not taken:
+            with _guard:
+                _held.discard(self._key)
+            return
         self._holding = True
 
-    def _take(self) -> None:
-        # through the turnstile even when the lock is free: a waiter woken by the last holder
-        # may not have run yet, and it holds the turnstile until it has the lock
-        fcntl.flock(self._turn_fd, fcntl.LOCK_EX)
+    def _take_now(self) -> bool:
+        """The lock, when nobody holds or waits for it (no thread needed)."""
         try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            fcntl.flock(self._turn_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
         finally:
             fcntl.flock(self._turn_fd, fcntl.LOCK_UN)
+        return True
+
+    def _take_within(self, timeout: float) -> bool:
+        """Queue for the lock on a helper thread (``flock`` has no timeout of its own)."""
+        decided = threading.Lock()
+        got = threading.Event()
+        abandoned = False
+
+        def wait() -> None:
+            # through the turnstile: a waiter woken by the last holder may not have run yet,
+            # and it holds the turnstile until it has the lock
+            fcntl.flock(self._turn_fd, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            finally:
+                fcntl.flock(self._turn_fd, fcntl.LOCK_UN)
+            with decided:
+                if abandoned:  # the waiter left the queue: hand the lock on at once
+                    fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+                else:
+                    got.set()
+
+        threading.Thread(target=wait, name="ledger-queue", daemon=True).start()
+        if got.wait(timeout):
+            return True
+        with decided:
+            if got.is_set():
+                return True
+            abandoned = True
+        return False
 
     def leave(self) -> None:
         """Hand the lock on (nothing when :meth:`enter` did not take it)."""

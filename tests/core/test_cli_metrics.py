@@ -56,8 +56,10 @@ def test_prometheus_text_parses_and_every_name_is_prefixed(config, capsys):
         (["--watch", "1", "--json"], "--watch refreshes the table"),
         (["--watch", "1", "--prometheus"], "--watch refreshes the table"),
         (["--watch", "0"], "Invalid value for '--watch'"),
-        (["--watch", "nan"], "nan is not a finite number of seconds"),
-        (["--watch", "inf"], "inf is not a finite number of seconds"),
+        (["--watch", "nan"], "expected a number of seconds such as 30 or 2.5, got 'nan'"),
+        (["--watch", "inf"], "expected a number of seconds such as 30 or 2.5, got 'inf'"),
+        (["--watch", "1e3"], "expected a number of seconds such as 30 or 2.5, got '1e3'"),
+        (["--watch", "0"], "expected seconds above 0 and at most 86400, got '0'"),
     ],
 )
 def test_conflicting_options_are_usage_errors(config, capsys, args, message):

@@ -124,16 +124,33 @@ def test_a_request_at_the_top_of_the_range_is_refused_with_its_amount_in_full(no
     assert records(node) == []
 
 
-@pytest.mark.parametrize("grace", ["nan", "inf"])
-def test_a_grace_that_is_not_finite_is_a_usage_error(node, grace):
+@pytest.mark.parametrize(
+    ("grace", "said"),
+    [
+        ("nan", "expected a number of seconds"),
+        ("inf", "expected a number of seconds"),
+        ("1e3", "expected a number of seconds"),
+        ("-1", "expected a number of seconds"),
+        ("\uff12", "expected a number of seconds"),  # a full-width digit
+        ("86401", "at most 86400"),
+    ],
+)
+def test_a_grace_that_is_no_duration_is_a_usage_error(node, grace, said):
     result = accelkit(
         node, "run", "--agent", "agent-1", "--grace", grace, "--slots", "cpu=1", "--", "true"
     )
     assert result.returncode == 125
     assert result.stderr.startswith("error:")
     assert "--grace" in result.stderr
-    assert "not a finite number" in result.stderr
+    assert said in result.stderr
     assert records(node) == []
+
+
+def test_a_grace_of_zero_kills_at_once_and_is_accepted(node):
+    result = accelkit(
+        node, "run", "--agent", "agent-1", "--grace", "0", "--slots", "cpu=1", "--", "true"
+    )
+    assert result.returncode == 0, result.stderr
 
 
 def test_unknown_agent_and_unknown_slot_exit_125(node):

@@ -21,7 +21,7 @@ from typing import Any
 
 import click
 
-from accelkit.cli.options import config_option, echo_warnings, json_option, read_config
+from accelkit.cli.options import Seconds, config_option, echo_warnings, json_option, read_config
 from accelkit.types import AgentId
 
 DEFAULTS = {
@@ -153,7 +153,7 @@ async def _serve(config_path: Path | None, agent: str | None, settings: Any, as_
 )
 @click.option(
     "--interval",
-    type=click.FloatRange(min=0, min_open=True),
+    type=Seconds(),
     default=5.0,
     show_default=True,
     metavar="S",

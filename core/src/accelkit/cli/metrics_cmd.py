@@ -13,9 +13,9 @@ from rich.live import Live
 from rich.table import Table
 
 from accelkit.cli.options import (
+    Seconds,
     config_option,
     echo_warnings,
-    finite_seconds,
     json_option,
     read_config,
 )
@@ -120,8 +120,7 @@ async def watch_table(
 @click.option("--prometheus", is_flag=True, help="Print the Prometheus text exposition format.")
 @click.option(
     "--watch",
-    type=click.FloatRange(min=0, min_open=True),
-    callback=finite_seconds,
+    type=Seconds(),
     default=None,
     metavar="S",
     help="Refresh the table every S seconds until interrupted.",

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-import math
+import re
 from collections.abc import Iterable
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import click
 
 from accelkit.config import HostConfig, load_host_config
+from accelkit.config.rules import MAX_SECONDS
 from accelkit.config.search import find_host_config
 from accelkit.types import AgentId
 
@@ -37,15 +40,33 @@ config_option = click.option(
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 
-def finite_seconds(
-    _ctx: click.Context, _param: click.Parameter, value: float | None
-) -> float | None:
-    """A click callback for seconds options: ``nan`` and ``inf`` pass a ``FloatRange``'s
-    bounds (every comparison with ``nan`` is false), so they are refused here."""
-    if value is not None and not math.isfinite(value):
-        msg = f"{value} is not a finite number of seconds"
-        raise click.BadParameter(msg)
-    return value
+#: a duration as a person types it: ASCII digits with an optional fraction (as in the config)
+_SECONDS_TEXT = re.compile(r"[0-9]+(?:\.[0-9]+)?", re.ASCII)
+
+
+class Seconds(click.ParamType[float, Any]):
+    """Seconds on the command line, by the config's rule for durations (``30``, ``2.5``):
+    ASCII digits with an optional fraction, no sign, exponent, unit, ``nan`` or ``inf``; above
+    0 (or 0 too, with ``zero``) and at most a day."""
+
+    name = "seconds"
+
+    def __init__(self, *, zero: bool = False) -> None:
+        self.zero = zero
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, int | float) and not isinstance(value, bool):  # a default
+            return float(value)
+        text = str(value)
+        if not _SECONDS_TEXT.fullmatch(text):
+            self.fail(f"expected a number of seconds such as 30 or 2.5, got {text!r}", param, ctx)
+        seconds = Decimal(text)
+        low = "0 or more" if self.zero else "above 0"
+        if seconds > MAX_SECONDS or (seconds == 0 and not self.zero):
+            self.fail(f"expected seconds {low} and at most 86400, got {text!r}", param, ctx)
+        return float(seconds)
 
 
 def read_config(config_path: Path | None) -> HostConfig:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from accelkit.cli.options import config_option, echo_warnings, finite_seconds, read_config
+from accelkit.cli.options import Seconds, config_option, echo_warnings, read_config
 from accelkit.types import AgentId
 from accelkit.workload.status import ReleaseReport
 
@@ -45,8 +45,7 @@ async def _release(
 )
 @click.option(
     "--grace",
-    type=click.FloatRange(min=0),
-    callback=finite_seconds,
+    type=Seconds(zero=True),
     default=5.0,
     show_default=True,
     help="Seconds between SIGTERM and SIGKILL when stopping the workload.",

@@ -11,9 +11,9 @@ import attrs
 import click
 
 from accelkit.cli.options import (
+    Seconds,
     config_option,
     echo_warnings,
-    finite_seconds,
     pick_agent,
     read_config,
 )
@@ -144,8 +144,7 @@ async def _run(
 )
 @click.option(
     "--grace",
-    type=click.FloatRange(min=0),
-    callback=finite_seconds,
+    type=Seconds(zero=True),
     default=5.0,
     show_default=True,
     help="Seconds between SIGTERM (or a forwarded signal) and SIGKILL for the whole workload.",

@@ -237,12 +237,12 @@ def test_sigterm_leaves_workloads_running_and_the_next_serve_adopts_them(
         run.wait()
 
 
-@pytest.mark.parametrize("interval", ["0", "-1", "abc", "nan", "inf"])
+@pytest.mark.parametrize("interval", ["0", "-1", "abc", "nan", "inf", "1e3", "\uff12"])
 def test_a_bad_interval_is_refused(node: Node, interval: str) -> None:
     result = node.accelkit("serve", "--rediscover-interval", interval)
     assert result.returncode == 2
     assert "error: Invalid value for '--rediscover-interval'" in result.stderr
-    assert "positive number of seconds" in result.stderr
+    assert "expected" in result.stderr and "seconds" in result.stderr
     assert "Traceback" not in result.stderr
 
 

@@ -7,13 +7,13 @@ import contextlib
 import datetime
 import ipaddress
 import signal
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
 
 import click
 
 from accelkit.cli.node_service import serve_node
-from accelkit.cli.options import config_option, read_config
+from accelkit.cli.options import Seconds, config_option, read_config
 from accelkit.metrics_export.server import LOOPBACK, MetricsServer
 from accelkit.types import is_digits
 
@@ -50,15 +50,9 @@ def parse_listen(value: str) -> tuple[str, int]:
 
 
 def parse_interval(value: str) -> Decimal:
-    """Seconds, a positive decimal number."""
-    try:
-        seconds = Decimal(value)
-    except InvalidOperation:
-        seconds = Decimal("NaN")
-    if not seconds.is_finite() or seconds <= 0:
-        msg = f"expected a positive number of seconds, got {value!r}"
-        raise click.BadParameter(msg, param_hint="'--rediscover-interval'")
-    return seconds
+    """Seconds, by the rule every duration follows (:class:`~accelkit.cli.options.Seconds`)."""
+    param = click.Option(["--rediscover-interval"])
+    return Decimal(str(Seconds().convert(value, param, None)))
 
 
 def _say(line: str) -> None:

@@ -59,7 +59,7 @@ def test_integer_amounts_are_accepted():
         ),
         ({"quantum": "1E-30"}, "quantum", "out of range"),
         ({"allow-fragmentation": "no"}, "allow-fragmentation", "true or false"),
-        ({"health-interval": "0"}, "health-interval", "seconds between"),
+        ({"health-interval": "0"}, "health-interval", "seconds above 0 and at most 86400"),
         ({"health-interval": "often"}, "health-interval", "number of seconds"),
     ],
 )

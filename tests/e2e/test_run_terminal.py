@@ -42,6 +42,14 @@ for line in sys.stdin:
 """
 
 
+def _readable(fd: int, timeout: float) -> bool:
+    """Whether ``fd`` has something to read within ``timeout`` seconds (``poll``: a long test
+    session's descriptor numbers may pass ``select``'s limit of 1024)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(timeout * 1000))
+
+
 class Terminal:
     """accelkit started on a pseudo-terminal; :meth:`expect` reads until a marker appears."""
 
@@ -67,7 +75,7 @@ class Terminal:
         deadline = time.monotonic() + PATIENCE
         while self.seen.count(marker.encode()) < times:
             left = deadline - time.monotonic()
-            ready, _, _ = select.select([self.master], [], [], max(left, 0))
+            ready = _readable(self.master, max(left, 0))
             if not ready:
                 pytest.fail(f"no {marker!r} within {PATIENCE:g} s; seen: {self.seen[-800:]!r}")
             try:
@@ -85,7 +93,7 @@ class Terminal:
         status = self.process.wait(PATIENCE)
         with_more = True
         while with_more:  # what is left to read
-            with_more = bool(select.select([self.master], [], [], 0)[0])
+            with_more = _readable(self.master, 0)
             if with_more:
                 try:
                     chunk = os.read(self.master, 4096)

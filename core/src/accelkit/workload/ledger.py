@@ -49,6 +49,7 @@ import contextlib
 import os
 import sqlite3
 import time
+import weakref
 from collections.abc import Callable, Container, Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -103,8 +104,7 @@ class Ledger:
         self._db: sqlite3.Connection | None = None
         self._depth = 0
         self._ledger_id: str | None = None
-        #: the state directory, opened once (:func:`open_state_dir`)
-        self._dir_fd: int | None = None
+        self._dir_fd: int | None = None  # the state directory, opened once (open_state_dir)
         #: the writer queue (:mod:`.ledger_queue`); False: not opened yet
         self._queue: WriterQueue | Literal[False] | None = False
         #: wall-clock nanoseconds of the held-device intervals (:mod:`.occupancy`)
@@ -116,8 +116,7 @@ class Ledger:
     # -- connection --------------------------------------------------------------------------
 
     def _error(self, what: str, exc: BaseException) -> ConfigError:
-        msg = f"ledger {str(self.path)!r}: {what}: {exc}"
-        return ConfigError(msg, file=self.source, key=KEY)
+        return ConfigError(f"ledger {str(self.path)!r}: {what}: {exc}", file=self.source, key=KEY)
 
     @property
     def db(self) -> sqlite3.Connection:
@@ -172,8 +171,14 @@ class Ledger:
     def _open_dir(self) -> int:
         """The state directory's descriptor: this object's, else opened (and created) now."""
         if self._dir_fd is None:
-            self._dir_fd = open_state_dir(self.state_dir, source=self.source)
+            return self._hold_dir(open_state_dir(self.state_dir, source=self.source))
         return self._dir_fd
+
+    def _hold_dir(self, fd: int) -> int:
+        """``fd`` kept, closed by :meth:`close` or when an unclosed ledger is collected."""
+        self._dir_fd = fd
+        self._dir_closer = weakref.finalize(self, os.close, fd)
+        return fd
 
     def _import_legacy(self) -> None:
         import_legacy(self, dir_path(self._open_dir()))
@@ -187,7 +192,7 @@ class Ledger:
             self._queue.close()
         self._queue = False
         if self._dir_fd is not None:
-            os.close(self._dir_fd)
+            self._dir_closer()
             self._dir_fd = None
 
     # -- transactions ------------------------------------------------------------------------
@@ -404,8 +409,7 @@ class Ledger:
                 self.close()
 
     def _open_existing_dir(self) -> int:
-        self._dir_fd = open_state_dir(self.state_dir, source=self.source, create=False)
-        return self._dir_fd
+        return self._hold_dir(open_state_dir(self.state_dir, source=self.source, create=False))
 
     def _read_all(self, dir_fd: int) -> dict[RecordKey, LedgerRecord]:
         return read_records(self, dir_fd)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
+import weakref
 
 LOCK_NAME = "ledger.lock"
 TURN_NAME = "ledger.turn"
@@ -45,6 +46,8 @@ class WriterQueue:
         info = os.fstat(lock_fd)
         self._key = (info.st_dev, info.st_ino)
         self._holding = False
+        # a queue nobody closed still gives its files (and a lock it holds) back when collected
+        self._closer = weakref.finalize(self, _close_all, (lock_fd, turn_fd), self._key)
 
     @classmethod
     def open(cls, dir_fd: int) -> WriterQueue | None:
@@ -136,5 +139,11 @@ class WriterQueue:
     def close(self) -> None:
         """Close the files (which releases a lock still held)."""
         self.leave()
-        os.close(self._lock_fd)
-        os.close(self._turn_fd)
+        self._closer()
+
+
+def _close_all(fds: tuple[int, ...], key: tuple[int, int]) -> None:
+    for fd in fds:
+        os.close(fd)
+    with _guard:
+        _held.discard(key)

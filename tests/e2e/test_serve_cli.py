@@ -242,7 +242,8 @@ def test_a_bad_interval_is_refused(node: Node, interval: str) -> None:
     result = node.accelkit("serve", "--rediscover-interval", interval)
     assert result.returncode == 2
     assert "error: Invalid value for '--rediscover-interval'" in result.stderr
-    assert "expected" in result.stderr and "seconds" in result.stderr
+    assert "expected" in result.stderr
+    assert "seconds" in result.stderr
     assert "Traceback" not in result.stderr
 
 

@@ -48,6 +48,9 @@ def host_config(tmp_path: Path, section: str, key: str, value: str) -> Path:
     host = tmp_path / "host.toml"
     mock = '\n[plugins.config.mock]\nconfig-file = "devices.toml"\n'
     body = f"[{section}]\n{key} = {value}\n"
+    if section == "plugins":
+        # no plugin is started: a call timeout of 1 ms must not decide the test on a busy machine
+        body += "allowed = []\n"
     if section == "plugins.config.mock":
         body = f"{mock}{key} = {value}\n"
     elif section.startswith("plugins.config."):

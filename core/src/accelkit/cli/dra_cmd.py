@@ -9,10 +9,8 @@ SIGINT. What happens is printed one line per event (``--json``: one JSON object 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import signal
 import socket
 from collections.abc import Mapping
 from decimal import Decimal
@@ -21,7 +19,15 @@ from typing import Any
 
 import click
 
-from accelkit.cli.options import Seconds, config_option, echo_warnings, json_option, read_config
+from accelkit.cli.options import (
+    Seconds,
+    config_option,
+    echo_warnings,
+    json_option,
+    pick_agent,
+    read_config,
+    until_signalled,
+)
 from accelkit.types import AgentId
 
 DEFAULTS = {
@@ -76,12 +82,7 @@ async def _serve(config_path: Path | None, agent: str | None, settings: Any, as_
 
     async with Node.open(config) as node:
         echo_warnings(node.host.loader.warnings)
-        if agent is None:
-            if len(node.agents) != 1:
-                known = ", ".join(sorted(node.agents)) or "none"
-                msg = f"the node has several agents ({known}); pick one with --agent"
-                raise click.ClickException(msg)
-            agent = next(iter(node.agents))
+        agent = pick_agent(agent, node.agents)
         from kubernetes.config import ConfigException
 
         try:
@@ -98,13 +99,7 @@ async def _serve(config_path: Path | None, agent: str | None, settings: Any, as_
                 "devices": len(driver.devices()),
             }
         )
-        task = asyncio.current_task()
-        assert task is not None
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, task.cancel)
-        with contextlib.suppress(asyncio.CancelledError):
-            await driver.run()
+        await until_signalled(driver.run())
 
 
 @click.command("dra-driver")

@@ -9,9 +9,7 @@ happens is printed one line per event (``--json``: one JSON object per line) on 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import signal
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,7 +17,14 @@ from typing import Any
 import attrs
 import click
 
-from accelkit.cli.options import config_option, echo_warnings, json_option, read_config
+from accelkit.cli.options import (
+    config_option,
+    echo_warnings,
+    json_option,
+    pick_agent,
+    read_config,
+    until_signalled,
+)
 from accelkit.config.model import K8sBridgeConfig
 from accelkit.config.rules import resource_domain
 from accelkit.types import AgentId
@@ -66,21 +71,10 @@ async def _serve(
 
     async with Node.open(config) as node:
         echo_warnings(node.host.loader.warnings)
-        if agent is None:
-            if len(node.agents) != 1:
-                known = ", ".join(sorted(node.agents)) or "none"
-                msg = f"the node has several agents ({known}); pick one with --agent"
-                raise click.ClickException(msg)
-            agent = next(iter(node.agents))
+        agent = pick_agent(agent, node.agents)
         bridge = K8sBridge(node, AgentId(agent), settings, echo)
         echo({"event": "serving", "agent": agent, "resources": [r.name for r in bridge.resources]})
-        task = asyncio.current_task()
-        assert task is not None
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, task.cancel)
-        with contextlib.suppress(asyncio.CancelledError):
-            await bridge.run()
+        await until_signalled(bridge.run())
 
 
 @click.command("k8s-device-plugin")

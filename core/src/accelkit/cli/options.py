@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
-from collections.abc import Iterable
+import signal
+from collections.abc import Awaitable, Iterable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -88,6 +91,17 @@ def pick_agent(agent: str | None, agents: Iterable[str]) -> AgentId:
         return AgentId(known[0])
     msg = f"the node has {len(known)} agents ({', '.join(known) or 'none'}): pick one with --agent"
     raise click.UsageError(msg)
+
+
+async def until_signalled(serve: Awaitable[None]) -> None:
+    """Await ``serve`` until it ends or SIGTERM or SIGINT cancels it (the bridges' main loop)."""
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, task.cancel)
+    with contextlib.suppress(asyncio.CancelledError):
+        await serve
 
 
 #: warnings already printed by this process: each is said once, however often a node is opened

@@ -18,7 +18,7 @@ from accelkit.health import DeviceHealth
 from accelkit.plugin import PluginRole
 from accelkit.registry import PluginStatus
 from accelkit.sizes import format_human_size
-from accelkit.types import ComputeDevice, DeviceId
+from accelkit.types import ComputeDevice
 
 #: per (plugin, device): who holds it, as the ledger says
 Holders = dict[tuple[str, str], list[dict[str, str]]]
@@ -64,6 +64,7 @@ def _holders(config: HostConfig) -> Holders | None:
     command that opens the node (``status``, ``run``, ``serve``) reconciles it.
     """
     from accelkit.workload.ledger import Ledger
+    from accelkit.workload.status import held_amounts
 
     ledger = Ledger(config.resource.state_dir, source=config.source_name)
     try:
@@ -74,12 +75,7 @@ def _holders(config: HostConfig) -> Holders | None:
     holders: Holders = {}
     for (agent, workload), record in sorted(records.items()):
         for plugin, alloc in record.allocation.items():
-            held: dict[DeviceId, Decimal] = {}
-            for per_device in alloc.values():
-                for device, amount in per_device.items():
-                    if amount:
-                        held[device] = held.get(device, Decimal(0)) + amount
-            for held_id, total in held.items():
+            for held_id, total in held_amounts(alloc).items():
                 entry = {"agent": agent, "workload": workload, "amount": str(total)}
                 holders.setdefault((plugin, held_id), []).append(entry)
     return holders

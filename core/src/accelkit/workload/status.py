@@ -88,36 +88,26 @@ def status_of(record: LedgerRecord, liveness: str, now: float) -> WorkloadStatus
         age = max(0, int(now - created.replace(tzinfo=dt.UTC).timestamp()))
     except ValueError:
         age = 0
+    amounts = {plugin: held_amounts(alloc) for plugin, alloc in record.allocation.items()}
     return WorkloadStatus(
         agent=record.agent_id,
         workload_id=record.workload.id,
         workload_type=record.workload.type.value,
         runtime=record.handle.runtime if record.handle is not None else None,
         handle=record.handle.ident if record.handle is not None else None,
-        devices={
-            plugin: tuple(
-                sorted(
-                    {
-                        d
-                        for per_device in alloc.values()
-                        for d, amount in per_device.items()
-                        if amount
-                    }
-                )
-            )
-            for plugin, alloc in record.allocation.items()
-        },
+        devices={plugin: tuple(held) for plugin, held in amounts.items()},  # sorted by id
         phase=record.phase(),
         age_s=age,
-        amounts={plugin: _held(alloc) for plugin, alloc in record.allocation.items()},
+        amounts=amounts,
         liveness=liveness,
         owner_alive=record.owner is not None and record.owner.is_running(),
         unfinished=record.unfinished(),
     )
 
 
-def _held(alloc: DeviceAllocation) -> dict[DeviceId, Decimal]:
-    """Device → amount held, summed over the slots of one plugin's allocation."""
+def held_amounts(alloc: DeviceAllocation) -> dict[DeviceId, Decimal]:
+    """Device → amount held, summed over the slots of one plugin's allocation, sorted by id
+    (devices of amount 0 left out)."""
     held: dict[DeviceId, Decimal] = {}
     for per_device in alloc.values():
         for device, amount in per_device.items():

@@ -4,8 +4,10 @@ executable skips with the reason).
 
 Two workloads are each given 0.5 of one GPU: each CUDA program (the driver API through ctypes)
 allocates 256 MiB blocks until the driver refuses one, and must get about half the GPU's memory
-and no more, while the other keeps running. The MPS daemon accelkit started is stopped when the
-last of them is torn down. The GPU's settings are left as they are.
+and no more, while the other keeps running; and a compute-bound kernel timed under a 0.5 share
+takes about twice as long as on the whole GPU, alone or beside the other share's (the SMs are
+split, not time-sliced). The MPS daemon accelkit started is stopped when the last of them is torn
+down. The GPU's settings are left as they are.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from accelkit.types import Workload
 from accelkit_cuda import CUDAPlugin
 from accelkit_cuda.mps import MPS, find_control
 
+from .spin_kernel import time_together
 from .support import no_gpu, run
 
 pytestmark = pytest.mark.gpu
@@ -120,3 +123,33 @@ def test_two_half_shares_each_get_half_the_memory_under_mps(shares):
     assert device.uuid is not None
     assert shares.mps is not None
     assert not MPS(shares.mps.control, shares.mps.root).running(device.uuid), "daemon stopped"
+
+
+def test_two_half_shares_split_the_sms(shares):
+    """Each 0.5 share runs on about half the SMs: its kernel takes about twice the whole GPU's
+    time, and no longer beside the other share's (``tests/benchmarks/gpu_share_split.py`` gives
+    the figures)."""
+    whole = [d for d in shares.devices if "parent_id" not in d.extra]
+    if not whole:
+        pytest.skip("every GPU is in MIG mode")
+    device = whole[0]
+    plain = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}
+    blocks, iters, launches = 32 * max(1, device.processing_units), 100_000, 5
+    (full,) = time_together(
+        sys.executable, [{**plain, "CUDA_VISIBLE_DEVICES": str(device.uuid)}], blocks, iters, 3
+    )
+    ctx = shares.create_agent_context("agent-1", DevicePartition.of(device.device_id))
+    alloc = {"cuda.shares": {device.device_id: Decimal("0.5")}}
+    hooks = [
+        ctx.create_lifecycle_hook(Workload.process_tree(f"pid:split-{n}"), alloc) for n in (1, 2)
+    ]
+    try:
+        envs = [{**plain, **run(hook.pre_create()).env_vars} for hook in hooks]
+        (alone,) = time_together(sys.executable, envs[:1], blocks, iters, launches)
+        beside = time_together(sys.executable, envs, blocks, iters, launches)
+    finally:
+        for hook in hooks:
+            run(hook.post_terminate())
+    print(f"kernel ms: whole GPU {full:.2f}, 0.5 share alone {alone:.2f}, beside {beside}")
+    assert alone >= 1.4 * full, "a 0.5 share runs on about half the SMs"
+    assert max(beside) <= 1.4 * alone, "the other share's kernels do not take its SMs"

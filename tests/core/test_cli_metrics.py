@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import subprocess
+import sys
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -28,6 +30,25 @@ def test_the_table_shows_node_device_and_agent_rows(config, capsys):
     assert "Metrics" in out
     assert "device cuda3" in out
     assert "agent agent-2" in out
+
+
+def test_the_table_is_plain_aligned_text_drawn_without_rich(config):
+    """One header, the figures aligned right, and no drawing library imported for it."""
+    code = (
+        "import sys\n"
+        "from accelkit.cli.app import main\n"
+        f"code = main(['metrics', '--config', {config!r}])\n"
+        "print('rich imported:', any(m.split('.')[0] == 'rich' for m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    lines = done.stdout.splitlines()
+    assert lines[0] == "Metrics"
+    header = lines[1]
+    assert header.split() == ["PLUGIN", "METRIC", "SCOPE", "VALUE", "CAPACITY", "UNIT"]
+    end = header.index("CAPACITY") + len("CAPACITY")
+    node_row = next(line for line in lines if " node " in line and "percent" in line)
+    assert node_row[end - 3 : end] == "100"  # the capacity ends under its header
+    assert lines[-1] == "rich imported: False"
 
 
 def test_json_has_node_agent_and_workload_sections(config, capsys):

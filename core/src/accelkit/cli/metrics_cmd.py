@@ -6,11 +6,9 @@ import asyncio
 import contextlib
 from decimal import Decimal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
-from rich.live import Live
-from rich.table import Table
 
 from accelkit.cli.options import (
     Seconds,
@@ -19,13 +17,16 @@ from accelkit.cli.options import (
     json_option,
     read_config,
 )
-from accelkit.cli.output import print_json
+from accelkit.cli.output import print_json, render_table
 from accelkit.config import HostConfig
 from accelkit.host import PartitionHost
 from accelkit.metrics import Measurement
 from accelkit.metrics_export.gather import MetricsGatherer
 from accelkit.metrics_export.snapshot import MetricsSnapshot
 from accelkit.types import format_amount
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 _CENT = Decimal("0.01")
 #: waits between refreshes of ``--watch``; tests replace it to stop the loop
@@ -42,14 +43,15 @@ def _shown(value: Decimal | None) -> str:
     return format_amount(value)
 
 
-def metrics_table(snapshot: MetricsSnapshot) -> Table:
-    """Node, device, agent and workload figures, one row each."""
-    table = Table(title="Metrics", title_justify="left", header_style="bold")
-    for column in ("plugin", "metric", "scope", "value", "capacity", "unit"):
-        table.add_column(column, justify="right" if column in ("value", "capacity") else "left")
+_COLUMNS = ("plugin", "metric", "scope", "value", "capacity", "unit")
+
+
+def metrics_table(snapshot: MetricsSnapshot) -> str:
+    """Node, device, agent and workload figures, one row each, as a plain table."""
+    rows: list[tuple[str, ...]] = []
 
     def row(plugin: str, key: str, scope: str, reading: Measurement, unit: str) -> None:
-        table.add_row(plugin, key, scope, _shown(reading.value), _shown(reading.capacity), unit)
+        rows.append((plugin, key, scope, _shown(reading.value), _shown(reading.capacity), unit))
 
     for plugin, metrics in snapshot.node.items():
         for m in metrics:
@@ -64,8 +66,8 @@ def metrics_table(snapshot: MetricsSnapshot) -> Table:
         scope = f"workload {w.metric.workload_id} ({w.agent_id})"
         row(w.device_name, w.metric.key, scope, w.metric.value, w.metric.unit)
     for plugin, error in snapshot.errors.items():
-        table.add_row(plugin, "[red]error[/red]", "-", "-", "-", error)
-    return table
+        rows.append((plugin, "error", "-", "-", "-", error))
+    return "\n".join(["Metrics", *render_table(_COLUMNS, rows, right=("value", "capacity"))])
 
 
 def prometheus_text(snapshot: MetricsSnapshot) -> str:
@@ -93,6 +95,9 @@ async def watch_table(
     config: HostConfig, interval: float, console: Console, *, refreshes: int | None = None
 ) -> None:
     """Show the table and refresh it every ``interval`` seconds (``refreshes`` times in all)."""
+    from rich.live import Live  # a terminal's live display: only --watch needs rich
+    from rich.text import Text
+
     async with PartitionHost.open(config) as host:
         echo_warnings(host.loader.warnings)
         gatherer = MetricsGatherer(host)
@@ -101,16 +106,16 @@ async def watch_table(
         if not console.is_terminal:
             # a pipe or a file: a live display would show nothing until it ends, so each
             # refresh is printed after the one before
-            console.print(table)
+            console.print(Text(table), soft_wrap=True)
             while refreshes is None or shown < refreshes:
                 await pause(interval)
-                console.print(metrics_table(await gatherer.gather()))
+                console.print(Text(metrics_table(await gatherer.gather())), soft_wrap=True)
                 shown += 1
             return
-        with Live(table, console=console, auto_refresh=False) as live:
+        with Live(Text(table), console=console, auto_refresh=False) as live:
             while refreshes is None or shown < refreshes:
                 await pause(interval)
-                live.update(metrics_table(await gatherer.gather()), refresh=True)
+                live.update(Text(metrics_table(await gatherer.gather())), refresh=True)
                 shown += 1
 
 
@@ -140,6 +145,8 @@ def metrics(config_path: Path | None, as_json: bool, prometheus: bool, watch: fl
         raise click.UsageError(msg)
     config = read_config(config_path)
     if watch is not None:
+        from rich.console import Console
+
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a watch ends
             asyncio.run(watch_table(config, watch, Console()))
         return
@@ -149,4 +156,4 @@ def metrics(config_path: Path | None, as_json: bool, prometheus: bool, watch: fl
     elif prometheus:
         click.echo(prometheus_text(snapshot), nl=False)
     else:
-        Console(soft_wrap=True).print(metrics_table(snapshot))
+        click.echo(metrics_table(snapshot))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from typing import Any
 
 import click
@@ -24,20 +24,30 @@ def print_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False))
 
 
-def render_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
-    """The lines of a table: the header, then one line per row; ``None`` cells show as ``-``."""
+def render_table(
+    columns: Sequence[str], rows: Sequence[Sequence[Any]], *, right: Container[str] = ()
+) -> list[str]:
+    """The lines of a table: the header, then one line per row; ``None`` cells show as ``-``.
+
+    The columns named in ``right`` (figures) are aligned right, the others left.
+    """
     cells = [[str(c).upper() for c in columns]]
     cells += [["-" if cell is None else str(cell) for cell in row] for row in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    pads = [str.rjust if c in right else str.ljust for c in columns]
     return [
-        _GAP.join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        _GAP.join(
+            pad(cell, width) for cell, width, pad in zip(line, widths, pads, strict=True)
+        ).rstrip()
         for line in cells
     ]
 
 
-def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+def print_table(
+    title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, right: Container[str] = ()
+) -> None:
     """Print ``title``, then the table (see :func:`render_table`)."""
-    click.echo("\n".join([title, *render_table(columns, rows)]))
+    click.echo("\n".join([title, *render_table(columns, rows, right=right)]))
 
 
 def compact_ids(ids: Sequence[str]) -> str:

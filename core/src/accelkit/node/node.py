@@ -218,11 +218,17 @@ class Node:
         """Record the workload's leader process."""
         self.bookkeeper.set_leader(key, stamp)
 
-    async def status(self) -> list[WorkloadStatus]:
+    async def status(self, *, reconcile: bool = True) -> list[WorkloadStatus]:
         """Every workload of the ledger, after a full reconciliation (dead ones finished, orphan
-        containers removed)."""
-        found = await self.bookkeeper.status()
-        await self._swept(self.bookkeeper.last_report)
+        containers removed).
+
+        ``reconcile=False`` takes the opening reconciliation (the last full one) as it is,
+        with what changed in the ledger since: a command that has just opened the node reads
+        the ledger and asks each workload's liveness once, not twice.
+        """
+        found = await self.bookkeeper.status(reconcile=reconcile)
+        if reconcile:
+            await self._swept(self.bookkeeper.last_report)
         return found
 
     # -- orphan containers (accelkit.workload.orphans) ---------------------------------------

@@ -98,6 +98,8 @@ class Bookkeeper:
         #: the ledger's change counter at the last sync (-1: never synced)
         self._seq = -1
         self.last_report = ReconcileReport()
+        #: what the last full reconciliation judged: the records, their liveness, the counter
+        self._judged: tuple[LedgerScan, dict[RecordKey, Liveness]] | None = None
 
     # -- syncing -------------------------------------------------------------------------------
 
@@ -120,6 +122,7 @@ class Bookkeeper:
                     k: v for k, v in states.items() if scan.records.get(k) == judged.records[k]
                 }
                 report, dead = self.reconciler.sync_judged(scan, states, self.owned, skip)
+                self._judged = (scan, states)
                 report = attrs.evolve(report, problems=(*judging, *report.problems))
                 due = [r for r in dead if r.retry_after is None or float(r.retry_after) <= now]
                 claimed = [self._claim(r) for r in due]
@@ -452,21 +455,48 @@ class Bookkeeper:
 
     # -- operators: status and release ---------------------------------------------------------
 
-    async def status(self) -> list[WorkloadStatus]:
-        """Every workload of the ledger, after a full reconciliation."""
-        await self.reconcile()
+    async def status(self, *, reconcile: bool = True) -> list[WorkloadStatus]:
+        """Every workload of the ledger, after a full reconciliation.
+
+        ``reconcile=False`` takes the last full reconciliation's (the node's opening one) as
+        it is: its records and their liveness, with what the ledger changed since (the dead
+        workloads it finished) read incrementally. Each record is read once and its liveness
+        asked once: only a record written since it was judged is asked again.
+        """
+        if reconcile or self._judged is None:
+            await self.reconcile()
+        assert self._judged is not None
+        judged, states = self._judged
+        changes = self.ledger.changes(judged.seq)
+        if not changes.complete:  # removals that far back were pruned: judge everything
+            await self.reconcile()
+            judged, states = self._judged
+            changes = self.ledger.changes(judged.seq)
+        records = {k: r for k, r in judged.records.items() if k not in changes.removed}
+        records.update(changes.records)
         now = time.time()
         found: list[WorkloadStatus] = []
-        for key, record in sorted(self.ledger.scan().records.items()):
+        for key, record in sorted(records.items()):
             if key in self.owned:
                 state = Liveness.MANAGED
+            elif key in states and judged.records.get(key) is record:
+                state = states[key]
             else:
                 try:
                     state = await self.reconciler.liveness(record)
                 except Exception:
                     state = Liveness.UNKNOWN
-            found.append(status_of(record, state.value, now))
+            found.append(
+                status_of(record, state.value, now, owner_alive=self._owner_alive(record, state))
+            )
         return found
+
+    def _owner_alive(self, record: LedgerRecord, state: Liveness) -> bool:
+        """Whether the record's owner runs: a record is ``managed`` exactly when it does (its
+        liveness is asked of its owner first), unless a test decides liveness."""
+        if self.reconciler.liveness_override is None:
+            return state is Liveness.MANAGED
+        return record.owner is not None and record.owner.is_running()
 
     async def release_workload(
         self,

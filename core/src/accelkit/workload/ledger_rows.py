@@ -159,7 +159,9 @@ def parse_record(body: str | bytes) -> LedgerRecord:
     except UnicodeDecodeError as exc:
         msg = f"unreadable ({type(exc).__name__}: {exc})"
         raise LedgerFormatError(msg) from None
-    if (depth := _depth(text)) > MAX_RECORD_DEPTH:
+    # fewer brackets than the limit cannot nest beyond it: a record's dozen skips the walk
+    opened = text.count("{") + text.count("[")
+    if opened > MAX_RECORD_DEPTH and (depth := _depth(text)) > MAX_RECORD_DEPTH:
         msg = f"record nested {depth} levels deep, beyond the limit of {MAX_RECORD_DEPTH}"
         raise LedgerFormatError(msg)
     try:

@@ -81,13 +81,15 @@ class ReleaseReport:
         return lines
 
 
-def status_of(record: LedgerRecord, liveness: str, now: float) -> WorkloadStatus:
-    """What ``accelkit status`` shows of a record whose liveness is known."""
-    try:
-        created = dt.datetime.strptime(record.created_at, "%Y-%m-%dT%H:%M:%SZ")
-        age = max(0, int(now - created.replace(tzinfo=dt.UTC).timestamp()))
-    except ValueError:
-        age = 0
+def status_of(
+    record: LedgerRecord, liveness: str, now: float, *, owner_alive: bool | None = None
+) -> WorkloadStatus:
+    """What ``accelkit status`` shows of a record whose liveness is known; ``owner_alive``
+    when the caller knows it already (else the owner process is looked at)."""
+    if owner_alive is None:
+        owner_alive = record.owner is not None and record.owner.is_running()
+    created = _epoch(record.created_at)
+    age = 0 if created is None else max(0, int(now - created))
     amounts = {plugin: held_amounts(alloc) for plugin, alloc in record.allocation.items()}
     return WorkloadStatus(
         agent=record.agent_id,
@@ -100,9 +102,19 @@ def status_of(record: LedgerRecord, liveness: str, now: float) -> WorkloadStatus
         age_s=age,
         amounts=amounts,
         liveness=liveness,
-        owner_alive=record.owner is not None and record.owner.is_running(),
+        owner_alive=owner_alive,
         unfinished=record.unfinished(),
     )
+
+
+def _epoch(stamp: str) -> float | None:
+    """``2026-01-31T12:00:00Z`` (how records say when they were made) in epoch seconds."""
+    if len(stamp) != 20 or stamp[4] != "-" or stamp[10] != "T" or stamp[-1] != "Z":
+        return None
+    try:
+        return dt.datetime.fromisoformat(stamp[:-1]).replace(tzinfo=dt.UTC).timestamp()
+    except ValueError:
+        return None
 
 
 def held_amounts(alloc: DeviceAllocation) -> dict[DeviceId, Decimal]:

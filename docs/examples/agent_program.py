@@ -13,8 +13,8 @@ from decimal import Decimal
 from accelkit.config import load_host_config
 from accelkit.host import AgentView
 from accelkit.node import Node
+from accelkit.runtime.render.docker import render_docker_create
 from accelkit.types import AgentId, SlotName, Workload
-from accelkit.workload.render.docker import render_docker_create
 
 
 def free_slots(agent: AgentView) -> dict[str, str]:

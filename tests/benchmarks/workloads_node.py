@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from accelkit.config import load_host_config
+from accelkit.runtime.process_stamp import ProcessStamp
 from accelkit.types import AgentId, SlotName, Workload
-from accelkit.workload.liveness import ProcessStamp
 
 GPUS = 2048
 LEVELS = (10, 100, 500, 1000, 2000)

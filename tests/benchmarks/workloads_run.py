@@ -39,9 +39,9 @@ from accelkit.cgroup import CgroupFS
 from accelkit.config import load_host_config
 from accelkit.node import Node
 from accelkit.runtime.cgroups import V1_CONTROLLERS
+from accelkit.runtime.process_stamp import ProcessStamp
 from accelkit.types import AgentId, SlotName
 from accelkit.workload import Ledger
-from accelkit.workload.liveness import ProcessStamp
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "docs/examples"

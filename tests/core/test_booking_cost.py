@@ -10,7 +10,7 @@ from decimal import Decimal
 from accelkit.config import load_host_config
 from accelkit.node import Node
 from accelkit.types import AgentId, SlotName, Workload
-from accelkit.workload import ProcessStamp, ledger, liveness
+from accelkit.workload import ProcessStamp, ledger
 
 AGENT = AgentId("agent-1")
 ONE_GPU = {SlotName("cuda.device"): Decimal(1)}
@@ -21,7 +21,7 @@ def test_a_booking_with_hundreds_live_parses_and_judges_nothing_else(mock_node, 
     me = ProcessStamp.of(os.getpid())
     parsed: list[object] = []
     judged: list[object] = []
-    real_parse, real_running = ledger.parse_record, liveness.ProcessStamp.is_running
+    real_parse, real_running = ledger.parse_record, ProcessStamp.is_running
 
     def counting_parse(body):
         parsed.append(body)
@@ -36,7 +36,7 @@ def test_a_booking_with_hundreds_live_parses_and_judges_nothing_else(mock_node, 
             for i in range(300):
                 await node.book(AGENT, Workload.process_tree(f"w{i}"), ONE_GPU, leader=me)
             monkeypatch.setattr(ledger, "parse_record", counting_parse)
-            monkeypatch.setattr(liveness.ProcessStamp, "is_running", counting_running)
+            monkeypatch.setattr(ProcessStamp, "is_running", counting_running)
             await node.book(AGENT, Workload.process_tree("one-more"), ONE_GPU, leader=me)
             monkeypatch.undo()
 

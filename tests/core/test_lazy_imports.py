@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-import accelkit.workload.render as render
+import accelkit.runtime.render as render
 
 #: never needed by a process run or a read-only command: the container machinery
 _CONTAINER = (
@@ -19,9 +19,9 @@ _CONTAINER = (
     "aiohttp",
     "accelkit.runtime.docker_body",
     "accelkit.runtime.docker_ops",
-    "accelkit.workload.render.cdi",
-    "accelkit.workload.render.docker",
-    "accelkit.workload.render.resource_txt",
+    "accelkit.runtime.render.cdi",
+    "accelkit.runtime.render.docker",
+    "accelkit.runtime.render.resource_txt",
 )
 
 

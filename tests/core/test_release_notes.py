@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from accelkit.workload.liveness import ProcessStamp
+from accelkit.runtime.process_stamp import ProcessStamp
 from accelkit.workload.release_notes import drop_release_note, note_release, take_release_note
 
 

@@ -12,8 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from accelkit.errors import WorkloadError
-from accelkit.types import Mount, MountType, WorkloadConfig
-from accelkit.workload.render import (
+from accelkit.runtime.render import (
     CDI_VERSIONS,
     ProcessPlan,
     format_cpu_list,
@@ -24,8 +23,9 @@ from accelkit.workload.render import (
     render_process,
     render_resource_txt,
 )
-from accelkit.workload.render.cdi import cdi_device_name, cdi_kind_problem
-from accelkit.workload.render.docker import DockerApiVersion, docker_networks_to_connect
+from accelkit.runtime.render.cdi import cdi_device_name, cdi_kind_problem
+from accelkit.runtime.render.docker import DockerApiVersion, docker_networks_to_connect
+from accelkit.types import Mount, MountType, WorkloadConfig
 
 SCHEMA = json.loads((Path(__file__).parents[1] / "fixtures" / "cdi-schema.json").read_text())
 

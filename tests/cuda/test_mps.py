@@ -14,9 +14,9 @@ import pytest
 from accelkit.errors import WorkloadCreationDenied
 from accelkit.metrics import MetricContext
 from accelkit.partition import DevicePartition
+from accelkit.runtime.render.cdi import render_cdi_spec
+from accelkit.runtime.render.docker import render_docker_create
 from accelkit.types import Mount, Workload
-from accelkit.workload.render.cdi import render_cdi_spec
-from accelkit.workload.render.docker import render_docker_create
 from accelkit_cuda.mps import MPS
 
 from . import fake_nvml as fk

@@ -11,6 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from accelkit.runtime.render.cdi import cdi_container_edits
 from accelkit.types import Mount, MountType, WorkloadConfig
 from accelkit.workload.cdi_spec import (
     ALL,
@@ -20,7 +21,6 @@ from accelkit.workload.cdi_spec import (
     with_own_variables,
     without_colliding_env,
 )
-from accelkit.workload.render.cdi import cdi_container_edits
 
 ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 SCHEMA = json.loads((Path(__file__).parents[1] / "fixtures" / "cdi-schema.json").read_text())

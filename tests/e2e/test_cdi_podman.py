@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
+from accelkit.runtime.render.cdi import CDI_VERSIONS, render_cdi_spec
 from accelkit.types import Mount, MountType, WorkloadConfig
 from accelkit.workload.cdi_spec import ALL, without_colliding_env
-from accelkit.workload.render.cdi import CDI_VERSIONS, render_cdi_spec
 
 pytestmark = pytest.mark.slow
 

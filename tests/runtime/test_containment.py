@@ -22,9 +22,9 @@ import pytest
 from accelkit.cgroup import CgroupFS
 from accelkit.runtime import LaunchSpec, WorkloadHandle
 from accelkit.runtime.cgroups import WorkloadCgroups
+from accelkit.runtime.launcher import DROPPED_CAPABILITIES
 from accelkit.runtime.process import ProcessRuntime
 from accelkit.types import AgentId
-from accelkit.workload.launcher import DROPPED_CAPABILITIES
 
 pytestmark = pytest.mark.slow  # real processes, real cgroups
 
@@ -46,7 +46,16 @@ def _problem() -> str | None:
     own = CgroupFS.read().process_directory("pids")
     if own is None or not os.access(own.path, os.W_OK):
         return "no writable cgroup hierarchy with the pids controller here"
+    if own.version == 2 and "pids" not in _controllers(own.path):
+        return f"the pids controller is not delegated to {own.path} (cgroup v2)"
     return None
+
+
+def _controllers(path: Path) -> list[str]:
+    try:
+        return (path / "cgroup.controllers").read_text().split()
+    except OSError:
+        return []
 
 
 _PROBLEM = _problem()

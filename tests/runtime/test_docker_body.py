@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from accelkit.errors import WorkloadError
 from accelkit.runtime.base import LaunchSpec
 from accelkit.runtime.docker_body import EngineFacts, container_name, plan_create
+from accelkit.runtime.render.docker import DockerApiVersion
 from accelkit.types import AgentId, Mount, MountType, Workload, WorkloadConfig
-from accelkit.workload.render.docker import DockerApiVersion
 
 OLD = EngineFacts(DockerApiVersion(1, 41), cdi=False, product="Docker Engine 20.10.24")
 NEW = EngineFacts(DockerApiVersion(1, 47), cdi=True, product="Docker Engine 27.3.1")

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from accelkit.workload import launcher
-from accelkit.workload.launcher import PlanError, decode_plan, encode_plan
+from accelkit.runtime import launcher
+from accelkit.runtime.launcher import PlanError, decode_plan, encode_plan
 
 #: text that can be an argument, an environment value or a path: anything but NUL
 #: (lone surrogates cannot be given by the system: the real launcher test carries escaped bytes)

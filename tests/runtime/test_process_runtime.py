@@ -30,10 +30,10 @@ from accelkit.errors import WorkloadError
 from accelkit.runtime import LaunchSpec, RuntimeUnavailable, WorkloadHandle
 from accelkit.runtime.cgroups import WorkloadCgroups
 from accelkit.runtime.process import ProcessRuntime
+from accelkit.runtime.process_stamp import ProcessStamp
+from accelkit.runtime.process_tree import ProcessTree
+from accelkit.runtime.render.process import ProcessPlan
 from accelkit.types import AgentId, Mount, WorkloadConfig
-from accelkit.workload.liveness import ProcessStamp
-from accelkit.workload.process_tree import ProcessTree
-from accelkit.workload.render.process import ProcessPlan
 
 pytestmark = pytest.mark.slow  # real processes, real cgroups
 

@@ -13,8 +13,8 @@ import click
 
 from accelkit.cli.options import config_option, echo_warnings, pick_agent, read_config
 from accelkit.host import PartitionHost
+from accelkit.runtime.render.cdi import cdi_kind_problem
 from accelkit.workload.cdi_spec import agent_cdi_spec, default_cdi_kind
-from accelkit.workload.render.cdi import cdi_kind_problem
 
 
 async def _spec(config_path: Path | None, chosen: str | None, kind: str | None) -> dict[str, Any]:

@@ -29,12 +29,12 @@ from accelkit.node.held_devices import partition_notes
 from accelkit.node.rediscovery import Rediscoverer, RediscoveryReport
 from accelkit.runtime.base import Runtime, WorkloadHandle
 from accelkit.runtime.docker import DockerRuntime
+from accelkit.runtime.process_stamp import ProcessStamp
 from accelkit.runtime.registry import installed_runtimes
 from accelkit.types import AgentId, DeviceId, DeviceName, SlotName, Workload
 from accelkit.workload.bookkeeper import Bookkeeper
 from accelkit.workload.ledger import Ledger
 from accelkit.workload.lifecycle import PhaseListener, WorkloadLifecycle
-from accelkit.workload.liveness import ProcessStamp
 from accelkit.workload.orphans import SweepReport, note_container_engine, sweep_orphans
 from accelkit.workload.reconcile import ReconcileReport, RecordKey
 from accelkit.workload.record import LedgerRecord

@@ -1,6 +1,6 @@
 """What accelkit asks the engine for: a container's name, labels and create body.
 
-The body is the renderer's (:func:`accelkit.workload.render.docker.render_docker_create`, fitted
+The body is the renderer's (:func:`accelkit.runtime.render.docker.render_docker_create`, fitted
 to the engine's API version and CDI support) plus the image, the command and accelkit's labels.
 Where the engine has no CDI support the config's DEVICE mounts are all the container gets, so
 CDI devices without device nodes are refused; below API 1.44 the networks after the first are
@@ -25,13 +25,13 @@ from accelkit.runtime.docker_names import (
     container_name,
     docker_host,
 )
-from accelkit.types import MountType
-from accelkit.workload.render.docker import (
+from accelkit.runtime.render.docker import (
     MIN_API_VERSION,
     DockerApiVersion,
     docker_networks_to_connect,
     render_docker_create,
 )
+from accelkit.types import MountType
 
 __all__ = [
     "DEFAULT_DOCKER_HOST",

@@ -17,7 +17,7 @@ import aiohttp
 from accelkit.errors import WorkloadError
 from accelkit.runtime.base import RuntimeUnavailable, WorkloadUnreachable
 from accelkit.runtime.docker_body import EngineFacts, docker_host
-from accelkit.workload.render.docker import MIN_API_VERSION
+from accelkit.runtime.render.docker import MIN_API_VERSION
 
 __all__ = ["DockerEngine"]
 #: a dead engine must not hang accelkit: connecting gets this long; long calls (wait) have no limit

@@ -20,7 +20,7 @@ process group, and refuses a memory limit it cannot enforce.
 Where accelkit has ``CAP_SYS_ADMIN`` (as root), the workload cannot leave its cgroups even as
 root: the launcher gives it a mount namespace whose cgroup file systems are read-only and drops
 ``CAP_SYS_ADMIN`` and ``CAP_SYS_PTRACE`` from its bounding set (see
-:mod:`accelkit.workload.launcher`). A root accelkit without ``CAP_SYS_ADMIN`` cannot do that,
+:mod:`accelkit.runtime.launcher`). A root accelkit without ``CAP_SYS_ADMIN`` cannot do that,
 and says so in ``missing``.
 """
 
@@ -44,11 +44,11 @@ from accelkit.runtime.base import LaunchSpec, Runtime, RuntimeUnavailable, Workl
 from accelkit.runtime.cgroup_limits import CgroupLimits, deny_rules
 from accelkit.runtime.cgroup_setup import apply_limits, create_cgroups, sweep_stale
 from accelkit.runtime.cgroups import WorkloadCgroups, workload_cgroup_path, write_control
+from accelkit.runtime.process_stamp import ProcessStamp
+from accelkit.runtime.process_tree import ProcessTree
+from accelkit.runtime.render.process import ProcessPlan, render_process
 from accelkit.sizes import format_binary_size
 from accelkit.types import AgentId, MountType, Workload, WorkloadType
-from accelkit.workload.liveness import ProcessStamp
-from accelkit.workload.process_tree import ProcessTree
-from accelkit.workload.render.process import ProcessPlan, render_process
 
 __all__ = ["ProcessRuntime"]
 

@@ -1,4 +1,4 @@
-"""Workloads: the lifecycle driver, config merging, renderers and the allocation ledger (§9).
+"""Workloads: the lifecycle driver, config merging and the allocation ledger (§9).
 
 The names below are imported when first used: a command that needs one module of this package
 (the state directory's checks, say) does not import the ledger and the lifecycle with it.
@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 from accelkit.lazy import lazy_names
 
 if TYPE_CHECKING:
+    from accelkit.runtime.process_stamp import ProcessStamp
     from accelkit.workload.ledger import Ledger, LedgerScan, SetAside
     from accelkit.workload.lifecycle import HookTarget, LifecycleState, WorkloadLifecycle
-    from accelkit.workload.liveness import ProcessStamp
     from accelkit.workload.merge import merge_configs
     from accelkit.workload.record import LedgerFormatError, LedgerRecord
     from accelkit.workload.validate import validate_config
@@ -26,7 +26,7 @@ _MODULE_OF = {
     "LedgerRecord": ".record",
     "LedgerScan": ".ledger",
     "LifecycleState": ".lifecycle",
-    "ProcessStamp": ".liveness",
+    "ProcessStamp": "accelkit.runtime.process_stamp",
     "SetAside": ".ledger",
     "WorkloadLifecycle": ".lifecycle",
     "merge_configs": ".merge",

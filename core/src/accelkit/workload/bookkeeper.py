@@ -37,13 +37,14 @@ from accelkit.calls import DEFAULT_CALL_TIMEOUT, DEFAULT_HOOK_TIMEOUT, call_asyn
 from accelkit.errors import InsufficientResource, InvalidResourceArgument
 from accelkit.events import WorkloadEvent, WorkloadPhase
 from accelkit.runtime.base import Runtime, WorkloadHandle
+from accelkit.runtime.process_stamp import ProcessStamp
 from accelkit.types import AgentId, DeviceAllocation, DeviceName, SlotName, Workload
 from accelkit.workload import operator_release
 from accelkit.workload.holders import naming_holders
 from accelkit.workload.ledger import Ledger, LedgerScan
 from accelkit.workload.ledger_peek import catch_up_early
 from accelkit.workload.lifecycle import HookTarget, PhaseListener, WorkloadLifecycle
-from accelkit.workload.liveness import Liveness, ProcessStamp
+from accelkit.workload.liveness import Liveness
 from accelkit.workload.node_wide import NodeWideAgents
 from accelkit.workload.reconcile import Reconciler, ReconcileReport, RecordKey, TornDown
 from accelkit.workload.record import LedgerRecord

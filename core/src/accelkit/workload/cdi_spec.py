@@ -42,9 +42,9 @@ import attrs
 
 from accelkit.errors import WorkloadError
 from accelkit.plugin import AbstractAgentContext, PluginRole
+from accelkit.runtime.render.cdi import cdi_device_name, render_cdi_spec
 from accelkit.types import AgentId, DeviceAllocation, DeviceId, DeviceName, Workload, WorkloadConfig
 from accelkit.workload.lifecycle import HookTarget, WorkloadLifecycle
-from accelkit.workload.render.cdi import cdi_device_name, render_cdi_spec
 
 #: the device carrying every device's edits at once
 ALL = "all"

@@ -1,74 +1,17 @@
-"""Is a workload still alive? What the ledger alone can tell, and the process stamps it uses.
+"""Is a workload still alive? What the ledger alone can tell.
 
 :class:`Liveness` is the answer reconciliation gives for each record (see
 :mod:`accelkit.workload.reconcile`); :func:`liveness_of` is what the owner and leader stamps
-say without asking any runtime.
-
-Is a process still the one we recorded? A pid plus the process's start time says so.
-
-A pid alone is not an identity: the kernel reuses pids. A :class:`ProcessStamp` pairs the pid with
-psutil's ``create_time()`` (seconds since the epoch), kept as a decimal string. The epoch form
-moves when the kernel's boot time is re-read after a clock adjustment, so two stamps match when
-the start times differ by less than :data:`START_TIME_TOLERANCE`; a pid reused within that second
-is not a practical concern. Zombies count as gone: they hold no resources and will never run again.
+(:class:`~accelkit.runtime.process_stamp.ProcessStamp`) say without asking any runtime.
 """
 
 from __future__ import annotations
 
 import enum
-from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING
-
-import attrs
-import psutil
 
 if TYPE_CHECKING:
     from accelkit.workload.record import LedgerRecord
-
-#: start times closer than this are the same process (absorbs boot-time jitter)
-START_TIME_TOLERANCE = Decimal(1)
-
-
-def _start_time(value: str) -> str:
-    try:
-        number = Decimal(value)
-    except (InvalidOperation, TypeError):
-        msg = f"not a start time: {value!r}"
-        raise ValueError(msg) from None
-    if not number.is_finite() or number < 0:
-        msg = f"not a start time: {value!r}"
-        raise ValueError(msg)
-    return value
-
-
-@attrs.frozen
-class ProcessStamp:
-    """A process as recorded: its pid and its start time (psutil ``create_time``)."""
-
-    pid: int = attrs.field(validator=attrs.validators.gt(0))
-    start_time: str = attrs.field(converter=_start_time)
-
-    @classmethod
-    def of(cls, pid: int) -> ProcessStamp | None:
-        """The stamp of a running process, or ``None`` when there is no such process."""
-        try:
-            created = psutil.Process(pid).create_time()
-        except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
-            return None
-        return cls(pid, repr(created))
-
-    def is_running(self) -> bool:
-        """True when the pid exists, is not a zombie, and started when recorded."""
-        try:
-            process = psutil.Process(self.pid)
-            created = process.create_time()
-            if process.status() == psutil.STATUS_ZOMBIE:
-                return False
-        except psutil.AccessDenied:
-            return True  # someone else's live process holds the pid: cannot be ours, but alive
-        except (psutil.NoSuchProcess, ProcessLookupError):
-            return False
-        return abs(Decimal(repr(created)) - Decimal(self.start_time)) < START_TIME_TOLERANCE
 
 
 class Liveness(enum.Enum):

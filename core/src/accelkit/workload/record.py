@@ -38,6 +38,7 @@ import attrs
 
 from accelkit.events import WorkloadPhase
 from accelkit.runtime.base import WorkloadHandle
+from accelkit.runtime.process_stamp import ProcessStamp
 from accelkit.types import (
     AMOUNT_DIGITS,
     AgentId,
@@ -51,7 +52,6 @@ from accelkit.types import (
     range_problem,
     to_decimal,
 )
-from accelkit.workload.liveness import ProcessStamp
 from accelkit.workload.record_versions import (
     CURRENT_VERSION,
     FORMAT,

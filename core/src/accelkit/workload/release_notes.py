@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from accelkit.errors import ConfigError
-from accelkit.workload.liveness import ProcessStamp
+from accelkit.runtime.process_stamp import ProcessStamp
 from accelkit.workload.state_dir import open_state_dir
 
 __all__ = ["drop_release_note", "note_release", "take_release_note"]

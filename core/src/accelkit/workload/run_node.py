@@ -17,10 +17,10 @@ if TYPE_CHECKING:
     from accelkit.config.model import HostConfig
     from accelkit.host import PartitionHost
     from accelkit.runtime.base import Runtime, WorkloadHandle
+    from accelkit.runtime.process_stamp import ProcessStamp
     from accelkit.types import AgentId, SlotName, Workload
     from accelkit.workload.bookkeeper import Bookkeeper
     from accelkit.workload.lifecycle import PhaseListener, WorkloadLifecycle
-    from accelkit.workload.liveness import ProcessStamp
     from accelkit.workload.reconcile import ReconcileReport, RecordKey
     from accelkit.workload.record import LedgerRecord
 

@@ -40,6 +40,8 @@ from accelkit.events import WorkloadPhase
 from accelkit.runtime.base import LaunchSpec, Runtime, WorkloadHandle, WorkloadUnreachable
 from accelkit.runtime.cgroups import V2_DEVICES_NOTE
 from accelkit.runtime.process import ProcessRuntime
+from accelkit.runtime.process_stamp import ProcessStamp
+from accelkit.runtime.process_tree import CommandNotRunnable
 from accelkit.types import (
     AgentId,
     DeviceName,
@@ -52,8 +54,6 @@ from accelkit.types import (
 from accelkit.workload.device_nodes import denied_device_nodes
 from accelkit.workload.kept_booking import keep_booking
 from accelkit.workload.lifecycle import WorkloadLifecycle
-from accelkit.workload.liveness import ProcessStamp
-from accelkit.workload.process_tree import CommandNotRunnable
 from accelkit.workload.record import LedgerRecord
 from accelkit.workload.release_notes import take_release_note
 from accelkit.workload.signals import FORWARDED_SIGNALS, SignalRelay

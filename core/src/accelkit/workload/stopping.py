@@ -14,8 +14,8 @@ import os
 import signal
 import time
 
+from accelkit.runtime.process_stamp import ProcessStamp
 from accelkit.workload.ledger import Ledger
-from accelkit.workload.liveness import ProcessStamp
 from accelkit.workload.record import LedgerRecord
 from accelkit.workload.release_notes import drop_release_note, note_release
 

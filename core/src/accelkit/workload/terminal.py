@@ -2,7 +2,7 @@
 
 As ``docker run -it`` and ``srun --pty`` do, ``accelkit run`` with a terminal on stdin (and in
 its foreground) gives the workload a pseudo-terminal of its own: the launcher, the leader of a
-new session, makes it its controlling terminal (:mod:`accelkit.workload.launcher`), so job
+new session, makes it its controlling terminal (:mod:`accelkit.runtime.launcher`), so job
 control works (``bash -i``) and Ctrl-C reaches the workload's foreground job through the
 terminal's line discipline, as it would without accelkit. accelkit's own terminal is put in raw
 mode (output processing kept, so accelkit's messages still start on a new line) and restored at

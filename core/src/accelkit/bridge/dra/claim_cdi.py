@@ -16,8 +16,8 @@ from pathlib import Path
 
 import attrs
 
+from accelkit.runtime.render.cdi import render_cdi_spec
 from accelkit.types import WorkloadConfig
-from accelkit.workload.render.cdi import render_cdi_spec
 
 __all__ = ["DEFAULT_CDI_DIR", "ClaimSpecs"]
 

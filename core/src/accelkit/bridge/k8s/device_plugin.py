@@ -33,11 +33,11 @@ from accelkit.errors import AccelkitError
 from accelkit.node import Node
 from accelkit.runtime.kubelet_api import deviceplugin_v1beta1_pb2 as pb
 from accelkit.runtime.kubelet_pods import kubelet_handle, superseded
+from accelkit.runtime.render.cdi import cdi_device_name
 from accelkit.types import AgentId, MountType, Workload, WorkloadConfig
 from accelkit.workload.cdi_spec import default_cdi_kind
 from accelkit.workload.lifecycle import WorkloadLifecycle
 from accelkit.workload.reconcile import RecordKey
-from accelkit.workload.render.cdi import cdi_device_name
 
 __all__ = ["DevicePluginService", "container_response"]
 

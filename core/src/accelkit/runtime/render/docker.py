@@ -24,8 +24,8 @@ from typing import Any
 import attrs
 
 from accelkit.errors import WorkloadError
+from accelkit.runtime.render.cpulist import format_cpu_list
 from accelkit.types import MountType, WorkloadConfig
-from accelkit.workload.render.cpulist import format_cpu_list
 
 __all__ = [
     "CDI_MIN_API_VERSION",

@@ -14,20 +14,20 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from accelkit.workload.render.cdi import (
+    from accelkit.runtime.render.cdi import (
         CDI_VERSIONS,
         cdi_container_edits,
         minimum_cdi_version,
         render_cdi_spec,
     )
-    from accelkit.workload.render.cpulist import format_cpu_list
-    from accelkit.workload.render.docker import (
+    from accelkit.runtime.render.cpulist import format_cpu_list
+    from accelkit.runtime.render.docker import (
         DockerApiVersion,
         docker_networks_to_connect,
         render_docker_create,
     )
-    from accelkit.workload.render.process import ProcessPlan, render_process
-    from accelkit.workload.render.resource_txt import parse_resource_txt, render_resource_txt
+    from accelkit.runtime.render.process import ProcessPlan, render_process
+    from accelkit.runtime.render.resource_txt import parse_resource_txt, render_resource_txt
 
 #: each exported name -> the module that defines it
 _HOMES = {

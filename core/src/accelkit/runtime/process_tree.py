@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from accelkit.errors import WorkloadError
-from accelkit.workload import launcher
-from accelkit.workload.liveness import ProcessStamp
-from accelkit.workload.render.process import ProcessPlan
+from accelkit.runtime import launcher
+from accelkit.runtime.process_stamp import ProcessStamp
+from accelkit.runtime.render.process import ProcessPlan
 
 __all__ = ["CommandNotRunnable", "ProcessTree", "exit_status"]
 
@@ -115,7 +115,7 @@ class ProcessTree:
 
         The launcher joins the cgroup of each of ``cgroup_procs`` (a ``cgroup.procs`` or a v1
         ``tasks`` file) before it execs; ``terminal`` (``<fds>:<path>``) and ``contain`` are
-        the launcher's (:mod:`accelkit.workload.launcher`).
+        the launcher's (:mod:`accelkit.runtime.launcher`).
         """
         program = argv[0] if argv else ""
         if argv and "/" not in program:  # searched for here: the launcher then only execs

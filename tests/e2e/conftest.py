@@ -45,3 +45,9 @@ def refusing_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def runtime_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``tests/fixtures/runtime-plugin``, which registers the runtime ``extra`` and nothing else."""
     return install_fixture(tmp_path_factory, "runtime-plugin")
+
+
+@pytest.fixture(scope="session")
+def bridge_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``tests/fixtures/bridge-plugin``, which registers the bridge ``hello-scheduler`` alone."""
+    return install_fixture(tmp_path_factory, "bridge-plugin")

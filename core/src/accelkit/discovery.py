@@ -175,12 +175,13 @@ class PluginLoader:
             self._fail(record, exc, "import")
             return
         record = self.register(module, ep.name, distribution=distribution, version=version)
-        hooks = (self.pm.hook.accelkit_compute_plugins, self.pm.hook.accelkit_runtimes)
+        hook = self.pm.hook
+        hooks = (hook.accelkit_compute_plugins, hook.accelkit_runtimes, hook.accelkit_bridges)
         names = {i.plugin_name for hook in hooks for i in hook.get_hookimpls() if not i.wrapper}
         if record.status is PluginStatus.LOADED and ep.name not in names:
             msg = (
-                f"{ep.value} registers no compute plugin or runtime "
-                "(no @hookimpl accelkit_compute_plugins or accelkit_runtimes)"
+                f"{ep.value} registers no compute plugin, runtime or bridge (no @hookimpl "
+                "accelkit_compute_plugins, accelkit_runtimes or accelkit_bridges)"
             )
             self._fail(record, PluginContractError(msg), "import")
 

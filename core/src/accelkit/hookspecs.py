@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PROJECT_NAME",
+    "accelkit_bridges",
     "accelkit_compute_plugins",
     "accelkit_runtimes",
     "accelkit_workload_event",
@@ -65,5 +66,18 @@ def accelkit_runtimes() -> Sequence[type]:
     --runtime``) and is built with no arguments when a node opens; it connects to nothing
     until first used. A distribution may implement this hook alone. accelkit's own runtimes
     are registered through this hook too; a name already taken is refused, naming both.
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def accelkit_bridges() -> Sequence[type]:
+    """Return the bridge classes this distribution adds (subclasses of
+    ``accelkit.bridge.Bridge``), each one ``accelkit NAME`` command serving a cluster scheduler.
+
+    Each class has a unique ``name`` (the command's) and gives its click command when that
+    command runs. A distribution may implement this hook alone. accelkit's own bridges
+    (``k8s-device-plugin``, ``dra-driver``, ``slurm``) are registered through this hook too; a
+    name already taken, by a bridge or an accelkit command, is refused, naming both.
     """
     raise NotImplementedError

@@ -25,7 +25,9 @@ from accelkit.errors import AccelkitError
 EXIT_ERROR = 2
 
 
-#: command name -> "module:attribute"; a command's module is imported only when it runs
+#: command name -> "module:attribute"; a command's module is imported only when it runs. The
+#: bridges' commands (k8s-device-plugin, dra-driver, slurm, and those of installed
+#: distributions) come from the ``accelkit_bridges`` hook (:mod:`accelkit.cli.bridges`).
 COMMANDS = {
     "plugins": "accelkit.cli.plugins_cmd:plugins",
     "devices": "accelkit.cli.devices_cmd:devices",
@@ -42,14 +44,12 @@ COMMANDS = {
     "cordon": "accelkit.cli.cordon_cmd:cordon",
     "uncordon": "accelkit.cli.cordon_cmd:uncordon",
     "new-plugin": "accelkit.cli.new_plugin_cmd:new_plugin",
-    "k8s-device-plugin": "accelkit.cli.k8s_cmd:k8s_device_plugin",
-    "dra-driver": "accelkit.cli.dra_cmd:dra_driver",
-    "slurm": "accelkit.cli.slurm_cmd:slurm",
 }
 
 
 class LazyGroup(click.Group):
-    """A group whose commands are imported on first use, so start-up stays fast."""
+    """A group whose commands are imported on first use, so start-up stays fast; the bridges'
+    commands are those registered (accelkit's own found without importing any distribution)."""
 
     def __init__(self, *args: Any, lazy_commands: Mapping[str, str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -65,15 +65,37 @@ class LazyGroup(click.Group):
         return name, command, rest
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *self.lazy_commands})
+        from accelkit.cli.bridges import registered_bridges
+
+        bridges = registered_bridges(reserved=self.lazy_commands)
+        return sorted({*super().list_commands(ctx), *self.lazy_commands, *bridges})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name in self.commands or cmd_name not in self.lazy_commands:
+        if cmd_name in self.commands:
             return super().get_command(ctx, cmd_name)
+        if cmd_name not in self.lazy_commands:
+            return self._bridge_command(cmd_name)
         module_name, attribute = self.lazy_commands[cmd_name].split(":")
         command = getattr(importlib.import_module(module_name), attribute)
         if not isinstance(command, click.Command):
             msg = f"{self.lazy_commands[cmd_name]} is not a click command"
+            raise TypeError(msg)
+        self.add_command(command, cmd_name)
+        return command
+
+    def _bridge_command(self, cmd_name: str) -> click.Command | None:
+        """The command of the bridge ``cmd_name``: a built-in one without importing any
+        distribution, else one an installed distribution registers, else ``None``."""
+        from accelkit.cli.bridges import builtin_bridges, registered_bridges
+
+        bridge = builtin_bridges().get(cmd_name) or registered_bridges(
+            reserved=self.lazy_commands
+        ).get(cmd_name)
+        if bridge is None:
+            return None
+        command = bridge.command()
+        if not isinstance(command, click.Command):
+            msg = f"bridge {cmd_name!r} ({bridge.__name__}) gave {command!r}, not a click command"
             raise TypeError(msg)
         self.add_command(command, cmd_name)
         return command

@@ -1,0 +1,108 @@
+"""accelkit's own bridges, registered through the hook a third party uses, and the register.
+
+Every plugin manager that collects bridges registers this module (as ``accelkit-bridges``), so
+the built-ins and a distribution's bridges are found, checked and listed the same way. Each
+built-in's command module is imported only when that command runs.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Collection, Sequence
+from decimal import Decimal
+
+import click
+import pluggy
+
+from accelkit.bridge import Bridge
+from accelkit.discovery import PluginLoader, make_plugin_manager
+from accelkit.hookspecs import hookimpl
+from accelkit.runtime.class_register import DEFAULT_TIMEOUT, Warn, collect_classes, log_warning
+from accelkit.selection import PluginSelection
+
+__all__ = [
+    "NAME",
+    "DraDriverBridge",
+    "K8sDevicePluginBridge",
+    "SlurmBridge",
+    "accelkit_bridges",
+    "bridge_classes",
+    "builtin_bridges",
+    "registered_bridges",
+]
+
+#: the name this module is registered under
+NAME = "accelkit-bridges"
+
+
+class K8sDevicePluginBridge(Bridge):
+    name = "k8s-device-plugin"
+    summary = "Kubernetes device plugin (kubelet v1beta1)"
+
+    @classmethod
+    def command(cls) -> click.Command:
+        from accelkit.cli.k8s_cmd import k8s_device_plugin
+
+        return k8s_device_plugin
+
+
+class DraDriverBridge(Bridge):
+    name = "dra-driver"
+    summary = "Kubernetes DRA driver (resource.k8s.io/v1)"
+
+    @classmethod
+    def command(cls) -> click.Command:
+        from accelkit.cli.dra_cmd import dra_driver
+
+        return dra_driver
+
+
+class SlurmBridge(Bridge):
+    name = "slurm"
+    summary = "Slurm gres.conf, prolog and epilog"
+
+    @classmethod
+    def command(cls) -> click.Command:
+        from accelkit.cli.slurm_cmd import slurm
+
+        return slurm
+
+
+@hookimpl
+def accelkit_bridges() -> Sequence[type[Bridge]]:
+    """The Kubernetes device plugin, the DRA driver and the Slurm bridge."""
+    return [K8sDevicePluginBridge, DraDriverBridge, SlurmBridge]
+
+
+def bridge_classes(
+    pm: pluggy.PluginManager,
+    *,
+    reserved: Collection[str] = (),
+    timeout: Decimal | float = DEFAULT_TIMEOUT,
+    warn: Warn = log_warning,
+) -> dict[str, type[Bridge]]:
+    """Every registered bridge class by name, the built-ins first; one whose name is taken
+    (by a bridge, or by one of ``reserved``, accelkit's own commands) is named in ``warn``."""
+    if pm.get_plugin(NAME) is None:
+        pm.register(sys.modules[__name__], name=NAME)
+    return collect_classes(
+        pm, "accelkit_bridges", Bridge, kind="bridge", builtin=NAME, reserved=reserved,
+        timeout=timeout, warn=warn,
+    )  # fmt: skip
+
+
+def builtin_bridges(reserved: Collection[str] = ()) -> dict[str, type[Bridge]]:
+    """accelkit's own bridges alone: no distribution is imported to find them."""
+    return bridge_classes(make_plugin_manager(), reserved=reserved)
+
+
+def registered_bridges(
+    reserved: Collection[str] = (), warn: Warn = log_warning
+) -> dict[str, type[Bridge]]:
+    """Every bridge of the installed distributions (those ``ACCELKIT_DISABLE_PLUGINS`` leaves
+    in), the built-ins first."""
+    loader = PluginLoader(PluginSelection().with_environment())
+    loader.load_entry_points()
+    return bridge_classes(
+        loader.pm, reserved=reserved, timeout=loader.selection.call_timeout, warn=warn
+    )

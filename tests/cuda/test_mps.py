@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
+import tempfile
 from decimal import Decimal
 from pathlib import Path
 
@@ -34,12 +36,14 @@ def mps_env(tmp_path, monkeypatch):
     """The record file and the MPS directory; stand-in daemons left running are ended."""
     record = tmp_path / "mps-record"
     record.touch()
-    root = tmp_path / "mps"
+    # short, as the daemon's sockets need: <root>/<GPU UUID>/pipe/control... within 107 bytes
+    root = Path(tempfile.mkdtemp(prefix="mps-", dir="/tmp"))
     monkeypatch.setenv("FAKE_MPS_RECORD", str(record))
     yield record, root
-    for pidfile in root.glob("*/pipe/nvidia-cuda-mps-control.pid"):
+    for pidfile in root.glob("**/pipe/nvidia-cuda-mps-control.pid"):
         with contextlib.suppress(ProcessLookupError, ValueError):
             os.kill(int(pidfile.read_text()), signal.SIGKILL)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def told(record: Path) -> list[str]:
@@ -184,6 +188,26 @@ def test_a_daemon_that_does_not_start_is_said(start, mps_env, monkeypatch):
     enforced = shares_plugin(start, root, shares="enforced")
     with pytest.raises(WorkloadCreationDenied, match="already running"):
         run(hook(enforced, TREE, {"cuda0": "0.5"}).pre_create())
+
+
+def test_a_daemon_that_fails_without_a_word_is_said_with_its_log(start, mps_env, monkeypatch):
+    _record, root = mps_env
+    monkeypatch.setenv("FAKE_MPS_FAIL_START", "silent")
+    enforced = shares_plugin(start, root, shares="enforced")
+    with pytest.raises(WorkloadCreationDenied, match=r"its log ends: .*socket path too long"):
+        run(hook(enforced, TREE, {"cuda0": "0.5"}).pre_create())
+
+
+def test_a_pipe_directory_too_long_for_a_socket_is_refused_before_the_daemon(start, mps_env):
+    record, root = mps_env
+    deep = root / ("d" * 80)
+    enforced = shares_plugin(start, deep, shares="enforced")
+    with pytest.raises(WorkloadCreationDenied, match=r"set mps-directory to a path of at most"):
+        run(hook(enforced, TREE, {"cuda0": "0.5"}).pre_create())
+    assert "-d" not in told(record), "no daemon asked to start"
+    advisory = shares_plugin(start, deep)
+    config = run(hook(advisory, TREE, {"cuda0": "0.5"}).pre_create())
+    assert config.env_vars["ACCELKIT_CUDA_SHARE_ENFORCEMENT"] == "advisory"
 
 
 def test_whole_gpus_touch_no_mps(start, mps_env):

@@ -13,8 +13,10 @@ down. The GPU's settings are left as they are.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from decimal import Decimal
 
@@ -60,12 +62,12 @@ CUDA_ERROR_OUT_OF_MEMORY = 2
 
 
 @pytest.fixture
-def shares(tmp_path) -> Iterator[CUDAPlugin]:
+def shares() -> Iterator[CUDAPlugin]:
     if find_control("nvidia-cuda-mps-control") is None:
         pytest.skip("no nvidia-cuda-mps-control on PATH: shares cannot be enforced here")
-    plugin = CUDAPlugin(
-        {"allocation": "fractional", "shares": "enforced", "mps-directory": str(tmp_path / "mps")}
-    )
+    # pytest's tmp_path is too long for the daemon's sockets under <dir>/<GPU UUID>/pipe
+    short = tempfile.mkdtemp(prefix="mps-", dir="/tmp")
+    plugin = CUDAPlugin({"allocation": "fractional", "shares": "enforced", "mps-directory": short})
     try:
         run(plugin.init())
     except PluginUnavailable as exc:
@@ -75,6 +77,7 @@ def shares(tmp_path) -> Iterator[CUDAPlugin]:
         yield plugin
     finally:
         run(plugin.cleanup())
+        shutil.rmtree(short, ignore_errors=True)
 
 
 def test_two_half_shares_each_get_half_the_memory_under_mps(shares):

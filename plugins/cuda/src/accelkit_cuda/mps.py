@@ -39,6 +39,11 @@ log = logging.getLogger(__name__)
 #: seconds one call of ``nvidia-cuda-mps-control`` may take
 TIMEOUT = 30
 CONTROL = "nvidia-cuda-mps-control"
+#: the longest pipe directory whose sockets fit a unix socket address (107 bytes): the daemon
+#: names them ``<pipe>/control...``; a longer one makes it exit with status 1 and no word
+MAX_PIPE_DIR = 88
+#: the end of the daemon's own log quoted when it fails without saying why
+LOG_TAIL = 400
 
 
 class MPSError(Exception):
@@ -112,15 +117,34 @@ class MPS:
         with self._locked(uuid):
             started = False
             if not self.running(uuid):
+                self._check_pipe_length(uuid)
                 done = self._ask(uuid, "-d")
                 if done.returncode != 0:
-                    why = (done.stderr or done.stdout).strip() or f"exit status {done.returncode}"
+                    why = (done.stderr or done.stdout).strip() or self._log_tail(uuid)
+                    why = why or f"exit status {done.returncode}"
                     msg = f"cannot start the MPS control daemon of {uuid}: {why}"
                     raise MPSError(msg)
                 started = True
                 log.info("cuda: started the MPS control daemon of %s", uuid)
             (self._users(uuid) / _user_name(workload_id)).write_text(workload_id + "\n")
             return started
+
+    def _check_pipe_length(self, uuid: str) -> None:
+        pipe = os.fsencode(self.pipe_dir(uuid))
+        if len(pipe) > MAX_PIPE_DIR:
+            msg = (
+                f"the MPS pipe directory {self.pipe_dir(uuid)} is {len(pipe)} bytes long and its"
+                f" sockets would not fit a unix socket address: set mps-directory to a path of"
+                f" at most {MAX_PIPE_DIR - (len(pipe) - len(os.fsencode(self.root)))} bytes"
+            )
+            raise MPSError(msg)
+
+    def _log_tail(self, uuid: str) -> str:
+        try:
+            text = (self.log_dir(uuid) / "control.log").read_text(errors="replace").strip()
+        except OSError:
+            return ""
+        return f"its log ends: {text[-LOG_TAIL:]}" if text else ""
 
     def leave(self, uuid: str, workload_id: str) -> bool:
         """Stop counting ``workload_id``; stop the daemon when no share workload is left.

@@ -1,4 +1,4 @@
-"""What the docker runtime does to containers, through ``aiodocker`` (dockerd or podman).
+"""What the docker runtime does to containers, through the Engine API (dockerd or podman).
 
 :class:`~accelkit.runtime.docker.DockerRuntime` hands every call to one :class:`ContainerOps`,
 made on first use; every engine failure leaves here as an accelkit error.
@@ -16,8 +16,6 @@ import signal as signals
 import time
 from typing import Any
 
-import aiodocker
-
 from accelkit.errors import WorkloadError
 from accelkit.runtime.base import (
     LaunchSpec,
@@ -33,6 +31,7 @@ from accelkit.runtime.docker_body import (
     plan_create,
 )
 from accelkit.runtime.docker_engine import DockerEngine
+from accelkit.runtime.docker_http import EngineClient, EngineRefused
 from accelkit.runtime.docker_output import OutputPump
 from accelkit.runtime.docker_values import (
     ALIVE_STATES,
@@ -109,33 +108,41 @@ class ContainerOps:
         """The engine's address."""
         return self._engine.url
 
-    async def _container(self, ident: str) -> aiodocker.containers.DockerContainer:
-        client = await self._engine.client()
-        return client.containers.container(ident)
+    async def _client(self) -> EngineClient:
+        return await self._engine.client()
 
     async def create(self, spec: LaunchSpec) -> WorkloadHandle:
         """Create the container (not started); ``RuntimeUnavailable`` for a missing image."""
         facts = await self._engine.facts()
         plan = plan_create(spec, facts)
-        client = await self._engine.client()
+        client = await self._client()
         name = spec.workload.id
         with self._engine.errors(f"creating container {name}"):
             try:
-                container = await client.containers.create(plan.body, name=name)
-            except aiodocker.DockerError as exc:
+                created = await client.request(
+                    "POST", "/containers/create", params={"name": name}, body=plan.body
+                )
+            except EngineRefused as exc:
                 if exc.status == _NOT_FOUND and "image" in exc.message.lower():
                     msg = f"image {spec.image!r} not found; load it with docker load/import"
                     raise RuntimeUnavailable(msg) from None
                 raise
+        ident = str(created["Id"])
         handle = WorkloadHandle(
             self.name,
-            container.id,
+            ident,
             {"name": name, "engine": self.url, "image": spec.image or ""},
         )
         try:
             with self._engine.errors(f"connecting container {name} to its networks"):
                 for network in plan.later_networks:
-                    await (await client.networks.get(network)).connect({"Container": container.id})
+                    # asked first: an engine may take a connect to a missing network quietly
+                    found = await client.request("GET", f"/networks/{network}") or {}
+                    await client.request(
+                        "POST",
+                        f"/networks/{found.get('Id', network)}/connect",
+                        body={"Container": ident},
+                    )
         except BaseException:
             await self.discard(spec.workload, handle)
             raise
@@ -143,13 +150,13 @@ class ContainerOps:
 
     async def start(self, handle: WorkloadHandle) -> None:
         """Start the container, its output copied to ours from its first byte."""
-        container = await self._container(handle.ident)
+        client = await self._client()
         with self._engine.errors(f"starting container {self._label(handle)}"):
             try:
                 if self._output is not None:
-                    self._pumps[handle.ident] = OutputPump(container, self._output)
+                    self._pumps[handle.ident] = OutputPump(client, handle.ident, self._output)
                     await self._pumps[handle.ident].attached()
-                await container.start()
+                await client.request("POST", f"/containers/{handle.ident}/start")
             except BaseException:
                 if pump := self._pumps.pop(handle.ident, None):
                     await pump.cancel()
@@ -161,12 +168,13 @@ class ContainerOps:
 
     async def wait_exit(self, handle: WorkloadHandle) -> ContainerExit:
         """Wait for the container to exit; its status and whether it was OOM-killed."""
-        container = await self._container(handle.ident)
+        client = await self._client()
         label = self._label(handle)
         with self._engine.errors(f"waiting for container {label}"):
             try:
-                result: dict[str, Any] = await container.wait()
-            except aiodocker.DockerError as exc:
+                path = f"/containers/{handle.ident}/wait"
+                result: dict[str, Any] = await client.request("POST", path, timed=False) or {}
+            except EngineRefused as exc:
                 if exc.status == _NOT_FOUND:
                     msg = f"container {label} is gone: it was removed while accelkit waited for it"
                     raise WorkloadError(msg) from None
@@ -193,23 +201,27 @@ class ContainerOps:
 
     async def signal(self, handle: WorkloadHandle, signum: int) -> None:
         """Send ``signum`` to the container's main process; nothing if it no longer runs."""
-        container = await self._container(handle.ident)
+        client = await self._client()
         with self._engine.errors(f"signalling container {self._label(handle)}"):
             try:
-                await container.kill(signal=_signal_name(signum))
-            except aiodocker.DockerError as exc:
+                path = f"/containers/{handle.ident}/kill"
+                await client.request("POST", path, params={"signal": _signal_name(signum)})
+            except EngineRefused as exc:
                 if exc.status not in (_NOT_FOUND, _CONFLICT):  # gone, or not running
                     raise
 
     async def stop(self, handle: WorkloadHandle, grace: float) -> bool:
         """The engine's stop (SIGTERM, SIGKILL after ``grace`` seconds), then removal;
         ``False`` when there was no such container."""
-        container = await self._container(handle.ident)
+        client = await self._client()
         found = True
         with self._engine.errors(f"stopping container {self._label(handle)}"):
             try:
-                await container.stop(t=max(0, math.ceil(grace)))
-            except aiodocker.DockerError as exc:
+                path = f"/containers/{handle.ident}/stop"
+                await client.request(
+                    "POST", path, params={"t": max(0, math.ceil(grace))}, timed=False
+                )
+            except EngineRefused as exc:
                 if exc.status != _NOT_FOUND:
                     raise
                 found = False
@@ -226,13 +238,14 @@ class ContainerOps:
         await self._remove(ident, workload.id)
 
     async def _remove(self, ident: str, label: str) -> None:
-        container = await self._container(ident)
+        client = await self._client()
         deadline = time.monotonic() + _REMOVAL_S
         with self._engine.errors(f"removing container {label}"):
             while True:
                 try:
-                    await container.delete(force=True, v=True)
-                except aiodocker.DockerError as exc:
+                    params = {"force": True, "v": True}
+                    await client.request("DELETE", f"/containers/{ident}", params=params)
+                except EngineRefused as exc:
                     if exc.status == _NOT_FOUND:
                         return
                     # 409: the engine is already removing it; wait until it is gone
@@ -244,10 +257,10 @@ class ContainerOps:
 
     async def _state(self, ident: str) -> dict[str, Any] | None:
         """The container's ``State``; ``None`` when there is no such container."""
-        container = await self._container(ident)
+        client = await self._client()
         try:
-            shown = await container.show()
-        except aiodocker.DockerError as exc:
+            shown = await client.request("GET", f"/containers/{ident}/json") or {}
+        except EngineRefused as exc:
             if exc.status == _NOT_FOUND:
                 return None
             raise
@@ -284,22 +297,25 @@ class ContainerOps:
         labels = [LABEL_AGENT if agent_id is None else f"{LABEL_AGENT}={agent_id}"]
         if ledger_id is not None:
             labels.append(f"{LABEL_LEDGER}={ledger_id}")  # the engine wants every label given
-        client = await self._engine.client()
+        client = await self._client()
         with self._engine.errors("listing accelkit's containers"):
-            listed = await client.containers.list(all=True, filters=json.dumps({"label": labels}))
+            params = {"all": True, "filters": json.dumps({"label": labels})}
+            listed: list[dict[str, Any]] = (
+                await client.request("GET", "/containers/json", params=params) or []
+            )
         records = []
         for item in listed:
-            labels_of: dict[str, str] = item["Labels"] or {}
-            names: list[str] = item["Names"] or [item.id]
-            created = item["Created"] if "Created" in item else None  # noqa: SIM401 - no get()
+            labels_of: dict[str, str] = item.get("Labels") or {}
+            names: list[str] = item.get("Names") or [item["Id"]]
+            created = item.get("Created")
             records.append(
                 ContainerRecord(
-                    id=item.id,
+                    id=str(item["Id"]),
                     name=names[0].lstrip("/"),
                     agent_id=labels_of.get(LABEL_AGENT, ""),
                     workload_id=labels_of.get(LABEL_WORKLOAD, ""),
                     ledger_key=labels_of.get(LABEL_LEDGER_KEY, ""),
-                    state=str(item["State"]).lower(),
+                    state=str(item.get("State", "")).lower(),
                     engine=self.url,
                     ledger_id=labels_of.get(LABEL_LEDGER, ""),
                     created=float(created or 0),
@@ -311,9 +327,9 @@ class ContainerOps:
         """The engine's time now (epoch seconds): containers' ages are measured with it, so
         that a remote engine's clock being off never makes a new container look old. Our own
         clock when the engine does not say."""
-        client = await self._engine.client()
+        client = await self._client()
         with self._engine.errors("asking its time"):
-            info = await client.system.info()
+            info = await client.request("GET", "/info") or {}
         engine_time = _epoch(info.get("SystemTime"))
         return time.time() if engine_time is None else engine_time
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from accelkit.testing.cli_runner import run_accelkit
+
 #: no test reads this machine's host config: the commands a test runs find no system-wide file
 #: (this path never exists) and no ACCELKIT_CONFIG of the shell that runs pytest
 _NO_SYSTEM_CONFIG = Path(__file__).resolve().parent / "no-system-config" / "host.toml"
@@ -69,3 +71,10 @@ def mock_node(tmp_path: Path) -> Callable[..., Path]:
         return config
 
     return write
+
+
+@pytest.fixture
+def accelkit_cli() -> Callable[..., object]:
+    """Run ``accelkit ARGS`` as its user does (:func:`~accelkit.testing.cli_runner.run_accelkit`):
+    ``accelkit_cli("status", "--json", config=path, env={...})`` returns the finished process."""
+    return run_accelkit

@@ -13,7 +13,6 @@ import re
 import resource
 import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -25,11 +24,11 @@ import psutil
 import pytest
 
 from accelkit.metrics_export.server import BACKLOG, IDLE_TIMEOUT, LOOPBACK, MetricsServer
+from accelkit.testing.cli_runner import ACCELKIT
 
 from .metrics_support import write_node_config
 
 WAIT = 60.0
-ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 
 
 class Served:

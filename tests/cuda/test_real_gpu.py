@@ -26,6 +26,7 @@ from accelkit.errors import PluginUnavailable
 from accelkit.health import HealthState
 from accelkit.metrics import MetricContext
 from accelkit.partition import DevicePartition
+from accelkit.testing.cli_runner import ACCELKIT, run_accelkit
 from accelkit.types import Workload
 from accelkit_cuda import CUDAPlugin
 
@@ -62,7 +63,6 @@ if len(sys.argv) > 2:
 else:
     sys.stdin.read()
 """
-ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 
 
 @pytest.fixture
@@ -138,10 +138,7 @@ def gone(pid: int) -> bool:
 
 
 def accelkit(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
-    return subprocess.run(
-        [*ACCELKIT, *args], capture_output=True, text=True, env=env, timeout=120, check=False
-    )
+    return run_accelkit(*args)
 
 
 @pytest.fixture

@@ -9,31 +9,18 @@ commands only.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # installs a distribution
+from accelkit.testing.cli_runner import run_accelkit
 
-ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
+pytestmark = pytest.mark.slow  # installs a distribution
 
 
 def accelkit(site: Path | None, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
-    env.pop("PYTHONPATH", None)
-    if site is not None:
-        env["PYTHONPATH"] = str(site)
-    return subprocess.run(
-        [*ACCELKIT, *args],
-        capture_output=True,
-        text=True,
-        env={**env, **extra},
-        timeout=120,
-        check=False,
-    )
+    return run_accelkit(*args, site=site, env=extra)
 
 
 @pytest.fixture

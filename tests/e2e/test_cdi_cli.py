@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
 
 from accelkit.runtime.render.cdi import cdi_container_edits
+from accelkit.testing.cli_runner import run_accelkit
 from accelkit.types import Mount, MountType, WorkloadConfig
 from accelkit.workload.cdi_spec import (
     ALL,
@@ -22,7 +22,6 @@ from accelkit.workload.cdi_spec import (
     without_colliding_env,
 )
 
-ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 SCHEMA = json.loads((Path(__file__).parents[1] / "fixtures" / "cdi-schema.json").read_text())
 
 DEVICES = """
@@ -56,10 +55,7 @@ def node(tmp_path: Path) -> Path:
 
 
 def accelkit(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
-    return subprocess.run(
-        [*ACCELKIT, *args], capture_output=True, text=True, env=env, timeout=120, check=False
-    )
+    return run_accelkit(*args)
 
 
 def test_prints_a_valid_spec_of_the_agents_devices_only(node):

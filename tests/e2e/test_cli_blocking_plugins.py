@@ -22,10 +22,11 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from accelkit.testing.cli_runner import ACCELKIT, run_accelkit
+
 ROOT = Path(__file__).resolve().parents[2]
 HANGING = ROOT / "tests" / "fixtures" / "hanging-plugin"
 DEVICES = ROOT / "docs" / "examples" / "mock-devices.toml"
-ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 LIMIT = 2  # call-timeout and hook-timeout of the node, in seconds
 WITHIN = 60.0  # generous: the hang is an hour, the limit 2 s
 
@@ -84,9 +85,7 @@ def environment(site: Path, **misdeeds: str) -> dict[str, str]:
 
 def accelkit(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
     began = time.monotonic()
-    result = subprocess.run(
-        [*ACCELKIT, *args], capture_output=True, text=True, env=env, timeout=300, check=False
-    )
+    result = run_accelkit(*args, env=env, timeout=300)
     return result, time.monotonic() - began
 
 

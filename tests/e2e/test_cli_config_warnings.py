@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
+from accelkit.testing.cli_runner import ACCELKIT, run_accelkit
+
 WARNINGS = [
     "warning: plugins.allowed names 'mokc', which matches no installed plugin",
     "warning: plugins.blocked names 'cudaa', which matches no installed plugin",
@@ -44,11 +45,7 @@ def node(mock_node) -> Path:
 
 
 def accelkit(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
-    env["ACCELKIT_DISABLE_PLUGINS"] = "gpu"
-    return subprocess.run(
-        [*ACCELKIT, *args], capture_output=True, text=True, env=env, timeout=120, check=False
-    )
+    return run_accelkit(*args, env={"ACCELKIT_DISABLE_PLUGINS": "gpu"})
 
 
 def with_config(argv: list[str], config: Path) -> list[str]:

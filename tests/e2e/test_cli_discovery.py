@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,19 +11,15 @@ from pathlib import Path
 import pytest
 
 from accelkit.cli.app import main
+from accelkit.testing.cli_runner import run_accelkit
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "docs" / "examples"
 BROKEN = ROOT / "tests" / "fixtures" / "broken-plugin"
-ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 
 
 def accelkit(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
-    full_env.update(env or {})
-    return subprocess.run(
-        [*ACCELKIT, *args], capture_output=True, text=True, env=full_env, timeout=120, check=False
-    )
+    return run_accelkit(*args, env=env)
 
 
 @pytest.fixture(scope="module")

@@ -8,18 +8,16 @@ installed into a directory of its own (``refusing_site`` of ``conftest.py``) and
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from accelkit.testing.cli_runner import run_accelkit
 from accelkit.workload import Ledger
 
 ROOT = Path(__file__).resolve().parents[2]
 DEVICES = ROOT / "docs" / "examples" / "mock-devices.toml"
-ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 MESSAGES = {
     "deny": "no refuse device for you",
     "defer": "busy, try again later",
@@ -49,11 +47,8 @@ how = "{how}"
 
 
 def run(site: Path, config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
-    env["PYTHONPATH"] = str(site)
-    argv = [*ACCELKIT, *args, "run", "--config", str(config), "--agent", "agent-1"]
-    argv += ["--slots", "refuse.device=1", "--", "true"]
-    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, check=False)
+    argv = [*args, "run", "--config", str(config), "--agent", "agent-1"]
+    return run_accelkit(*argv, "--slots", "refuse.device=1", "--", "true", site=site)
 
 
 @pytest.mark.parametrize("how", list(MESSAGES))

@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from accelkit.testing.cli_runner import ACCELKIT, run_accelkit
+
 ROOT = Path(__file__).resolve().parents[2]
 HANGING = ROOT / "tests" / "fixtures" / "hanging-plugin"
 DEVICES = ROOT / "docs" / "examples" / "mock-devices.toml"
-ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 WITHIN = 20.0  # seconds: a hang of an hour must not be waited for (the limit is 1 s)
 
 pytestmark = pytest.mark.slow
@@ -76,12 +77,8 @@ config-file = "{DEVICES}"
 def accelkit(
     site: Path, hang_in: str, *args: str
 ) -> tuple[subprocess.CompletedProcess[str], float]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
-    env |= {"PYTHONPATH": str(site), "HANGING_PLUGIN_IN": hang_in}
     began = time.monotonic()
-    result = subprocess.run(
-        [*ACCELKIT, *args], capture_output=True, text=True, env=env, timeout=120, check=False
-    )
+    result = run_accelkit(*args, site=site, env={"HANGING_PLUGIN_IN": hang_in})
     return result, time.monotonic() - began
 
 

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 
 import pytest
 
 from accelkit.config import default_state_dir
 from accelkit.errors import ConfigError
-
-ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
+from accelkit.testing.cli_runner import ACCELKIT
 
 
 def test_an_empty_state_dir_variable_is_an_error_not_the_default():

@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
+from accelkit.testing.cli_runner import ACCELKIT, run_accelkit
+
 pytestmark = pytest.mark.slow  # real `accelkit run` processes
 
-ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
@@ -59,14 +60,7 @@ class Node:
         self.env["OBSERVER_LOG"] = str(self.log)
 
     def accelkit(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*ACCELKIT, args[0], "--config", str(self.config), *args[1:]],
-            capture_output=True,
-            text=True,
-            env=self.env,
-            timeout=120,
-            check=False,
-        )
+        return run_accelkit(*args, config=self.config, env=self.env)
 
     def run_gpu(self, *command: str) -> subprocess.CompletedProcess[str]:
         return self.accelkit(

@@ -10,19 +10,16 @@ need them are refused (125) naming the device, the holder and both agents; ``che
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from accelkit.testing.cli_runner import ACCELKIT, cli_env, run_accelkit
 from accelkit.workload import Ledger
-
-ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 
 DEVICES = """\
 [[kinds]]
@@ -49,20 +46,8 @@ def write_config(root: Path, name: str, mode: str, agents: list[str], reserved: 
     return path
 
 
-def env(**extra: str) -> dict[str, str]:
-    keep = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
-    return {**keep, "ACCELKIT_SYSTEM_CONFIG": os.environ["ACCELKIT_SYSTEM_CONFIG"], **extra}
-
-
 def accelkit(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*ACCELKIT, *args],
-        capture_output=True,
-        text=True,
-        env=env(**extra),
-        timeout=120,
-        check=False,
-    )
+    return run_accelkit(*args, env=extra)
 
 
 @pytest.fixture
@@ -80,7 +65,7 @@ def holding(tmp_path: Path) -> Iterator[callable]:
         command = ["run", "--config", str(config), "--agent", agent, "--slots", slots]
         process = subprocess.Popen(
             [*ACCELKIT, *command, "--", "sh", "-c", script],
-            env=env(),
+            env=cli_env(),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,

@@ -19,7 +19,6 @@ import re
 import shutil
 import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.parse
@@ -31,9 +30,10 @@ from typing import Any
 
 import pytest
 
+from accelkit.testing.cli_runner import ACCELKIT
+
 pytestmark = pytest.mark.slow  # real accelkit serve, accelkit run and Prometheus processes
 
-ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "dashboards" / "accelkit.json"
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 PROMTOOL = shutil.which("promtool")

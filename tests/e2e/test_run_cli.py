@@ -13,9 +13,8 @@ import psutil
 import pytest
 
 from accelkit.cgroup import CgroupFS
+from accelkit.testing.cli_runner import ACCELKIT, cli_env, run_accelkit
 from accelkit.workload import Ledger
-
-ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 
 
 @pytest.fixture
@@ -23,19 +22,8 @@ def node(mock_node) -> Path:
     return mock_node(cpus=2, mem="4G", gpus=1)
 
 
-def env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
-
-
 def accelkit(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*ACCELKIT, *args[:1], "--config", str(config), *args[1:]],
-        capture_output=True,
-        text=True,
-        env=env(),
-        timeout=120,
-        check=False,
-    )
+    return run_accelkit(*args, config=config)
 
 
 def records(config: Path) -> list[str]:
@@ -227,7 +215,7 @@ def test_signals_are_forwarded_to_the_workload(node, tmp_path, signum):
             TRAP,
             str(ready),
         ],
-        env=env(),
+        env=cli_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -259,7 +247,7 @@ def test_run_is_listed_in_help():
         [*ACCELKIT, "run", "--help"],
         capture_output=True,
         text=True,
-        env=env(),
+        env=cli_env(),
         timeout=60,
         check=False,
     )
@@ -312,7 +300,7 @@ def _start_stubborn(node: Path, out: Path, grace: str, *extra: str) -> subproces
             STUBBORN,
             *extra,
         ],
-        env=env(),
+        env=cli_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -404,7 +392,7 @@ def test_verbose_shows_the_cgroups_and_stderr_names_the_workload_and_its_devices
         [*ACCELKIT, "-v", "run", "--config", str(node), "--agent", "agent-1", *CPU_ONLY, "true"],
         capture_output=True,
         text=True,
-        env=env(),
+        env=cli_env(),
         timeout=120,
         check=False,
     )
@@ -479,7 +467,7 @@ def test_mem_1g_limits_memory_not_address_space(real_node, code, said):
         [*argv, "--slots", "cpu=1,mem=1G", "--", sys.executable, "-c", code],
         capture_output=True,
         text=True,
-        env=env(),
+        env=cli_env(),
         timeout=120,
         check=False,
     )
@@ -494,7 +482,7 @@ def test_mem_1g_limits_memory_not_address_space(real_node, code, said):
 def test_a_workload_ended_by_release_says_who_released_it(node):
     process = subprocess.Popen(
         [*ACCELKIT, "run", "--config", str(node), "--slots", "cpu=1", "--", "sleep", "600"],
-        env=env(),
+        env=cli_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -519,7 +507,7 @@ def test_a_workload_ended_by_release_says_who_released_it(node):
 def test_a_workload_ended_by_a_plain_sigterm_names_no_release(node):
     process = subprocess.Popen(
         [*ACCELKIT, "run", "--config", str(node), "--slots", "cpu=1", "--", "sleep", "600"],
-        env=env(),
+        env=cli_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

@@ -21,12 +21,12 @@ from accelkit.cgroup import CgroupFS
 from accelkit.config import load_host_config
 from accelkit.node import Node
 from accelkit.runtime.cgroups import V1_CONTROLLERS
+from accelkit.testing.cli_runner import ACCELKIT
 from accelkit.types import AgentId
 from accelkit.workload import Ledger, ProcessStamp
 
 pytestmark = pytest.mark.slow  # crash tests: real processes killed at every step
 
-ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 PAUSING_RUN = Path(__file__).resolve().parents[1] / "fixtures" / "pausing_run.py"
 SLOTS = "cuda.device=1,cpu=1,mem=1G"
 ORDER = ("cuda", "cpu", "mem")

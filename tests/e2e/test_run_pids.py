@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from accelkit.cgroup import CgroupFS
+from accelkit.testing.cli_runner import ACCELKIT, cli_env, run_accelkit
 from accelkit.workload import Ledger
-
-ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 
 #: prints the pids.max of the group it runs in (v1 pids hierarchy, or the v2 leaf)
 PIDS_MAX = """
@@ -48,19 +47,8 @@ def node(mock_node) -> Path:
     return mock_node(cpus=2, mem="4G", gpus=1)
 
 
-def env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
-
-
 def run(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*ACCELKIT, "run", "--config", str(config), *args],
-        capture_output=True,
-        text=True,
-        env=env(),
-        timeout=120,
-        check=False,
-    )
+    return run_accelkit("run", *args, config=config)
 
 
 def records(config: Path) -> list[str]:
@@ -77,7 +65,7 @@ def test_pids_sets_pids_max_and_verbose_shows_it(node):
         [*ACCELKIT, "-v", "run", "--config", str(node), *argv],
         capture_output=True,
         text=True,
-        env=env(),
+        env=cli_env(),
         timeout=120,
         check=False,
     )
@@ -134,7 +122,7 @@ def test_a_fork_bomb_inside_its_pids_leaves_the_node_usable(node):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env(),
+        env=cli_env(),
     )
     try:
         assert bomb.stdout is not None
@@ -183,7 +171,7 @@ def test_other_commands_keep_2_for_errors(node):
         [*ACCELKIT, "status", "--config", str(node), "--no-such-option"],
         capture_output=True,
         text=True,
-        env=env(),
+        env=cli_env(),
         timeout=120,
         check=False,
     )

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from accelkit.testing.cli_runner import ACCELKIT
 from accelkit.workload import Ledger
 from accelkit.workload.terminal import Terminal as WorkloadTerminal
 
-ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 #: how long a marker may take before the test fails (a bound on failure, not a speed assumption)
 PATIENCE = 60.0
 

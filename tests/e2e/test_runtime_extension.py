@@ -14,30 +14,21 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from accelkit.testing.cli_runner import ACCELKIT, cli_env, run_accelkit
 from accelkit.workload import Ledger
 
 pytestmark = pytest.mark.slow  # installs a distribution, kills a real run
 
-ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 SLOTS = "cuda.device=1,cpu=1,mem=1G"
 
 
-def env(site: Path | None) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
-    base.pop("PYTHONPATH", None)
-    return {**base, "PYTHONPATH": str(site)} if site is not None else base
-
-
 def accelkit(site: Path | None, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*ACCELKIT, *args], capture_output=True, text=True, env=env(site), timeout=120, check=False
-    )
+    return run_accelkit(*args, site=site)
 
 
 @pytest.fixture
@@ -84,7 +75,7 @@ def test_a_process_without_the_runtime_keeps_its_workload_and_names_it(
     run = subprocess.Popen(
         [*ACCELKIT, "run", "--config", str(node), "--runtime", "extra", "--slots", SLOTS,
          "--", "sh", "-c", script],
-        env=env(runtime_site), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=cli_env(site=runtime_site), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
         wait_until(started.exists, "the workload to start")

@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 
+from accelkit.testing.cli_runner import ACCELKIT, run_accelkit
+
 pytestmark = pytest.mark.slow  # real `accelkit serve` and `accelkit run` processes
 
-ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PIP_INSTALL = (sys.executable, "-m", "pip", "install", "--quiet", "--no-deps")
 PIP_INSTALL += ("--no-build-isolation", "--disable-pip-version-check")
@@ -52,14 +53,7 @@ class Node:
         self.env = env or {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
 
     def accelkit(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*ACCELKIT, args[0], "--config", str(self.config), *args[1:]],
-            capture_output=True,
-            text=True,
-            env=self.env,
-            timeout=120,
-            check=False,
-        )
+        return run_accelkit(*args, config=self.config, env=self.env)
 
     def run_gpus(self, n: int) -> subprocess.CompletedProcess[str]:
         return self.accelkit(

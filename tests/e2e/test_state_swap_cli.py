@@ -13,34 +13,22 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from accelkit.errors import ConfigError
+from accelkit.testing.cli_runner import ACCELKIT, cli_env, run_accelkit
 from accelkit.workload import Ledger
 
-ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 OTHER_UID = 54321  # "another user": we are root, so we can hand a link to any uid
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="playing another user needs root")
 
 
-def env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
-
-
 def accelkit(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*ACCELKIT, *args[:1], "--config", str(config), *args[1:]],
-        capture_output=True,
-        text=True,
-        env=env(),
-        timeout=120,
-        check=False,
-    )
+    return run_accelkit(*args, config=config)
 
 
 def gpu_run(config: Path) -> subprocess.CompletedProcess[str]:
@@ -61,7 +49,7 @@ def hold_the_gpu(config: Path, runs: list[subprocess.Popen[str]]) -> None:
     argv = [*ACCELKIT, "run", "--config", str(config), "--agent", "agent-1"]
     argv += ["--slots", "cuda.device=1", "--", "sh", "-c", "echo ready; exec sleep 300"]
     run = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env(), text=True
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(), text=True
     )
     runs.append(run)
     assert run.stdout is not None

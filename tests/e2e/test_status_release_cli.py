@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -15,12 +14,12 @@ import pytest
 
 from accelkit.config import load_host_config
 from accelkit.events import WorkloadPhase
+from accelkit.testing.cli_runner import ACCELKIT, cli_env, run_accelkit
 from accelkit.types import AgentId, DeviceName, SlotName, Workload
 from accelkit.workload import Ledger, LedgerRecord, ProcessStamp
 
 pytestmark = pytest.mark.slow  # real `accelkit run` processes
 
-ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 CUDA = DeviceName("cuda")
 ONE_GPU_RUN = ("--agent", "agent-1", "--slots", "cuda.device=1")
 
@@ -30,19 +29,8 @@ def node(mock_node) -> Path:
     return mock_node(cpus=1, gpus=1)
 
 
-def env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
-
-
 def accelkit(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*ACCELKIT, args[0], "--config", str(config), *args[1:]],
-        capture_output=True,
-        text=True,
-        env=env(),
-        timeout=120,
-        check=False,
-    )
+    return run_accelkit(*args, config=config)
 
 
 def status(config: Path) -> list[dict]:
@@ -65,7 +53,7 @@ def start_run(config: Path, *command: str) -> subprocess.Popen[str]:
             "--",
             *command,
         ],
-        env=env(),
+        env=cli_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -4,9 +4,7 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,26 +13,15 @@ import pytest
 from accelkit.cli.output import render_table
 from accelkit.cli.status_cmd import SHORT_ID, _devices, _short
 from accelkit.plugin import PluginRole
+from accelkit.testing.cli_runner import ACCELKIT, cli_env, run_accelkit
 
 pytestmark = pytest.mark.slow  # a real `accelkit run` process
 
-ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 ROLES = {"cpu": PluginRole.CORES, "mem": PluginRole.MEMORY, "cuda": PluginRole.ACCELERATOR}
 
 
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
-
-
 def accelkit(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*ACCELKIT, args[0], "--config", str(config), *args[1:]],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=120,
-        check=False,
-    )
+    return run_accelkit(*args, config=config)
 
 
 @pytest.fixture
@@ -44,7 +31,7 @@ def running(mock_node):
     slots = "cpu=2,mem=1.5G,cuda.device=1"
     run = subprocess.Popen(
         [*ACCELKIT, "run", "--config", str(config), "--slots", slots, "--", "sleep", "300"],
-        env=_env(),
+        env=cli_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

@@ -7,9 +7,7 @@ The regression of a fractional kind: every slot of its fraction map was divided,
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
-import sys
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -18,6 +16,7 @@ import pytest
 
 from accelkit.errors import ConfigError, ConfigErrors, InvalidResourceArgument
 from accelkit.partition import DevicePartition
+from accelkit.testing.cli_runner import ACCELKIT, cli_env
 from accelkit.types import AgentId, SlotName, SlotSpec, SlotType
 from accelkit.workload import Ledger
 from accelkit_mock.plugin import MockPlugin
@@ -166,7 +165,6 @@ def test_the_fraction_map_of_a_kind_keeps_its_whole_slot_whole() -> None:
 
 # -- through `accelkit run`, as the reproduction did ---------------------------------------
 
-ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 HOST = """\
 [resource]
 reserved-cpu = 0
@@ -188,13 +186,12 @@ def zeta_node(tmp_path: Path) -> Path:
 
 
 def _run(config: Path, slots: str, *command: str) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
     return subprocess.Popen(
         [*ACCELKIT, "run", "--config", str(config), "--slots", slots, "--", *command],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env=cli_env(),
     )
 
 

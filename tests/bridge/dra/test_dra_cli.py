@@ -6,10 +6,9 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
-ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
+from accelkit.testing.cli_runner import ACCELKIT
 
 DOWN = """\
 apiVersion: v1

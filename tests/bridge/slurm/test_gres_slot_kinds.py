@@ -6,12 +6,11 @@ The regression: share slots were offered as whole devices, so a job given one GR
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
-ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
+from accelkit.testing.cli_runner import ACCELKIT, cli_env
+
 DEVICES = """\
 [[kinds]]
 key = "cuda"
@@ -50,12 +49,11 @@ config-file = "devices.toml"
 def accelkit(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     (root / "devices.toml").write_text(DEVICES)
     (root / "host.toml").write_text(HOST.format(root=root))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
     return subprocess.run(
         [*ACCELKIT, "slurm", *args, "--config", str(root / "host.toml"), "--node-name", "n1"],
         capture_output=True,
         text=True,
-        env=env,
+        env=cli_env(),
         timeout=120,
         check=False,
     )

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
+
+_View = TypeVar("_View")
 
 __all__ = [
     "AccelkitError",
@@ -21,6 +24,7 @@ __all__ = [
     "PluginTimeout",
     "PluginUnavailable",
     "ResourceError",
+    "UnknownAgent",
     "WorkloadCreationDeferred",
     "WorkloadCreationDenied",
     "WorkloadError",
@@ -173,6 +177,23 @@ refusal = InsufficientResource.__new__
 
 class InvalidResourceArgument(ResourceError):
     """The request or allocation is malformed (negative, unknown device, outside the mask, ...)."""
+
+
+class UnknownAgent(InvalidResourceArgument):
+    """An agent id the node does not have; the message names the agents it has."""
+
+    def __init__(self, agent: str, known: Iterable[str]) -> None:
+        self.agent = agent
+        self.known = tuple(sorted(known))
+        super().__init__(f"unknown agent {agent!r} (agents: {', '.join(self.known) or 'none'})")
+
+    @classmethod
+    def look_up(cls, agents: Mapping[Any, _View], agent: str) -> _View:
+        """``agents[agent]``; this error, naming the agents there are, when it is not there."""
+        found = agents.get(agent)
+        if found is None:
+            raise cls(agent, agents)
+        return found
 
 
 class NotMultipleOfQuantum(ResourceError):

@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from accelkit.cli.options import config_option, echo_warnings, json_option, read_config
+from accelkit.errors import UnknownAgent
 from accelkit.health import DeviceHealth
 from accelkit.plugin import PluginRole
 from accelkit.types import DeviceId, DeviceName
-from accelkit.workload.status import WorkloadStatus
+from accelkit.workload.status import WorkloadStatus, share_enforcement
 
 if TYPE_CHECKING:
     from accelkit.workload.ledger import Ledger
@@ -137,7 +138,9 @@ def _devices(row: dict[str, Any], roles: Roles) -> str:
             text = format_human_size(int(sum(held.values())))
         else:
             whole = [d for d, a in held.items() if a == a.to_integral_value()]
-            shares = [f"{d}:{a.normalize():f}" for d, a in held.items() if d not in whole]
+            how = share_enforcement(row.get("resource_data", {}).get(plugin, {}))
+            held_as = f"({how})" if how else ""
+            shares = [f"{d}:{a.normalize():f}{held_as}" for d, a in held.items() if d not in whole]
             text = ",".join(([compact_ids(whole)] if whole else []) + shares)
         parts.append(f"{plugin}:{text}")
     return " ".join(parts) or "-"
@@ -209,7 +212,7 @@ def status(
         click.echo(f"warning: {line}", err=True)
     if agent is not None:
         if agent not in agents | {s["agent"] for s in found}:
-            msg = f"unknown agent {agent!r} (agents: {', '.join(sorted(agents)) or 'none'})"
+            msg = str(UnknownAgent(agent, agents))
             raise click.BadParameter(msg, param_hint="'--agent'")
         found = [s for s in found if s["agent"] == agent]
     if as_json:

@@ -34,11 +34,19 @@ import attrs
 
 from accelkit.allocmap import AffinityPolicy
 from accelkit.calls import DEFAULT_CALL_TIMEOUT, DEFAULT_HOOK_TIMEOUT, call_async
-from accelkit.errors import InsufficientResource, InvalidResourceArgument
+from accelkit.errors import InsufficientResource, InvalidResourceArgument, UnknownAgent
 from accelkit.events import WorkloadEvent, WorkloadPhase
 from accelkit.runtime.base import Runtime, WorkloadHandle
 from accelkit.runtime.process_stamp import ProcessStamp
-from accelkit.types import AgentId, DeviceAllocation, DeviceName, SlotName, Workload
+from accelkit.types import (
+    AgentId,
+    DeviceAllocation,
+    DeviceName,
+    SlotName,
+    Workload,
+    WorkloadConfig,
+    WorkloadType,
+)
 from accelkit.workload import operator_release
 from accelkit.workload.holders import naming_holders
 from accelkit.workload.ledger import Ledger, LedgerScan
@@ -142,6 +150,20 @@ class Bookkeeper:
         torn = tuple(t for t in results if t is not None)
         self.last_report = attrs.evolve(report, torn_down=torn, problems=tuple(problems))
         return self.last_report
+
+    def containers_unknown(self) -> bool:
+        """Whether the last full reconciliation left a container it could not account for:
+        a container record without its container's id (accelkit stopped between creating
+        and recording it) or whose runtime could not tell, or an unreadable record set aside
+        (it may have named one). ``True`` before any full reconciliation."""
+        if self._judged is None:
+            return True
+        scan, states = self._judged
+        return bool(scan.set_aside) or any(
+            record.workload.type is WorkloadType.CONTAINER
+            and (record.handle is None or states.get(key) is Liveness.UNKNOWN)
+            for key, record in scan.records.items()
+        )
 
     def _rescan(self, judged: LedgerScan) -> LedgerScan:
         """The ledger now (in the caller's transaction), from ``judged`` and what changed since.
@@ -371,6 +393,12 @@ class Bookkeeper:
             if on_phase is not None:
                 on_phase(plugin, phase)
 
+        def configured(plugin: DeviceName, config: WorkloadConfig) -> None:
+            # kept with the next write of the record (post_create's), not a write of its own
+            if config.resource_data and record.key in self.owned:
+                owned = self.owned[record.key]
+                self.owned[record.key] = owned.with_data(plugin, config.resource_data)
+
         return WorkloadLifecycle(
             record.agent_id,
             record.workload,
@@ -380,6 +408,7 @@ class Bookkeeper:
             on_start=started,
             notify=self.notify,
             hook_timeout=self.hook_timeout,
+            on_config=configured,
         )
 
     def note_start(self, key: RecordKey, plugin: DeviceName, phase: WorkloadPhase) -> None:
@@ -447,12 +476,7 @@ class Bookkeeper:
         self.owned[key] = record
 
     def _agent(self, agent_id: AgentId) -> AgentView:
-        agent = self.host.agents.get(agent_id)
-        if agent is None:
-            known = ", ".join(sorted(self.host.agents)) or "none"
-            msg = f"unknown agent {agent_id!r} (agents: {known})"
-            raise InvalidResourceArgument(msg)
-        return agent
+        return UnknownAgent.look_up(self.host.agents, agent_id)
 
     # -- operators: status and release ---------------------------------------------------------
 

@@ -35,7 +35,7 @@ from accelkit.bridge.dra.devices import DraDevice, Held, dra_devices
 from accelkit.bridge.dra.prepare import ClaimPreparer
 from accelkit.bridge.dra.publisher import PublishFailed, SlicePublisher, api_problem
 from accelkit.bridge.dra.services import DraPluginService, HealthService, RegistrationService
-from accelkit.errors import InvalidResourceArgument
+from accelkit.errors import UnknownAgent
 from accelkit.health import DeviceHealth
 from accelkit.node import Node
 from accelkit.runtime.k8s_claims import REQUEST_TIMEOUT, api_client
@@ -84,11 +84,7 @@ class DraDriver:
         echo: Callable[[DriverEvent], None] = lambda _event: None,
         api: Any = None,
     ) -> None:
-        agent = node.agents.get(agent_id)
-        if agent is None:
-            known = ", ".join(sorted(node.agents)) or "none"
-            msg = f"unknown agent {agent_id!r} (agents: {known})"
-            raise InvalidResourceArgument(msg)
+        agent = UnknownAgent.look_up(node.agents, agent_id)
         self.node = node
         self.agent = agent
         self.settings = settings

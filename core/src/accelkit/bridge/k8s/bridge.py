@@ -28,7 +28,7 @@ from accelkit.bridge.k8s.holders import ForeignHolders, name_pods
 from accelkit.bridge.k8s.registration import KubeletWatch, RegistrationFailed, register
 from accelkit.bridge.k8s.resources import K8sDevice, K8sResource, k8s_resources
 from accelkit.config.model import K8sBridgeConfig
-from accelkit.errors import InvalidResourceArgument
+from accelkit.errors import InvalidResourceArgument, UnknownAgent
 from accelkit.node import Node
 from accelkit.runtime.kubelet_api import deviceplugin_v1beta1_pb2_grpc as pb_grpc
 from accelkit.runtime.kubelet_pods import pod_resources
@@ -52,11 +52,7 @@ class K8sBridge:
         config: K8sBridgeConfig,
         echo: Callable[[BridgeEvent], None] = lambda _event: None,
     ) -> None:
-        agent = node.agents.get(agent_id)
-        if agent is None:
-            known = ", ".join(sorted(node.agents)) or "none"
-            msg = f"unknown agent {agent_id!r} (agents: {known})"
-            raise InvalidResourceArgument(msg)
+        agent = UnknownAgent.look_up(node.agents, agent_id)
         self.node = node
         self.agent = agent
         self.config = config

@@ -24,7 +24,7 @@ from aiohttp import web
 
 from accelkit.bridge.slurm.job_hooks import prolog
 from accelkit.config.model import SlurmBridgeConfig
-from accelkit.errors import AccelkitError, InvalidResourceArgument
+from accelkit.errors import AccelkitError, InvalidResourceArgument, UnknownAgent
 from accelkit.node import Node
 from accelkit.types import AgentId
 
@@ -72,8 +72,7 @@ class PrologServer:
         known = sorted(self.node.agents)
         if asked is not None:
             if asked not in known:
-                msg = f"unknown agent {asked!r} (agents: {', '.join(known) or 'none'})"
-                raise InvalidResourceArgument(msg)
+                raise UnknownAgent(asked, known)
             return AgentId(asked)
         if len(known) != 1:
             msg = f"the node has several agents ({', '.join(known)}); pick one with --agent"

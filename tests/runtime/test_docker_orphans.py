@@ -173,6 +173,44 @@ def test_only_this_ledger_s_containers_are_swept(
     assert exists(dockerd, unlabelled)
 
 
+def test_a_docker_run_sweeps_only_where_the_ledger_cannot_account_for_a_container(
+    dockerd: Engine,
+    mock_node: Callable[..., Path],
+    monkeypatch: pytest.MonkeyPatch,
+    made: list[str],
+) -> None:
+    """Every container record known: the run asks the engine nothing beyond its container,
+    and an orphan waits for the next status. A container record without its container's id
+    (a run killed between creating and recording it): the run sweeps first."""
+    node = mock_node(cpus=1)
+    config = load_host_config(node)
+    monkeypatch.setenv("DOCKER_HOST", dockerd.url)
+
+    async def orphan() -> str:
+        async with Node.open(config) as opened:
+            ident, _ = await labelled_container(
+                dockerd, opened.ledger_id_for(opened.runtimes["docker"]), made
+            )
+            return ident
+
+    ident = asyncio.run(orphan())
+    args = ["run", "--config", str(node), "--agent", "agent-1", "--slots", "cpu=1"]
+    args += ["--runtime", "docker", "--image", dockerd.image, "--", "true"]
+    quiet = accelkit(NO_WINDOW, dockerd.url, node, *args)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "orphan" not in quiet.stderr
+    assert exists(dockerd, ident)
+
+    unrecorded = LedgerRecord(AGENT, Workload.container("accelkit-agent-1-0123456789ab"), {})
+    ledger = Ledger(config.resource.state_dir)
+    ledger.write(unrecorded)  # its container never made, or made and not recorded
+    ledger.close()
+    swept = accelkit(NO_WINDOW, dockerd.url, node, *args)
+    assert swept.returncode == 0, swept.stderr
+    assert "removed orphan container" in swept.stderr
+    assert not exists(dockerd, ident)
+
+
 def test_a_container_just_created_without_its_record_is_not_swept(
     dockerd: Engine,
     mock_node: Callable[..., Path],

@@ -103,9 +103,10 @@ async def _run(
     options: _RunOptions,
 ) -> int:
     config = read_config(config_path)
-    # a process run leaves the orphan container sweep (engine round trips, ~0.1 s of imports)
-    # to the commands that deal with containers
-    async with Node.open(config, sweep=options.runtime == "docker") as node:
+    # a run leaves the orphan container sweep (engine round trips) to status, release and
+    # serve; a docker run sweeps where the ledger cannot account for a container
+    sweep = None if options.runtime == "docker" else False
+    async with Node.open(config, sweep=sweep) as node:
         echo_warnings(node.host.loader.warnings)
         agent = pick_agent(agent_option, node.agents)
         for line in node.last_report.messages():

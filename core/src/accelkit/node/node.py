@@ -61,7 +61,7 @@ class Node:
         *,
         loader: PluginLoader | None = None,
         runtimes: Mapping[str, Runtime] | None = None,
-        sweep: bool = True,
+        sweep: bool | None = True,
     ) -> None:
         self.config = config
         self._sweep = sweep
@@ -80,7 +80,7 @@ class Node:
         *,
         loader: PluginLoader | None = None,
         runtimes: Mapping[str, Runtime] | None = None,
-        sweep: bool = True,
+        sweep: bool | None = True,
     ) -> Node:
         """A node for ``config``; nothing starts until it is entered (``async with``).
 
@@ -88,7 +88,11 @@ class Node:
         replaces the registered ones (:mod:`accelkit.runtime.registry`; a node given runtimes
         does not close them). ``sweep=False`` leaves the orphan container sweep out of the opening
         reconciliation (a process-runtime ``accelkit run`` need not ask the container engines;
-        the next ``status``, ``release``, docker run or ``serve`` sweeps).
+        the next ``status``, ``release`` or ``serve`` sweeps); ``sweep=None`` sweeps only when
+        the reconciliation could not account for a container record (one without its
+        container's id, one whose engine could not tell, an unreadable record set aside), as
+        a docker run does: a container of this ledger that no record names otherwise comes
+        from a forced release or a crash, which the next ``status`` or ``serve`` sweeps.
         """
         return cls(config or HostConfig(), loader=loader, runtimes=runtimes, sweep=sweep)
 
@@ -123,7 +127,7 @@ class Node:
                 call_timeout=self.config.plugins.call_timeout,
             )
             report = await self._bookkeeper.reconcile()
-            if self._sweep:
+            if self._sweep or (self._sweep is None and self._bookkeeper.containers_unknown()):
                 report = await self._swept(report)
             report = self._noting_partition(report)
             await self._start_health()

@@ -213,8 +213,15 @@ class Reconciler:
                 )
             return state
 
-        states = await asyncio.gather(*(one(k) for k in keys))
-        return dict(zip(keys, states, strict=True)), problems
+        # a record only process stamps can tell is judged in line: it never waits, and a task
+        # for each of thousands of them cost more than their checks
+        asked = [
+            k
+            for k in keys
+            if self.liveness_override is None and self.handle_of(records[k]) is not None
+        ]
+        told = dict(zip(asked, await asyncio.gather(*(one(k) for k in asked)), strict=True))
+        return {k: told[k] if k in told else await one(k) for k in keys}, problems
 
     def sync_judged(
         self,

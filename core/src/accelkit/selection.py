@@ -71,11 +71,16 @@ class PluginSelection:
         """Apply ``ACCELKIT_DISABLE_PLUGINS=a,b`` and ``ACCELKIT_STRICT_PLUGINS=1``.
 
         Raises:
-            ConfigError: ``ACCELKIT_STRICT_PLUGINS`` is not a boolean.
+            ConfigError: ``ACCELKIT_STRICT_PLUGINS`` is not a boolean, or
+                ``ACCELKIT_DISABLE_PLUGINS`` is set but empty.
         """
         env = os.environ if environ is None else environ
+        if DISABLE_ENV in env and not env[DISABLE_ENV].strip():
+            msg = f"{DISABLE_ENV} is set but empty: name plugins (a,b), or unset it"
+            raise ConfigError(msg, key=DISABLE_ENV)
         disabled = {n.strip() for n in env.get(DISABLE_ENV, "").split(",") if n.strip()}
-        strict = self.strict or bool(_flag(env, STRICT_ENV))
+        # read even where the config is strict already: a value that is no boolean is an error
+        strict = bool(_flag(env, STRICT_ENV)) or self.strict
         return attrs.evolve(self, disabled=self.disabled | disabled, strict=strict)
 
     def block_reason(self, name: str) -> str | None:

@@ -11,7 +11,13 @@ from typing import Any
 
 import click
 
-from accelkit.cli.options import config_option, echo_warnings, pick_agent, read_config
+from accelkit.cli.options import (
+    config_option,
+    echo_warnings,
+    given_path,
+    pick_agent,
+    read_config,
+)
 from accelkit.host import PartitionHost
 from accelkit.runtime.render.cdi import cdi_kind_problem
 from accelkit.workload.cdi_spec import agent_cdi_spec, default_cdi_kind
@@ -104,7 +110,8 @@ def _check_kind(_ctx: click.Context, _param: click.Parameter, value: str | None)
 @click.option(
     "--output",
     "output",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=click.Path(file_okay=False),
+    callback=given_path,
     default=None,
     help="Write <vendor>-<class>.json into this directory (e.g. /etc/cdi) instead of printing.",
 )
@@ -128,6 +135,9 @@ def cdi(
     replace: bool,
 ) -> None:
     """Print (or write) the CDI spec of an agent's devices, at the lowest cdiVersion it needs."""
+    if replace and output is None:
+        msg = "--replace needs --output: it replaces a spec file in that directory"
+        raise click.UsageError(msg)
     spec = asyncio.run(_spec(config_path, agent, kind))
     if output is None:
         click.echo(json.dumps(spec, indent=2))

@@ -100,6 +100,7 @@ def check(config_path: Path | None) -> None:
     import asyncio
 
     choice = find_host_config(config_path)
+    choice.checked()
     label: str | None
     if choice.path is None:
         label = f"built-in defaults ({choice.found_by})"

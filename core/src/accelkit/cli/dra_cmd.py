@@ -23,6 +23,7 @@ from accelkit.cli.options import (
     Seconds,
     config_option,
     echo_warnings,
+    given_path,
     json_option,
     pick_agent,
     read_config,
@@ -84,11 +85,13 @@ async def _serve(config_path: Path | None, agent: str | None, settings: Any, as_
         echo_warnings(node.host.loader.warnings)
         agent = pick_agent(agent, node.agents)
         from kubernetes.config import ConfigException
+        from yaml import YAMLError  # type: ignore[import-untyped]  # the client's parser
 
         try:
             driver = DraDriver(node, AgentId(agent), settings, echo)
-        except (OSError, ConfigException) as exc:  # no kubeconfig, no service-account token
-            msg = f"cannot read the API server's credentials ({settings.kubeconfig}): {exc}"
+        except (OSError, ConfigException, YAMLError) as exc:  # none, no token, not YAML
+            said = " ".join(str(exc).split())  # a YAML error spans lines
+            msg = f"cannot read the API server's credentials ({settings.kubeconfig}): {said}"
             raise click.ClickException(msg) from None
         echo(
             {
@@ -100,6 +103,28 @@ async def _serve(config_path: Path | None, agent: str | None, settings: Any, as_
             }
         )
         await until_signalled(driver.run())
+
+
+def _is_dns_subdomain(name: str) -> bool:
+    from accelkit.bridge.dra.devices import dns_label
+
+    parts = name.split(".")
+    return len(name) <= _DNS_SUBDOMAIN and all(p and dns_label(p) == p for p in parts)
+
+
+def _dns_subdomain(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--node-name``: a Kubernetes node name, a DNS subdomain (``node-1``, ``n1.example``)."""
+    if value is not None and not _is_dns_subdomain(value):
+        msg = f"{value!r} is not a Kubernetes node name (a lower-case DNS subdomain)"
+        raise click.BadParameter(msg, param=param)
+    return value
+
+
+def _not_empty(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and not value.strip():
+        msg = "empty path: name a kubeconfig file, or leave the option out"
+        raise click.BadParameter(msg, param=param)
+    return value
 
 
 @click.command("dra-driver")
@@ -117,32 +142,37 @@ async def _serve(config_path: Path | None, agent: str | None, settings: Any, as_
 @click.option(
     "--node-name",
     default=None,
+    callback=_dns_subdomain,
     help="The Kubernetes node (default: $NODE_NAME, else the host name).",
 )
 @click.option(
     "--kubeconfig",
     default=None,
+    callback=_not_empty,
     help="How to reach the API server (default: $KUBECONFIG, the pod's service account "
     "inside a cluster, else ~/.kube/config).",
 )
 @click.option(
     "--registry-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=DEFAULTS["registry"],
+    type=click.Path(file_okay=False),
+    callback=given_path,
+    default=str(DEFAULTS["registry"]),
     show_default=True,
     help="The kubelet's plugin registry directory.",
 )
 @click.option(
     "--plugins-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=DEFAULTS["plugins"],
+    type=click.Path(file_okay=False),
+    callback=given_path,
+    default=str(DEFAULTS["plugins"]),
     show_default=True,
     help="The kubelet's plugins directory (the driver's socket goes in DRIVER/dra.sock).",
 )
 @click.option(
     "--cdi-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=DEFAULTS["cdi"],
+    type=click.Path(file_okay=False),
+    callback=given_path,
+    default=str(DEFAULTS["cdi"]),
     show_default=True,
     help="Where the claims' CDI specs are written.",
 )
@@ -175,11 +205,9 @@ def dra_driver(  # noqa: PLR0917 (click passes one argument per option)
     writes its CDI spec; a booking is freed when its claim is unprepared or gone. Runs until
     SIGTERM.
     """
-    from accelkit.bridge.dra.devices import dns_label
     from accelkit.bridge.dra.driver import DraSettings
 
-    parts = driver_name.split(".")
-    if len(driver_name) > _DNS_SUBDOMAIN or len(parts) < 2 or any(dns_label(p) != p for p in parts):
+    if "." not in driver_name or not _is_dns_subdomain(driver_name):
         msg = f"{driver_name!r} is not a DNS subdomain with a dot (e.g. accelkit.io)"
         raise click.BadParameter(msg, param_hint="--driver")
     node = node_name or os.environ.get("NODE_NAME") or socket.gethostname()

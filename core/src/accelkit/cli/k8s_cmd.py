@@ -20,6 +20,7 @@ import click
 from accelkit.cli.options import (
     config_option,
     echo_warnings,
+    given_path,
     json_option,
     pick_agent,
     read_config,
@@ -84,7 +85,8 @@ async def _serve(
 )
 @click.option(
     "--kubelet-dir",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=click.Path(file_okay=False),
+    callback=given_path,
     default=None,
     help="The kubelet's device-plugins directory (default: [bridge.k8s] kubelet-dir, "
     "/var/lib/kubelet/device-plugins).",

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from accelkit.cli.options import given_path
 from accelkit.cli.scaffold import PluginScaffold, write_scaffold
 
 
@@ -13,8 +14,9 @@ from accelkit.cli.scaffold import PluginScaffold, write_scaffold
 @click.argument("name")
 @click.option(
     "--output",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=Path(),
+    type=click.Path(file_okay=False),
+    callback=given_path,
+    default=".",
     show_default="the current directory",
     help="Directory to create the distribution accelkit-NAME in.",
 )

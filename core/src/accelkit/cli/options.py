@@ -43,6 +43,19 @@ config_option = click.option(
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 
+def given_path(
+    _ctx: click.Context | None, param: click.Parameter | None, value: str | None
+) -> Path | None:
+    """A path option (a callback; its type a ``click.Path`` without ``path_type``, which
+    would read an empty value as the working directory): an empty path is refused."""
+    if value is None:
+        return None
+    if not value.strip():
+        msg = "empty path: name a file or directory, or leave the option out"
+        raise click.BadParameter(msg, param=param)
+    return Path(value)
+
+
 #: a duration as a person types it: ASCII digits with an optional fraction (as in the config)
 _SECONDS_TEXT = re.compile(r"[0-9]+(?:\.[0-9]+)?", re.ASCII)
 
@@ -72,11 +85,25 @@ class Seconds(click.ParamType[float, Any]):
         return float(seconds)
 
 
+#: a whole number as a person types it: ASCII digits, an optional sign (``int()`` also reads
+#: full-width and other Unicode digits, and ``1_000``)
+_WHOLE_TEXT = re.compile(r"[+-]?[0-9]+", re.ASCII)
+
+
+class Whole(click.IntRange):
+    """A whole number in ASCII digits, within the range given as for ``click.IntRange``."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not _WHOLE_TEXT.fullmatch(value.strip()):
+            self.fail(f"expected a whole number in ASCII digits, got {value!r}", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def read_config(config_path: Path | None) -> HostConfig:
     """The host config from ``--config``, else ``ACCELKIT_CONFIG``, else the system config,
     else the defaults (:func:`accelkit.config.search.find_host_config`)."""
-    choice = find_host_config(config_path)
-    return HostConfig() if choice.path is None else load_host_config(choice.path)
+    path = find_host_config(config_path).checked()
+    return HostConfig() if path is None else load_host_config(path)
 
 
 def pick_agent(agent: str | None, agents: Iterable[str]) -> AgentId:

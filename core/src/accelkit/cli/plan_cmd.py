@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from accelkit.cli.options import config_option, echo_warnings, json_option, read_config
+from accelkit.cli.options import Whole, config_option, echo_warnings, json_option, read_config
 from accelkit.config.model import AllocationMode, HostConfig
 from accelkit.plugin import AbstractComputePlugin, PluginRole
 from accelkit.types import DeviceName
@@ -141,7 +141,7 @@ def print_plan(data: dict[str, Any], roles: Mapping[DeviceName, PluginRole] | No
 @click.option(
     "--agents",
     "agent_count",
-    type=click.IntRange(min=1, max=MAX_AGENTS),
+    type=Whole(min=1, max=MAX_AGENTS),
     default=None,
     help="Use N agents named agent-1 … agent-N (at most the node's devices).",
 )

@@ -32,9 +32,11 @@ EXIT_ACCELKIT = 125
 def parse_slots(text: str) -> dict[SlotName, Decimal]:
     """``cpu=2,mem=1G,cuda.shares=0.5`` → amounts; sizes take binary suffixes (``1G``)."""
     slots: dict[SlotName, Decimal] = {}
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
+    items = [part.strip() for part in text.split(",")]
+    if any(items) and not all(items):
+        msg = f"an empty item between commas in {text!r}"
+        raise click.BadParameter(msg, param_hint="--slots")
+    for item in filter(None, items):
         name, sep, value = item.partition("=")
         name, value = name.strip(), value.strip()
         if not sep or not name or not value:
@@ -44,12 +46,17 @@ def parse_slots(text: str) -> dict[SlotName, Decimal]:
             msg = f"slot {name!r} given twice"
             raise click.BadParameter(msg, param_hint="--slots")
         try:
+            if not value.isascii():  # Decimal() also reads full-width and other digits
+                raise ValueError(value)
             amount = Decimal(parse_binary_size(value)) if value[-1].isalpha() else Decimal(value)
         except (ValueError, InvalidOperation):
             msg = f"slot {name!r}: {value!r} is not an amount"
             raise click.BadParameter(msg, param_hint="--slots") from None
         if not amount.is_finite() or amount < 0:
             msg = f"slot {name!r}: amount must be a non-negative number, got {value!r}"
+            raise click.BadParameter(msg, param_hint="--slots")
+        if amount == 0:
+            msg = f"slot {name!r}: an amount of 0 asks for nothing; leave the slot out"
             raise click.BadParameter(msg, param_hint="--slots")
         if not amount_in_range(amount):  # what a device, a grant and the ledger can hold
             msg = f"slot {name!r}: {range_problem(amount, value)}"

@@ -116,7 +116,11 @@ def write_scaffold(scaffold: PluginScaffold, output: Path) -> Path:
     if target.exists():
         msg = f"{str(target)!r} already exists; remove it or choose another --output"
         raise ConfigError(msg)
-    staging = Path(tempfile.mkdtemp(prefix=f".{scaffold.distribution}.", dir=output))
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{scaffold.distribution}.", dir=output))
+    except OSError as exc:
+        msg = f"cannot write into the output directory {str(output)!r}: {exc.strerror or exc}"
+        raise ConfigError(msg) from None
     try:
         for relative, text in scaffold.render().items():
             _write_synced(staging / relative, text)

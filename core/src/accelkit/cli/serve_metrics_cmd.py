@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from accelkit.cli.options import config_option, echo_warnings, read_config
+from accelkit.cli.options import Whole, config_option, echo_warnings, read_config
 from accelkit.host import PartitionHost
 from accelkit.metrics_export.server import MetricsServer
 from accelkit.metrics_export.service import serve_metrics as serve
@@ -24,7 +24,7 @@ def _announce(server: MetricsServer) -> None:
 @click.command("serve-metrics")
 @click.option(
     "--port",
-    type=click.IntRange(0, 65535),
+    type=Whole(0, 65535),
     required=True,
     help="TCP port on 127.0.0.1 (0 picks a free port and prints it).",
 )

@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import socket
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from accelkit.cli.options import config_option, read_config
+from accelkit.cli.options import config_option, given_path, read_config
 from accelkit.config.model import HostConfig, SlurmBridgeConfig
 from accelkit.types import AgentId
 
@@ -114,9 +115,25 @@ LEAVE_OUT = click.option(
     is_flag=True,
     help="Leave out the devices that are unhealthy or cordoned now.",
 )
+#: a Slurm NodeName accelkit writes: a host name's letters, digits, '.', '-' and '_' (no
+#: spaces, commas or brackets, which slurm.conf reads as lists and ranges)
+NODE_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?", re.ASCII)
+
+
+def _node_name_value(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and not NODE_NAME.fullmatch(value):
+        msg = (
+            f"{value!r} is not a Slurm NodeName: letters, digits, '.', '-' and '_', starting "
+            "and ending with a letter or digit (at most 64)"
+        )
+        raise click.BadParameter(msg, param=param)
+    return value
+
+
 node_name_option = click.option(
     "--node-name",
     default=None,
+    callback=_node_name_value,
     help="Slurm's NodeName (default: the short host name; with several agents, NAME-AGENT).",
 )
 
@@ -132,7 +149,8 @@ def slurm() -> None:
 @node_name_option
 @click.option(
     "--output",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=click.Path(dir_okay=False),
+    callback=given_path,
     default=None,
     help="Write the lines to this file (atomically) instead of printing them.",
 )
@@ -268,7 +286,8 @@ def _task_script(config_path: Path | None) -> str:
 @config_option
 @click.option(
     "--output",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=click.Path(dir_okay=False),
+    callback=given_path,
     default=None,
     help="Write the script to this file (atomically, executable) instead of printing it.",
 )
@@ -297,7 +316,8 @@ def task_prolog_script_cmd(config_path: Path | None, output: Path | None) -> Non
 @click.option("--agent", default=None, help=AGENT_HELP)
 @click.option(
     "--output",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=click.Path(dir_okay=False),
+    callback=given_path,
     default=None,
     help="Write the script to this file (atomically, executable) instead of printing it.",
 )
@@ -319,6 +339,8 @@ def prolog_script_cmd(config_path: Path | None, agent: str | None, output: Path 
         msg = "--config is needed: the script runs the prolog with that config"
         raise click.UsageError(msg)
     config = read_config(config_path)
+    if agent is not None:  # the prolog it runs would refuse it for every job
+        _agents(list(config.agent_ids), agent, one=True)
     ran = Path(sys.argv[0]) if sys.argv[0] else None
     found = str(ran.resolve()) if ran is not None and ran.name == "accelkit" else None
     accelkit = found or shutil.which("accelkit") or "accelkit"  # not python -m's __main__.py

@@ -46,13 +46,20 @@ def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:
     ``ACCELKIT_STATE_DIR`` overrides both (useful for tests and unprivileged services).
 
     Raises:
-        ConfigError: ``ACCELKIT_STATE_DIR`` is set but empty (it would have meant the default).
+        ConfigError: ``ACCELKIT_STATE_DIR`` is set but empty (it would have meant the default),
+            or is a relative path.
     """
     env = os.environ if environ is None else environ
     if STATE_DIR_ENV in env:
         explicit = env[STATE_DIR_ENV]
         if not explicit.strip():
             msg = f"{STATE_DIR_ENV} is set but empty: name a directory, or unset it for the default"
+            raise ConfigError(msg, key=STATE_DIR_ENV)
+        if not Path(explicit).is_absolute():  # each process would find its own ledger
+            msg = (
+                f"{STATE_DIR_ENV}={explicit!r} is a relative path: give an absolute one (a "
+                "relative path names another directory from every working directory)"
+            )
             raise ConfigError(msg, key=STATE_DIR_ENV)
         return Path(explicit)
     if os.geteuid() == 0:

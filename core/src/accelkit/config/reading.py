@@ -45,6 +45,11 @@ def read_toml(path: Path, what: str, *, key: str | None = None) -> TomlDocument:
         msg = f"malformed TOML: {exc}"
         line = re.search(r"at line (\d+)", str(exc))
         raise ConfigError(msg, file=str(path), line=int(line[1]) if line else None) from None
+    except ValueError:  # Python's bound on the digits of an integer it converts
+        msg = f"{what} holds an integer too long to read (more than 4,300 digits)"
+        long = re.search(r"[0-9_]{4300}", text)
+        at = text.count("\n", 0, long.start()) + 1 if long else None
+        raise ConfigError(msg, file=str(path), key=key, line=at) from None
     except RecursionError:  # the parser recurses once per level of nested arrays or tables
         msg = f"{what} nests arrays or inline tables too deeply to be a configuration"
         raise ConfigError(msg, file=str(path), key=key) from None

@@ -94,6 +94,9 @@ def _names(value: Any) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         msg = f"expected a list of plugin names, got {value!r}"
         raise ValueError(msg)
+    if "" in (v.strip() for v in value):  # no plugin is named so: a slip, never a choice
+        msg = f"an empty plugin name in {value!r}"
+        raise ValueError(msg)
     return tuple(value)
 
 

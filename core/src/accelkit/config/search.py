@@ -34,6 +34,20 @@ class ConfigChoice:
     #: ``--config``, ``ACCELKIT_CONFIG``, ``the system config`` or ``no config file``
     found_by: str
 
+    def checked(self) -> Path | None:
+        """``path``, where ``ACCELKIT_CONFIG`` named a regular file; else an error naming
+        the variable (the file's own errors name only the file, set by whom unsaid)."""
+        if self.path is not None and self.found_by == CONFIG_ENV and not self.path.is_file():
+            if self.path.is_dir():
+                what = "a directory"
+            elif os.path.lexists(self.path):
+                what = "no regular file"
+            else:
+                what = "a file that does not exist"
+            msg = f"{CONFIG_ENV} names {what}: {str(self.path)!r}"
+            raise ConfigError(msg)
+        return self.path
+
 
 def _named(value: str, where: str) -> Path:
     if not value.strip():

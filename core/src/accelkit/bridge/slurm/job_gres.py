@@ -45,7 +45,11 @@ def index_list(text: str) -> list[int]:
 
 def gpu_indices(env: Mapping[str, str]) -> list[int]:
     """The job's ``gpu`` indices on this node (none when ``SLURM_JOB_GPUS`` is unset)."""
-    return index_list(env.get("SLURM_JOB_GPUS", ""))
+    try:
+        return index_list(env.get("SLURM_JOB_GPUS", ""))
+    except InvalidResourceArgument as exc:
+        msg = f"SLURM_JOB_GPUS: {exc}"
+        raise InvalidResourceArgument(msg) from None
 
 
 def scontrol_indices(text: str, node_name: str | None) -> dict[str, list[int]]:

@@ -12,6 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -69,13 +70,25 @@ def records(draw: st.DrawFn) -> LedgerRecord:
         owner=draw(stamps),
         leader=draw(stamps),
         handle=draw(handles),
+        data=draw(
+            st.dictionaries(
+                st.sampled_from(order), st.dictionaries(names, st.text(max_size=8), max_size=2)
+            )
+        ),
         created_at=draw(st.sampled_from(["2024-06-10T06:13:20Z", "2026-11-26T19:00:00Z"])),
     )
 
 
+def as_version_2(data: dict[str, Any]) -> dict[str, Any]:
+    """What an accelkit of version-2 records wrote for the same record: no plugin data."""
+    old = {k: v for k, v in data.items() if k != "data"}
+    old["version"] = 2
+    return old
+
+
 def as_version_1(data: dict[str, Any]) -> dict[str, Any]:
     """What an accelkit of version-1 records wrote for the same record."""
-    old = {k: v for k, v in data.items() if k != "version"}
+    old = {k: v for k, v in as_version_2(data).items() if k != "version"}
     old["format"] = V1_FORMAT
     return old
 
@@ -100,16 +113,36 @@ def test_a_record_reads_back_as_written(record):
 
 
 @given(records())
-def test_the_same_record_written_as_version_1_reads_the_same(record):
+def test_the_same_record_written_by_earlier_versions_reads_the_same(record):
     current = record.to_json()
-    assert LedgerRecord.from_json(as_version_1(current)) == record
-    assert LedgerRecord.from_json(as_early_version_1(current)) == record
+    without_data = attrs.evolve(record, data={})  # what versions before 3 could not keep
+    assert LedgerRecord.from_json(as_version_2(current)) == without_data
+    assert LedgerRecord.from_json(as_version_1(current)) == without_data
+    assert LedgerRecord.from_json(as_early_version_1(current)) == without_data
 
 
 @given(records())
 def test_a_converted_record_is_written_in_the_current_version(record):
+    record = attrs.evolve(record, data={})
     old = as_early_version_1(record.to_json())
     assert LedgerRecord.from_json(old).to_json() == record.to_json()
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        ([], "malformed resource data: []"),
+        ({"cpu": {"K": 1}}, "malformed resource data of 'cpu'"),
+        ({"cpu": "K=V"}, "malformed resource data of 'cpu'"),
+        ({"gpu": {"K": "V"}}, "resource data recorded for plugins without allocation: ['gpu']"),
+    ],
+)
+def test_malformed_plugin_data_is_refused(data, said):
+    record = LedgerRecord(AgentId("a"), Workload("w"), {DeviceName("cpu"): {}}, ("cpu",))
+    written = {**record.to_json(), "data": data}
+    with pytest.raises(LedgerFormatError) as raised:
+        LedgerRecord.from_json(written)
+    assert said in str(raised.value)
 
 
 def test_every_earlier_version_has_a_converter():

@@ -66,6 +66,8 @@ log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 PhaseListener = Callable[[DeviceName, WorkloadPhase], None]
+#: told each plugin's checked ``pre_create`` config (the ledger keeps its resource data)
+ConfigListener = Callable[[DeviceName, WorkloadConfig], None]
 EventSink = Callable[[WorkloadEvent], None]
 
 
@@ -103,8 +105,10 @@ class WorkloadLifecycle:
         allocation: Mapping[DeviceName, DeviceAllocation] | None = None,
         on_start: PhaseListener | None = None,
         hook_timeout: Decimal = DEFAULT_HOOK_TIMEOUT,
+        on_config: ConfigListener | None = None,
     ) -> None:
         self.agent_id = agent_id
+        self._on_config = on_config
         self.workload = workload
         self.targets = tuple(targets)
         self.state = LifecycleState.NEW
@@ -184,6 +188,8 @@ class WorkloadLifecycle:
                 config = await self._call(target.key, WorkloadPhase.PRE_CREATE, hook.pre_create)
                 self._phase_done(target.key, WorkloadPhase.PRE_CREATE)
                 validate_config(target.key, config)
+                if self._on_config is not None:
+                    self._on_config(target.key, config)
                 parts.append((target.key, config))
             merged = merge_configs(parts)
         except BaseException as exc:

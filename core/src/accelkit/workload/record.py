@@ -13,6 +13,7 @@
      "owner": {"pid": 4240, "start_time": "1718000000.52"},
      "leader": {"pid": 4242, "start_time": "1718000000.61"},
      "handle": {"runtime": "process", "ident": "/sys/fs/cgroup/...", "details": {}},
+     "data": {"cuda": {"CUDA_SHARE_ENFORCEMENT": "enforced:mps"}},
      "created_at": "2024-06-10T06:13:20Z"}
 
 Amounts are decimal strings. ``order`` is the allocation order (hooks run in it). ``started`` lists,
@@ -23,6 +24,8 @@ teardown and, after one timed out, when to try again (seconds since the epoch).
 ``owner`` is the accelkit process managing the workload,
 ``leader`` the workload's leader process (``null`` until it exists, and for containers),
 ``handle`` what identifies the workload in its runtime (``null`` until the runtime made it).
+``data`` is, per plugin, the resource data its ``pre_create`` returned: what the plugin says of
+the grant (``accelkit status`` shows it).
 ``version`` is the record's schema version: older records are converted when read
 (:mod:`accelkit.workload.record_versions`).
 """
@@ -82,6 +85,8 @@ class LedgerRecord:
     owner: ProcessStamp | None = None
     leader: ProcessStamp | None = None
     handle: WorkloadHandle | None = None
+    #: per plugin, the resource data its ``pre_create`` returned
+    data: Mapping[DeviceName, Mapping[str, str]] = attrs.field(factory=dict)
     created_at: str = attrs.field(
         factory=lambda: dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     )
@@ -139,6 +144,10 @@ class LedgerRecord:
                 return phase.value
         return "booked"
 
+    def with_data(self, plugin: DeviceName, data: Mapping[str, str]) -> LedgerRecord:
+        """A copy that keeps what ``plugin``'s ``pre_create`` said of the grant."""
+        return attrs.evolve(self, data={**self.data, plugin: dict(data)})
+
     def with_leader(self, leader: ProcessStamp | None) -> LedgerRecord:
         """A copy naming the workload's leader process."""
         return attrs.evolve(self, leader=leader)
@@ -172,6 +181,7 @@ class LedgerRecord:
             "owner": _stamp_json(self.owner),
             "leader": _stamp_json(self.leader),
             "handle": None if self.handle is None else self.handle.to_json(),
+            "data": {plugin: dict(values) for plugin, values in self.data.items()},
             "created_at": self.created_at,
         }
 
@@ -292,6 +302,10 @@ def _parse(original: Any) -> LedgerRecord:
     if unknown := (set(hooks) | set(started)) - set(allocation):
         msg = f"hooks recorded for plugins without allocation: {sorted(unknown)}"
         raise LedgerFormatError(msg)
+    data_of = _plugin_data(data["data"])
+    if unknown := set(data_of) - set(allocation):
+        msg = f"resource data recorded for plugins without allocation: {sorted(unknown)}"
+        raise LedgerFormatError(msg)
     teardown = dict(data["teardown"])
     attempts = teardown["attempts"]
     retry_after = teardown["retry_after"]
@@ -312,5 +326,21 @@ def _parse(original: Any) -> LedgerRecord:
         owner=_stamp(data["owner"]),
         leader=_stamp(data["leader"]),
         handle=_handle(data["handle"]),
+        data=data_of,
         created_at=_text(data["created_at"], "created_at"),
     )
+
+
+def _plugin_data(data: Any) -> dict[DeviceName, dict[str, str]]:
+    if not isinstance(data, Mapping):
+        msg = f"malformed resource data: {data!r}"
+        raise LedgerFormatError(msg)
+    parsed: dict[DeviceName, dict[str, str]] = {}
+    for plugin, values in data.items():
+        if not isinstance(values, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in values.items()
+        ):
+            msg = f"malformed resource data of {plugin!r}: {values!r}"
+            raise LedgerFormatError(msg)
+        parsed[DeviceName(_text(plugin, "plugin"))] = dict(values)
+    return parsed

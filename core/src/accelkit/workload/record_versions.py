@@ -14,6 +14,8 @@ Version history:
    ``null``, meaning none.
 2. ``format`` ``accelkit-ledger`` with ``version``; ``started``, ``teardown`` (an object) and
    ``handle`` always present.
+3. ``data``: per plugin, the resource data its ``pre_create`` returned (what it says of the
+   grant, such as how a GPU share is held); ``{}`` for records of version 2.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ __all__ = [
 FORMAT = "accelkit-ledger"
 #: the format string of the records that carry no version
 V1_FORMAT = "accelkit-ledger/1"
-CURRENT_VERSION = 2
+CURRENT_VERSION = 3
 
 
 class LedgerFormatError(ValueError):
@@ -74,8 +76,16 @@ def _v1_to_v2(data: Mapping[str, Any]) -> dict[str, Any]:
     return converted
 
 
+def _v2_to_v3(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Version 3 keeps what each plugin's ``pre_create`` said of the grant: none yet."""
+    return {**data, "version": 3, "data": {}}
+
+
 #: version N -> the converter to version N + 1; one for every version before the current
-CONVERTERS: Mapping[int, Callable[[Mapping[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
+CONVERTERS: Mapping[int, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
+    1: _v1_to_v2,
+    2: _v2_to_v3,
+}
 
 
 def to_current(data: object) -> Mapping[str, Any]:

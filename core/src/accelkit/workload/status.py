@@ -35,6 +35,8 @@ class WorkloadStatus:
     unfinished: tuple[str, ...] = ()
     #: what the workload holds of each device (the sum over its slots), exact
     amounts: dict[DeviceName, dict[DeviceId, Decimal]] = attrs.field(factory=dict)
+    #: per plugin, the resource data its ``pre_create`` returned (what it says of the grant)
+    data: dict[DeviceName, dict[str, str]] = attrs.field(factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The shape ``accelkit status --json`` prints (one element of its list)."""
@@ -54,6 +56,7 @@ class WorkloadStatus:
             "liveness": self.liveness,
             "owner_alive": self.owner_alive,
             "unfinished_teardown": list(self.unfinished),
+            "resource_data": {plugin: dict(values) for plugin, values in self.data.items()},
         }
 
 
@@ -104,6 +107,7 @@ def status_of(
         liveness=liveness,
         owner_alive=owner_alive,
         unfinished=record.unfinished(),
+        data={plugin: dict(values) for plugin, values in record.data.items()},
     )
 
 
@@ -115,6 +119,20 @@ def _epoch(stamp: str) -> float | None:
         return dt.datetime.fromisoformat(stamp[:-1]).replace(tzinfo=dt.UTC).timestamp()
     except ValueError:
         return None
+
+
+#: a plugin says how a share it granted is held (``enforced:<mechanism>`` or ``advisory``) in
+#: its resource data under a name ending so; ``accelkit status`` shows it beside the share
+SHARE_ENFORCEMENT_SUFFIX = "_SHARE_ENFORCEMENT"
+
+
+def share_enforcement(data: dict[str, str]) -> str | None:
+    """How a plugin's shares of one workload are held, from its resource data: the mechanism
+    (``mps``) where enforced, else ``advisory``; ``None`` where the plugin does not say."""
+    for name, value in data.items():
+        if name.endswith(SHARE_ENFORCEMENT_SUFFIX):
+            return value.removeprefix("enforced:")
+    return None
 
 
 def held_amounts(alloc: DeviceAllocation) -> dict[DeviceId, Decimal]:

@@ -12,10 +12,12 @@ import pytest
 
 from accelkit.runtime.base import RuntimeUnavailable, WorkloadHandle
 from accelkit.runtime.kubelet_pods import (
+    ContainerDevices,
     KubeletPodsRuntime,
     kubelet_handle,
     pod_resources,
     superseded,
+    with_holder,
 )
 from accelkit.runtime.registry import default_runtimes
 from accelkit.types import AgentId, Workload
@@ -121,6 +123,31 @@ def test_one_list_serves_every_booking_however_many(k8s_root: Path) -> None:
 def test_a_superseded_booking_is_gone_at_once(k8s_root: Path) -> None:
     fresh = handle(k8s_root / "none.sock", ["cuda0"], grace="600")
     assert asyncio.run(KubeletPodsRuntime().is_alive(superseded(fresh, "k8s:x"))) is False
+
+
+def test_a_booking_whose_pod_was_listed_goes_with_it_within_the_grace(k8s_root: Path) -> None:
+    """The admission grace covers a container the kubelet has not listed yet, not one it
+    listed and then dropped: the pod's devices are free once two answers asked after the
+    listing lack it."""
+
+    async def scenario() -> None:
+        kubelet = KubeletStandIn(k8s_root / "dp", k8s_root / "pr" / "kubelet.sock")
+        await kubelet.start()
+        fresh = handle(kubelet.pod_resources, ["cuda0"], grace="600")
+        holder = ContainerDevices("default", "p", "main", GPU, frozenset({"cuda0"}))
+        named = with_holder(fresh, holder, Decimal(time.time() - 1))
+        later = with_holder(fresh, holder, Decimal(time.time() + 3600))
+        runtime = KubeletPodsRuntime()
+        try:
+            kubelet.pods = []
+            assert await runtime.is_alive(fresh) is True  # not listed yet: within the grace
+            assert await runtime.is_alive(named) is False
+            # answers asked before the one that listed the pod say nothing about it
+            assert await runtime.is_alive(later) is True
+        finally:
+            await kubelet.close()
+
+    asyncio.run(scenario())
 
 
 def test_without_the_kubelet_liveness_cannot_be_told(k8s_root: Path) -> None:

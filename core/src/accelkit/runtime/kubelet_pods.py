@@ -80,13 +80,15 @@ class PodListing:
 
     ``kubelet`` identifies the kubelet that answered (its socket's inode and creation time in
     nanoseconds; ``None`` when it restarted during the call), ``kubelet_up`` how many seconds
-    it had run by then.
+    it had run by then; ``asked`` is when it was asked (seconds since the epoch, so that
+    another process can compare it with a booking's ``listed-at``).
     """
 
     taken: float
     kubelet: tuple[int, int] | None
     kubelet_up: Decimal
     containers: tuple[ContainerDevices, ...]
+    asked: Decimal = Decimal(0)
 
     def in_use(self) -> dict[str, frozenset[str]]:
         """Per extended resource, the device ids some container of some pod holds."""
@@ -177,6 +179,7 @@ class PodResourcesReader:
         from accelkit.runtime.kubelet_api import podresources_v1_pb2_grpc as pr_grpc
 
         before = _identity(self.socket_path)
+        asked = _now()
         self.calls += 1
         async with grpc.aio.insecure_channel(f"unix://{self.socket_path}") as channel:
             stub: Any = pr_grpc.PodResourcesListerStub(channel)  # type: ignore[no-untyped-call]
@@ -199,7 +202,7 @@ class PodResourcesReader:
             for container in pod.containers
             for devices in container.devices
         )
-        return PodListing(taken, kubelet, up, containers)
+        return PodListing(taken, kubelet, up, containers, asked)
 
 
 _READERS: dict[str, PodResourcesReader] = {}
@@ -239,20 +242,29 @@ def kubelet_handle(
             "resource": resource,
             "devices": ids,
             "pod-resources": pod_resources,
-            "booked-at": str(Decimal(time.time()).quantize(Decimal("0.001"), ROUND_FLOOR)),
+            "booked-at": str(_now()),
             "grace": str(grace),
             "settle": str(settle),
         },
     )
 
 
-def with_holder(handle: WorkloadHandle, holder: ContainerDevices) -> WorkloadHandle:
-    """``handle`` naming the pod and container the kubelet lists with its devices."""
+def _now() -> Decimal:
+    """The wall clock, to the millisecond, rounded down."""
+    return Decimal(time.time()).quantize(Decimal("0.001"), ROUND_FLOOR)
+
+
+def with_holder(
+    handle: WorkloadHandle, holder: ContainerDevices, listed_at: Decimal
+) -> WorkloadHandle:
+    """``handle`` naming the pod and container the kubelet lists with its devices, in the
+    answer asked at ``listed_at`` (:attr:`PodListing.asked`)."""
     details = {
         **handle.details,
         "namespace": holder.namespace,
         "pod": holder.pod,
         "container": holder.container,
+        "listed-at": str(listed_at),
     }
     return WorkloadHandle(handle.runtime, holder.name, details)
 
@@ -269,6 +281,18 @@ def _within_grace(handle: WorkloadHandle) -> bool:
     except InvalidOperation:
         return False
     return Decimal(time.time()) - booked_at < grace
+
+
+def _answers_since(handle: WorkloadHandle) -> Decimal | None:
+    """From when on the kubelet's answers tell whether the booking's pod is gone: any answer
+    after the admission grace; within it, those asked since the answer that first listed the
+    pod (``listed-at``), and none (``None``) before one has."""
+    if not _within_grace(handle):
+        return Decimal(0)
+    try:
+        return Decimal(handle.details["listed-at"])
+    except (KeyError, InvalidOperation):
+        return None
 
 
 def _settle(handle: WorkloadHandle) -> Decimal:
@@ -300,11 +324,14 @@ class KubeletPodsRuntime(TrackingRuntime):
         """Whether some pod holds any of the handle's devices; ``None`` without the kubelet.
 
         Gone only on two consecutive answers of a settled kubelet (module docstring); a
-        booking whose devices the kubelet handed out again is gone at once.
+        booking whose devices the kubelet handed out again is gone at once. Within the
+        admission grace, only a booking whose pod the kubelet listed can be gone, and only on
+        answers asked after that listing: a pod deleted at once frees its devices at once.
         """
         if "superseded-by" in handle.details:
             return False
-        if _within_grace(handle):
+        since = _answers_since(handle)
+        if since is None:
             return True  # the kubelet may not list a just-allocated container yet
         reader = pod_resources(handle.details.get("pod-resources", DEFAULT_POD_RESOURCES_SOCKET))
         resource = handle.details.get("resource", "")
@@ -323,8 +350,9 @@ class KubeletPodsRuntime(TrackingRuntime):
         except Exception as exc:  # grpc errors, a missing socket: cannot tell
             log.info("PodResources at %s cannot be asked: %s", reader.socket_path, exc)
             return None
-        # the earlier answer listed them: the pod went just now; the next answer confirms
-        return bool(before.holders(resource, wanted))
+        # the earlier answer listed them: the pod went just now; the next answer confirms (an
+        # answer older than the one that listed the pod says nothing)
+        return bool(before.holders(resource, wanted)) or before.asked < since
 
     def describe(self, handle: WorkloadHandle) -> list[str]:
         if "pod" in handle.details:

@@ -141,6 +141,7 @@ def name_pods(
         with ledger.transaction():
             if ledger.read(*record.key) != record:  # changed meanwhile: next tick
                 continue
-            ledger.write(record.with_handle(with_holder(record.handle, exact[-1])))
+            handle = with_holder(record.handle, exact[-1], listing.asked)
+            ledger.write(record.with_handle(handle))
         named.append((record.workload.id, exact[-1].name))
     return named

@@ -14,7 +14,9 @@ import attrs
 from accelkit.types import DeviceId, to_decimal
 
 __all__ = [
+    "METRIC_UNITS",
     "Aggregate",
+    "BaseUnit",
     "Measurement",
     "MetricContext",
     "MetricType",
@@ -153,3 +155,33 @@ class MetricContext:
             return None
         elapsed = Decimal(repr(self.timestamp - last[0]))
         return (value - last[1]) / elapsed
+
+
+@attrs.frozen
+class BaseUnit:
+    """The base unit a plugin's unit is exported in: ``value * factor`` in ``suffix``."""
+
+    suffix: str
+    factor: Decimal = Decimal(1)
+
+
+_MILLI = Decimal("0.001")
+#: the units a metric may be in (docs/metrics.md), and the base unit each is exported in
+METRIC_UNITS: Mapping[str, BaseUnit] = {
+    **dict.fromkeys(("bytes", "byte", "B"), BaseUnit("bytes")),
+    "KiB": BaseUnit("bytes", Decimal(1024)),
+    "MiB": BaseUnit("bytes", Decimal(1024**2)),
+    **dict.fromkeys(("seconds", "second", "s"), BaseUnit("seconds")),
+    **dict.fromkeys(("msec", "ms", "milliseconds"), BaseUnit("seconds", _MILLI)),
+    **dict.fromkeys(("usec", "us", "microseconds"), BaseUnit("seconds", Decimal("0.000001"))),
+    **dict.fromkeys(("nsec", "ns", "nanoseconds"), BaseUnit("seconds", Decimal("1e-9"))),
+    **dict.fromkeys(("percent", "%"), BaseUnit("ratio", Decimal("0.01"))),
+    "ratio": BaseUnit("ratio"),
+    **dict.fromkeys(("watts", "W"), BaseUnit("watts")),
+    **dict.fromkeys(("mW", "milliwatts"), BaseUnit("watts", _MILLI)),
+    **dict.fromkeys(("joules", "J"), BaseUnit("joules")),
+    **dict.fromkeys(("mJ", "millijoules"), BaseUnit("joules", _MILLI)),
+    **dict.fromkeys(("celsius", "C"), BaseUnit("celsius")),
+    **dict.fromkeys(("hertz", "Hz"), BaseUnit("hertz")),
+    "MHz": BaseUnit("hertz", Decimal(10**6)),
+}

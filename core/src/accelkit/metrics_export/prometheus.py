@@ -26,11 +26,10 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
 
-import attrs
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from accelkit.metrics import Measurement, MetricType
+from accelkit.metrics import METRIC_UNITS, BaseUnit, Measurement, MetricType
 from accelkit.metrics_export.snapshot import MetricsSnapshot
 from accelkit.types import ComputeDevice, DeviceId
 
@@ -59,34 +58,8 @@ MIG_LABELS = frozenset({"GPU_I_PROFILE", "GPU_I_ID"})
 DeviceLabels = Mapping[str, Mapping[DeviceId, Mapping[str, str]]]
 
 
-@attrs.frozen
-class BaseUnit:
-    """The base unit a plugin's unit is exported in: ``value * factor`` in ``suffix``."""
-
-    suffix: str
-    factor: Decimal = Decimal(1)
-
-
-_MILLI = Decimal("0.001")
-#: plugin units and the base unit each is exported in
-BASE_UNITS: Mapping[str, BaseUnit] = {
-    **dict.fromkeys(("bytes", "byte", "B"), BaseUnit("bytes")),
-    "KiB": BaseUnit("bytes", Decimal(1024)),
-    "MiB": BaseUnit("bytes", Decimal(1024**2)),
-    **dict.fromkeys(("seconds", "second", "s"), BaseUnit("seconds")),
-    **dict.fromkeys(("msec", "ms", "milliseconds"), BaseUnit("seconds", _MILLI)),
-    **dict.fromkeys(("usec", "us", "microseconds"), BaseUnit("seconds", Decimal("0.000001"))),
-    **dict.fromkeys(("nsec", "ns", "nanoseconds"), BaseUnit("seconds", Decimal("1e-9"))),
-    **dict.fromkeys(("percent", "%"), BaseUnit("ratio", Decimal("0.01"))),
-    "ratio": BaseUnit("ratio"),
-    **dict.fromkeys(("watts", "W"), BaseUnit("watts")),
-    **dict.fromkeys(("mW", "milliwatts"), BaseUnit("watts", _MILLI)),
-    **dict.fromkeys(("joules", "J"), BaseUnit("joules")),
-    **dict.fromkeys(("mJ", "millijoules"), BaseUnit("joules", _MILLI)),
-    **dict.fromkeys(("celsius", "C"), BaseUnit("celsius")),
-    **dict.fromkeys(("hertz", "Hz"), BaseUnit("hertz")),
-    "MHz": BaseUnit("hertz", Decimal(10**6)),
-}
+#: plugin units and the base unit each is exported in (the table of :mod:`accelkit.metrics`)
+BASE_UNITS: Mapping[str, BaseUnit] = METRIC_UNITS
 
 
 def base_unit(unit: str, kind: MetricType = MetricType.GAUGE) -> BaseUnit:

@@ -23,6 +23,7 @@ from accelkit.testing.metric_rules import (
     process_metric_problems,
     workload_metric_problems,
 )
+from accelkit.testing.reporting import pytest_runtest_makereport  # noqa: F401 - the kit's hook
 from accelkit.testing.suite import PluginConformance
 
 __all__ = [

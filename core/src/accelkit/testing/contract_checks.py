@@ -114,20 +114,44 @@ class ContractChecks:
             )
 
     def test_every_device_slot_is_a_configurable_slot(self, started: AbstractComputePlugin) -> None:
-        declared = {spec.name for spec in started.configurable_slots()}
+        declared = {spec.name: spec for spec in started.configurable_slots()}
         slots = started.device_slots(started.devices)
         missing = sorted({d.device_id for d in started.devices} - set(slots))
         expect(not missing, f"device_slots() gives no slot for device(s) {missing}")
+        numa = {d.device_id: d.numa_node for d in started.devices}
         problems = []
         for device_id, info in slots.items():
             if not isinstance(info, DeviceSlotInfo):
                 problems.append(f"device {device_id!r}: {info!r} is not a DeviceSlotInfo")
-            elif info.slot_name not in declared:
+                continue
+            if (spec := declared.get(info.slot_name)) is None:
                 problems.append(
                     f"device {device_id!r} reports slot {info.slot_name!r}, which "
                     f"configurable_slots() does not list ({sorted(declared)})"
                 )
-        expect_none(problems, "device_slots() reports slots the plugin does not declare")
+            elif info.slot_type != spec.type:
+                problems.append(
+                    f"device {device_id!r} reports slot {info.slot_name!r} as "
+                    f"{info.slot_type.value}, but configurable_slots() declares it "
+                    f"{spec.type.value}"
+                )
+            if info.numa_node is not None and info.numa_node != numa.get(device_id):
+                problems.append(
+                    f"device {device_id!r} reports NUMA node {info.numa_node} in device_slots() "
+                    f"but {numa.get(device_id)} in list_devices()"
+                )
+        expect_none(problems, "device_slots() disagrees with the plugin's slots and devices")
+
+    def test_devices_are_listed_in_the_same_order_every_time(
+        self, started: AbstractComputePlugin, runner: asyncio.Runner
+    ) -> None:
+        first = [d.device_id for d in started.devices]
+        again = [d.device_id for d in runner.run(started.list_devices())]
+        expect(
+            again == first,
+            f"list_devices() gave {first} when the plugin started and {again} when asked "
+            "again; the same devices must come in the same order (agents split them by it)",
+        )
 
     def test_device_slots_cover_only_the_devices_asked_for(
         self, started: AbstractComputePlugin

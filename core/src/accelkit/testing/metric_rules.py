@@ -7,6 +7,7 @@ from collections.abc import Collection, Iterator, Sequence
 from decimal import Decimal
 
 from accelkit.metrics import (
+    METRIC_UNITS,
     Aggregate,
     Measurement,
     MetricType,
@@ -106,6 +107,12 @@ def _common_problems(items: Sequence[object], kind: type, call: str) -> Iterator
             yield f"metric key {key!r} must be lower-case letters, digits and '_' (no dots)"
         if not isinstance(getattr(metric, "type", None), MetricType):
             yield f"metric {key!r} must have a MetricType as its type"
+        unit = getattr(metric, "unit", None)
+        if unit not in METRIC_UNITS:
+            yield (
+                f"metric {key!r} is in {unit!r}, which is not in accelkit's unit table, so it "
+                f"would be exported unconverted; use one of {', '.join(METRIC_UNITS)}"
+            )
 
 
 def _measurement_problems(reading: object, what: str) -> list[str]:

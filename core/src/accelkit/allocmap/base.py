@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from abc import abstractmethod
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
@@ -11,6 +10,7 @@ from fnmatch import fnmatchcase
 from accelkit.allocmap import fastpath
 from accelkit.allocmap.checks import as_strings, slot_infos, strategy_of
 from accelkit.allocmap.kinds import declared_specs, slot_quanta, whole_units
+from accelkit.allocmap.maplock import MapLock
 from accelkit.allocmap.operations import MapOperations
 from accelkit.allocmap.placement import Grants
 from accelkit.allocmap.pool import SlotPool, new_pool
@@ -65,7 +65,7 @@ class AbstractAllocMap(MapOperations):
         self._unavailable: frozenset[DeviceId] = frozenset()
         self._strategy = strategy_of(strategy)
         self._patterns = as_strings(exclusive_slot_types, "exclusive slot types")
-        self._lock = threading.Lock()
+        self._lock = MapLock()
 
         types: dict[SlotName, SlotType] = {}
         members: dict[SlotName, list[DeviceId]] = {}

@@ -24,7 +24,10 @@ The special cases kept inside the closures, and the benchmark rows they buy
   itself: the most free device, or the most free devices in turn, placed and committed in one
   pass (:func:`_take_most_free`): the W1/W2 FILL rows;
 - freeing several devices of one slot validates in the same frame: W3 EVENLY's split grants and
-  every W1/W2 multi-device grant.
+  every W1/W2 multi-device grant;
+- the map's lock is taken and given back inline, as a ``list.pop`` and a ``list.append``
+  (:mod:`accelkit.allocmap.maplock`): a ``threading.Lock`` cost a fifth of W4's allocate and
+  free.
 
 Unavailable devices (``set_unavailable``) add no check here: placement never sees their free
 units (:meth:`~accelkit.allocmap.pool.SlotPool.fence`), a free on one of them fails the ``gate``
@@ -34,7 +37,6 @@ device is unavailable is left to the general path, which names them.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 
@@ -42,6 +44,7 @@ from frozendict import frozendict
 
 from accelkit.allocmap import fillscan, onedevice
 from accelkit.allocmap.affinity import AffinityHint
+from accelkit.allocmap.maplock import MapLock, inlined
 from accelkit.allocmap.operations import MapOperations
 from accelkit.allocmap.placement import Grants
 from accelkit.allocmap.pool import CACHE_LIMIT, ScannedPool, SlotPool
@@ -93,7 +96,7 @@ def _install_one_pool(m: MapOperations, pool: SlotPool, quick_place: QuickPlace)
     vars(m).update(allocate=allocate, free=free_)
 
 
-def _one_pool_allocate(
+def _one_pool_allocate(  # noqa: PLR0915 - the hot path and its cells in one function
     m: MapOperations,
     pool: SlotPool,
     shared: SharedGrants,
@@ -103,7 +106,8 @@ def _one_pool_allocate(
     slot, units_of, amount_of, buckets = pool.name, pool.units_of, pool.amount_of, pool.buckets
     free, bits, ids = pool.free, pool.bits, pool.ids
     by_device, make, live, adopt = shared.by_device, shared.make, shared.live, shared.adopt
-    lock, amount, place = m._lock, m._amount, m._place
+    amount, place = m._amount, m._place
+    take, put, wait, wake, waiters = inlined(m._lock)
     fills = m._fills_most_free()
 
     def allocate(  # noqa: PLR0912 - one frame for the hot path (module docstring)
@@ -122,7 +126,10 @@ def _one_pool_allocate(
                         # refused on a snapshot, as in the general closure
                         allocatable = amount_of.get(left) or amount(pool, left)
                         raise refusal(InsufficientResource, slot, raw, allocatable, context_tag)
-                    lock.acquire()
+                    try:
+                        take()
+                    except IndexError:  # held by another thread (maplock)
+                        wait()
                     try:
                         if units <= pool.total_free:
                             if fills and affinity_hint is None:
@@ -169,7 +176,9 @@ def _one_pool_allocate(
                                 buckets[new] = buckets.get(new, 0) | bit
                             return by_device[i].get(units) or make(i, units)
                     finally:
-                        lock.release()
+                        put(True)
+                        if waiters:
+                            wake()
                     # another thread took the room since the snapshot: the general path says so
         return adopt(general_allocate(slots, affinity_hint=affinity_hint, context_tag=context_tag))
 
@@ -184,14 +193,17 @@ def _one_pool_free(
 ) -> Callable[[DeviceAllocation], None]:
     """A free that knows this map's grants by ``id``; any other goes to ``checked``."""
     free, gate, bits = pool.free, pool.gate, pool.bits
-    lock = m._lock
+    take, put, wait, wake, waiters = inlined(m._lock)
     issued, live = shared.issued, shared.live
 
-    def free_(alloc: DeviceAllocation) -> None:
+    def free_(alloc: DeviceAllocation) -> None:  # noqa: PLR0912 - one frame for the hot path (fastpath's module docstring)
         hit = issued.get(id(alloc))
         if hit is not None:  # a shared grant of this map: one device, one bucket move
             i, units = hit
-            lock.acquire()
+            try:
+                take()
+            except IndexError:  # held by another thread (maplock)
+                wait()
             try:
                 old = free[i]
                 new = old + units
@@ -208,10 +220,15 @@ def _one_pool_free(
                     buckets[new] = buckets.get(new, 0) | bit
                     return
             finally:
-                lock.release()
+                put(True)
+                if waiters:
+                    wake()
         elif (split := live.pop(id(alloc), None)) is not None:  # a split this map handed out
             taken = split[1]
-            lock.acquire()
+            try:
+                take()
+            except IndexError:  # held by another thread (maplock)
+                wait()
             try:
                 for i, units in taken:  # the room test first: a refused free changes nothing
                     if units > gate[i] - free[i]:
@@ -220,7 +237,9 @@ def _one_pool_free(
                     pool.shift(taken, -1)
                     return
             finally:
-                lock.release()
+                put(True)
+                if waiters:
+                    wake()
         checked(alloc)
 
     return free_
@@ -236,13 +255,13 @@ def _install_general(m: MapOperations, quick_place: QuickPlace) -> None:
     vars(m).update(allocate=allocate, free=free_)
 
 
-def _general_allocate(
+def _general_allocate(  # noqa: PLR0915 - the hot path and its cells in one function
     m: MapOperations, quick_place: QuickPlace, general: Callable[..., DeviceAllocation]
 ) -> Callable[..., DeviceAllocation]:
     # quick pools: several devices, not UNIQUE (one-device pools of maps of several slots,
     # and UNIQUE requests, take the general path); a map's pools never change
     quick = {name: pool for name, pool in m._pools.items() if pool.quick}
-    lock = m._lock
+    take, put, wait, wake, waiters = inlined(m._lock)
     amount = m._amount
     place = m._place
     fills = m._fills_most_free()
@@ -268,7 +287,10 @@ def _general_allocate(
                         # With unavailable devices the general path refuses, naming them.
                         allocatable = pool.amount_of.get(left) or amount(pool, left)
                         raise refusal(InsufficientResource, slot, raw, allocatable, context_tag)
-                    lock.acquire()
+                    try:
+                        take()
+                    except IndexError:  # held by another thread (maplock)
+                        wait()
                     try:
                         if units <= pool.total_free:
                             buckets = pool.buckets
@@ -308,7 +330,9 @@ def _general_allocate(
                                 buckets[new] = buckets.get(new, 0) | bit
                             return {slot: {pool.ids[i]: raw}}
                     finally:
-                        lock.release()
+                        put(True)
+                        if waiters:
+                            wake()
                     # another thread took the room since the snapshot: the general path says so
         return general(slots, affinity_hint=affinity_hint, context_tag=context_tag)
 
@@ -360,9 +384,9 @@ def _general_free(
     m: MapOperations, general: Callable[[DeviceAllocation], None]
 ) -> Callable[[DeviceAllocation], None]:
     quick = {name: pool for name, pool in m._pools.items() if pool.quick}
-    lock = m._lock
+    take, put, wait, wake, waiters = inlined(m._lock)
 
-    def free_(alloc: DeviceAllocation) -> None:
+    def free_(alloc: DeviceAllocation) -> None:  # noqa: PLR0912 - one frame for the hot path (fastpath's module docstring)
         if alloc.__class__ in _PLAIN and len(alloc) == 1:  # else the general path judges it
             (slot,) = alloc
             per_device = alloc[slot]
@@ -376,7 +400,10 @@ def _general_free(
                         units = pool.units_of.get(str(raw)) if raw.__class__ is Decimal else None
                         i = pool.index.get(dev)
                         if units and i is not None:
-                            lock.acquire()
+                            try:
+                                take()
+                            except IndexError:  # held by another thread (maplock)
+                                wait()
                             try:
                                 free = pool.free
                                 old = free[i]
@@ -394,8 +421,10 @@ def _general_free(
                                     buckets[new] = buckets.get(new, 0) | bit
                                     return
                             finally:
-                                lock.release()
-                    elif _free_several(pool, per_device, lock):
+                                put(True)
+                                if waiters:
+                                    wake()
+                    elif _free_several(pool, per_device, m._lock):
                         return
                 except (TypeError, AttributeError):  # unhashable amounts, not a mapping
                     pass
@@ -407,7 +436,7 @@ def _general_free(
 def _free_several(
     pool: SlotPool,
     per_device: Mapping[DeviceId, Decimal],
-    lock: threading.Lock,
+    lock: MapLock,
 ) -> bool:
     """Free a grant on several devices of ``pool`` if it is plainly valid; say whether it was.
 

@@ -7,7 +7,7 @@ promises, a ``dict`` to ``json`` and ``isinstance``), built the first time the a
 and knows its own grants again by identity when they are freed:
 
 - ``allocate``: one lookup of the Decimal amount (which also proves it valid: only validated
-  positive amounts are ever remembered), a lock and a subtraction; no result is built;
+  positive amounts are ever remembered), the lock and a subtraction; no result is built;
 - ``free`` of a grant this map handed out: one lookup by ``id`` and an addition under the lock;
   no key, amount or device is looked up, since the map built that grant itself.
 
@@ -27,6 +27,7 @@ from decimal import Decimal
 from frozendict import frozendict
 
 from accelkit.allocmap.affinity import AffinityHint
+from accelkit.allocmap.maplock import inlined
 from accelkit.allocmap.operations import MapOperations
 from accelkit.allocmap.pool import CACHE_LIMIT, SlotPool
 from accelkit.errors import InsufficientResource, refusal
@@ -62,7 +63,7 @@ def _allocate(
         pool.amount_of,
         pool.free,
     )
-    lock = m._lock
+    take, put, wait, wake, waiters = inlined(m._lock)
     amount = m._amount
 
     def remember(raw: Decimal, granted: DeviceAllocation) -> DeviceAllocation:
@@ -95,22 +96,22 @@ def _allocate(
             hit = None
         if hit is not None:
             units, grant = hit
-            left = free[0]
-            if units > left and not pool.hidden:
-                # Refused on a snapshot: a refusal changes nothing, so it needs no lock (it
-                # is what a locked call at the moment of the read would say). With
-                # unavailable devices the general path refuses, naming them.
-                allocatable = amount_of.get(left) or amount(pool, left)
-                raise refusal(InsufficientResource, slot, raw, allocatable, context_tag)
-            lock.acquire()
             try:
-                left = free[0] - units
-                if left >= 0:
-                    free[0] = left  # the pool's total_free too (OneDevicePool)
+                take()
+            except IndexError:  # held by another thread (maplock)
+                wait()
+            try:
+                left = free[0]
+                if units <= left:
+                    free[0] = left - units  # the pool's total_free too (OneDevicePool)
                     return grant
             finally:
-                lock.release()
-            # another thread took the room since the snapshot: the general path says so
+                put(True)
+                if waiters:
+                    wake()
+            if not pool.hidden:  # with unavailable devices the general path refuses, naming them
+                allocatable = amount_of.get(left) or amount(pool, left)
+                raise refusal(InsufficientResource, slot, raw, allocatable, context_tag)
         granted = general(slots, affinity_hint=affinity_hint, context_tag=context_tag)
         if hit is None and raw.__class__ is Decimal and len(slots) == 1:
             return remember(raw, granted)
@@ -126,7 +127,7 @@ def _free(
     general: Callable[[DeviceAllocation], None],
 ) -> Callable[[DeviceAllocation], None]:
     slot, dev, units_of, free, gate = pool.name, pool.ids[0], pool.units_of, pool.free, pool.gate
-    lock = m._lock
+    take, put, wait, wake, waiters = inlined(m._lock)
 
     def free_(alloc: DeviceAllocation) -> None:
         try:
@@ -140,14 +141,19 @@ def _free(
             except (KeyError, TypeError):
                 units = 0
         if units:
-            lock.acquire()
+            try:
+                take()
+            except IndexError:  # held by another thread (maplock)
+                wait()
             try:
                 left = free[0] + units
                 if left <= gate[0]:  # -1 when unavailable: the general path
                     free[0] = left
                     return
             finally:
-                lock.release()
+                put(True)
+                if waiters:
+                    wake()
         general(alloc)
 
     return free_

@@ -7,7 +7,6 @@ handle.
 
 from __future__ import annotations
 
-import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from decimal import Decimal
@@ -15,6 +14,7 @@ from typing import Any
 
 from accelkit.allocmap.affinity import AffinityHint
 from accelkit.allocmap.checks import check_exclusive, coerce, insufficient, over, tag, why_not_in
+from accelkit.allocmap.maplock import MapLock
 from accelkit.allocmap.placement import Grants
 from accelkit.allocmap.pool import CACHE_LIMIT, SlotPool
 from accelkit.errors import InsufficientResource, InvalidResourceArgument, NotMultipleOfQuantum
@@ -32,7 +32,7 @@ class MapOperations(ABC):
     _mask: frozenset[DeviceId]
     _pools: dict[SlotName, SlotPool]
     _exclusive: dict[SlotName, frozenset[str]]
-    _lock: threading.Lock
+    _lock: MapLock
 
     @abstractmethod
     def _convert(self, pool: SlotPool, amount: Decimal) -> int:

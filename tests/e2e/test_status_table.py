@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -127,3 +128,24 @@ def test_devices_of_a_node_with_nothing_booked_are_free(mock_node):
     config = mock_node(cpus=1, gpus=1)
     table = accelkit(config, "devices")
     assert [line.split()[-1] for line in table.stdout.splitlines()[2:]] == ["free", "free"]
+
+
+def test_devices_without_a_state_directory_reads_no_ledger(mock_node):
+    """Nothing was ever booked where there is no state directory: no SQLite is imported."""
+    config = mock_node(cpus=1, gpus=1)
+    assert not (config.parent / "state").exists()
+    code = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('sqlite3' in sys.modules, file=sys.stderr))\n"
+        "from accelkit.cli.app import run; run()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "devices", "--config", str(config), "--json"],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        check=True,
+    )
+    assert [d["held_by"] for d in json.loads(done.stdout)["cuda"]] == [[]]
+    assert done.stderr.splitlines()[-1] == "False"
+    assert not (config.parent / "state").exists()

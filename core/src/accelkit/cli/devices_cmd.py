@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,8 @@ def _holders(config: HostConfig) -> Holders | None:
     The ledger's records as they stand: a booking whose workload died is shown until a
     command that opens the node (``status``, ``run``, ``serve``) reconciles it.
     """
+    if not os.path.isdir(config.resource.state_dir):
+        return {}  # no state directory, no ledger: nothing booked (and no SQLite to import)
     from accelkit.workload.ledger import Ledger
     from accelkit.workload.status import held_amounts
 

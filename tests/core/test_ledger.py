@@ -151,6 +151,30 @@ def test_the_device_index_names_the_holders(tmp_path):
     assert ledger.holders("cuda", []) == []
 
 
+def test_a_write_of_the_same_devices_changes_the_record_row_only(tmp_path):
+    ledger = Ledger(tmp_path)
+    ledger.write(record(workload="x"))
+    before = ledger.db.execute("SELECT * FROM holdings ORDER BY device").fetchall()
+    held = ledger.db.execute("SELECT * FROM held ORDER BY device").fetchall()
+    start = ledger.seq
+    statements: list[str] = []
+    ledger.db.set_trace_callback(statements.append)
+    ledger.write(record(workload="x").with_leader(ProcessStamp(7, "1")), same=True)
+    ledger.db.set_trace_callback(None)
+    assert not any("holdings" in s or "held" in s for s in statements)
+    assert ledger.db.execute("SELECT * FROM holdings ORDER BY device").fetchall() == before
+    assert ledger.db.execute("SELECT * FROM held ORDER BY device").fetchall() == held
+    assert Ledger(tmp_path).read_all()[("agent-1", "x")].leader == ProcessStamp(7, "1")
+    assert list(ledger.changes(start).records) == [("agent-1", "x")]
+
+
+def test_a_write_of_the_same_devices_without_a_recorded_version_is_written_in_full(tmp_path):
+    ledger = Ledger(tmp_path)
+    ledger.write(record(workload="x"), same=True)
+    assert [h.workload_id for h in ledger.holders("cuda", ["cuda0"])] == ["x"]
+    assert set(Ledger(tmp_path).read_all()) == {("agent-1", "x")}
+
+
 @pytest.mark.parametrize(
     "content",
     [

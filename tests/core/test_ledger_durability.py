@@ -9,6 +9,7 @@ result, handle and later intent before it), counted with ``strace`` where it is 
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import signal
 import subprocess
@@ -19,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from accelkit.types import AgentId, DeviceName, Workload
+from accelkit.config import load_host_config
+from accelkit.node import Node
+from accelkit.types import AgentId, DeviceName, SlotName, Workload
 from accelkit.workload import Ledger, LedgerRecord
 
 
@@ -137,3 +140,22 @@ def test_a_run_syncs_the_ledger_for_each_pre_create_intent_and_the_release_only(
     syncs = [line for line in lines[start:end] if "fdatasync(" in line or "fsync(" in line]
     # the intent of pre_create of "cpu", the release: two of at most three per run
     assert len(syncs) == 3 * (1 + 1)
+
+
+def test_a_run_writes_its_device_rows_once_when_it_books(mock_node):
+    statements: list[str] = []
+
+    async def main() -> int:
+        async with Node.open(load_host_config(mock_node(cpus=1))) as node:
+            db = node.bookkeeper.ledger.db
+            db.set_trace_callback(statements.append)
+            try:
+                return await node.run(AgentId("agent-1"), {SlotName("cpu"): Decimal(1)}, ["true"])
+            finally:
+                db.set_trace_callback(None)
+
+    assert asyncio.run(main()) == 0
+    # the phases, the handle and the leader change the record's row only
+    assert sum(s.startswith("INSERT INTO holdings") for s in statements) == 1
+    assert sum(s.startswith("INSERT INTO held") for s in statements) == 1
+    assert sum(s.startswith("UPDATE records") for s in statements) >= 8

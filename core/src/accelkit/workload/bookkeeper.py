@@ -472,7 +472,8 @@ class Bookkeeper:
             return given
 
     def _update(self, key: RecordKey, record: LedgerRecord, *, durable: bool = True) -> None:
-        self.ledger.write(record, durable=durable)
+        same = key in self.owned and self.owned[key].allocation == record.allocation
+        self.ledger.write(record, durable=durable, same=same)
         self.owned[key] = record
 
     def _agent(self, agent_id: AgentId) -> AgentView:

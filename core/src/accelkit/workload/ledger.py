@@ -67,6 +67,8 @@ from accelkit.workload.ledger_rows import (
     MAX_RECORD_BYTES,
     MAX_RECORD_DEPTH,
     REMOVALS_KEPT,
+    REPLACE_RECORD,
+    UPDATE_RECORD,
     Holding,
     LedgerChanges,
     LedgerScan,
@@ -429,20 +431,18 @@ class Ledger:
         row = self._execute("UPDATE meta SET value = value + 1 WHERE name = 'seq' RETURNING value")
         return int(row.fetchone()[0])
 
-    def write(self, record: LedgerRecord, *, durable: bool = True) -> None:
-        """Create or replace a workload's record (and its device index entries); ``durable``
-        as for :meth:`transaction`."""
+    def write(self, record: LedgerRecord, *, durable: bool = True, same: bool = False) -> None:
+        """Create or replace a workload's record (and its device index entries); ``durable`` as
+        for :meth:`transaction`; ``same``: it holds what its recorded version does (row only)."""
         agent, workload = record.key
         body = record_text(record)
         with self.transaction(durable=durable):
             seq = self._next_seq()
-            self._execute(
-                "INSERT OR REPLACE INTO records (agent, workload, seq, body) VALUES (?, ?, ?, ?)",
-                (agent, workload, seq, body),
-            )
-            self._execute(
-                "DELETE FROM holdings WHERE agent = ? AND workload = ?", (agent, workload)
-            )
+            key = (agent, workload)
+            if same and self._execute(UPDATE_RECORD, (seq, body, *key)).rowcount:
+                return
+            self._execute(REPLACE_RECORD, (*key, seq, body))
+            self._execute("DELETE FROM holdings WHERE agent = ? AND workload = ?", key)
             self.db.executemany(
                 "INSERT INTO holdings VALUES (?, ?, ?, ?, ?, ?)",
                 [

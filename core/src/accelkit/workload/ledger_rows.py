@@ -24,6 +24,9 @@ MAX_RECORD_DEPTH = 32
 REMOVALS_KEPT = 10_000
 #: how long a transaction waits for another process's (SQLite busy timeout)
 BUSY_TIMEOUT_MS = 120_000
+#: a record's row, written in full, and its body alone (its devices unchanged)
+REPLACE_RECORD = "INSERT OR REPLACE INTO records (agent, workload, seq, body) VALUES (?, ?, ?, ?)"
+UPDATE_RECORD = "UPDATE records SET seq = ?, body = ? WHERE agent = ? AND workload = ?"
 
 _SCHEMA = (
     """

@@ -147,7 +147,7 @@ def main() -> None:
         env = real_cluster.read_env(args.cluster / "env")
         cluster = real_cluster.Cluster(args.cluster, env, real_cluster.binaries() / "bin", 0.0)
     root = Path(tempfile.mkdtemp(prefix="akdrb-", dir="/tmp"))
-    driver = DriverProcess(cluster, write_node(root, args.gpus))
+    driver = DriverProcess(cluster, write_node(root, args.gpus), "--interval", "5")
     try:
         driver.wait_event(lambda e: e.get("event") == "registered")
         api = client.ResourceV1Api(config.new_client_from_config(cluster.env["KUBECONFIG"]))
@@ -155,10 +155,12 @@ def main() -> None:
         runs = []
         for run in range(args.runs):
             claims = make_claims(api, cluster.node, args.gpus, run)
-            time.sleep(2)  # the driver's watch has taken in the new claims
-            runs.append(asyncio.run(measure(socket, claims)))
-            for claim in claims:
-                api.delete_namespaced_resource_claim(claim.metadata.name, "default")
+            try:
+                time.sleep(2)  # the driver's watch has taken in the new claims
+                runs.append(asyncio.run(measure(socket, claims)))
+            finally:
+                for claim in claims:
+                    api.delete_namespaced_resource_claim(claim.metadata.name, "default")
         print(json.dumps({"gpus": args.gpus, "runs": runs}, indent=2))
     finally:
         driver.stop()

@@ -8,6 +8,10 @@ gone frees it. A claim already prepared is answered again without booking anythi
 retries). :meth:`ClaimPreparer.unprepare` runs the teardown, frees the devices and removes the
 spec; a claim not prepared here is done already. Every refusal is one line naming the claim,
 and nothing stays booked.
+
+A prepare syncs the ledger once: the booking is committed unsynced and the intent of the first
+``pre_create``, written (synced) right after it, makes both durable before any hook runs. A
+driver killed after answering leaves the claim booked and handed over.
 """
 
 from __future__ import annotations
@@ -131,6 +135,7 @@ class ClaimPreparer:
                 Workload.container(ref.workload_id),
                 booking.allocation(),
                 handle=handle,
+                durable=False,  # made durable by the next write, pre_create's intent (synced)
             )
         except AccelkitError as exc:
             msg = f"claim {ref.label}: cannot book its devices: {exc}{self._holders(booking)}"

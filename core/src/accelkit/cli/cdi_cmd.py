@@ -18,6 +18,7 @@ from accelkit.cli.options import (
     pick_agent,
     read_config,
 )
+from accelkit.errors import UnknownAgent
 from accelkit.host import PartitionHost
 from accelkit.runtime.render.cdi import cdi_kind_problem
 from accelkit.workload.cdi_spec import agent_cdi_spec, default_cdi_kind
@@ -28,11 +29,7 @@ async def _spec(config_path: Path | None, chosen: str | None, kind: str | None) 
     async with PartitionHost.open(config) as host:
         echo_warnings(host.loader.warnings)
         agent = pick_agent(chosen, host.agents)
-        view = host.agents.get(agent)
-        if view is None:
-            known = ", ".join(sorted(host.agents)) or "none"
-            msg = f"unknown agent {agent!r} (agents: {known})"
-            raise click.ClickException(msg)
+        view = UnknownAgent.look_up(host.agents, agent)
         return await agent_cdi_spec(view.agent_id, view.contexts, kind or default_cdi_kind(agent))
 
 

@@ -21,6 +21,7 @@ import click
 
 from accelkit.cli.options import config_option, given_path, read_config
 from accelkit.config.model import HostConfig, SlurmBridgeConfig
+from accelkit.errors import UnknownAgent
 from accelkit.types import AgentId
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ def _settings(config: HostConfig) -> SlurmBridgeConfig:
 def _agents(known: list[str], agent: str | None, *, one: bool) -> list[AgentId]:
     if agent is not None:
         if agent not in known:
-            msg = f"unknown agent {agent!r} (agents: {', '.join(sorted(known)) or 'none'})"
+            msg = str(UnknownAgent(agent, known))
             raise click.BadParameter(msg, param_hint="--agent")
         return [AgentId(agent)]
     if one and len(known) != 1:

@@ -168,3 +168,32 @@ def test_no_hook_is_asked_and_a_plugin_without_device_nodes_is_left_out():
     denied, problems = asyncio.run(denied_device_nodes(plugins, one("cores", "cores0"), LIMIT))
     assert denied == {"/dev/npu0", "/dev/npuctl"}
     assert problems == []
+
+
+MEET = 30.0  # far longer than two calls on any machine; only a failure waits for it
+
+
+class Meeting(NodePlugin):
+    """Answers only once every plugin of the test has been asked (a barrier across workers)."""
+
+    key = DeviceName("meet")
+    barrier: ClassVar[threading.Barrier]
+
+    def device_nodes(self, devices: Sequence[ComputeDevice]) -> Sequence[str]:
+        if len(devices) == len(self.devices):  # the question over every device
+            self.barrier.wait(MEET)  # broken (an error) if the other is not asked meanwhile
+        return super().device_nodes(devices)
+
+
+class OtherMeeting(Meeting):
+    key = DeviceName("meet2")
+
+
+def test_every_plugin_is_asked_at_once(monkeypatch):
+    # each waits for the other inside device_nodes: asked one after the other, the first would
+    # give up waiting (and the second find the barrier broken)
+    monkeypatch.setattr(Meeting, "barrier", threading.Barrier(2), raising=False)
+    plugins = {DeviceName("meet"): Meeting(1), DeviceName("meet2"): OtherMeeting(1)}
+    denied, problems = asyncio.run(denied_device_nodes(plugins, {}, Decimal(2 * MEET)))
+    assert problems == []
+    assert denied == {"/dev/meet0", "/dev/meetctl", "/dev/meet20", "/dev/meet2ctl"}

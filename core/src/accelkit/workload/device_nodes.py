@@ -2,13 +2,15 @@
 
 A plugin whose devices are device nodes says which through its optional ``device_nodes(devices)``
 method: asked once over all of its devices (every node of the node) and once over the devices
-the workload was given (the nodes it may open), on the plugin's own worker under the time limit.
-The process runtime denies the difference. Nothing else of the plugin runs: no lifecycle hook is
-asked about a workload that does not exist (a hook that blocks would stall every run).
+the workload was given (the nodes it may open), on the plugin's own worker under the time limit,
+every plugin at once. The process runtime denies the difference. Nothing else of the plugin
+runs: no lifecycle hook is asked about a workload that does not exist (a hook that blocks would
+stall every run).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
@@ -72,17 +74,22 @@ async def denied_device_nodes(
     A plugin that cannot say (it raises, overruns ``timeout`` or answers something else than
     paths) is left out, with a line saying so: its nodes are then not denied.
     """
-    denied: set[str] = set()
-    problems: list[str] = []
-    for key, plugin in plugins.items():
-        if not names_device_nodes(plugin):
-            continue
-        try:
-            every = await device_nodes_of(key, plugin, plugin.devices, timeout)
-            given = _granted(plugin, allocation.get(key, {}))
-            granted = await device_nodes_of(key, plugin, given, timeout)
-        except Exception as exc:  # a plugin's failure must not stop the run
-            problems.append(f"cannot tell the device nodes of plugin {key!r}: {exc}")
-            continue
-        denied |= set(every) - set(granted)
-    return frozenset(denied), problems
+    asked = [(key, plugin) for key, plugin in plugins.items() if names_device_nodes(plugin)]
+    # each plugin on its own worker: all of them at once
+    answers = await asyncio.gather(
+        *(_denied_by(key, plugin, allocation.get(key, {}), timeout) for key, plugin in asked)
+    )
+    denied = frozenset(path for nodes, _ in answers for path in nodes)
+    return denied, [problem for _, problem in answers if problem]
+
+
+async def _denied_by(
+    key: DeviceName, plugin: AbstractComputePlugin, alloc: DeviceAllocation, timeout: Decimal
+) -> tuple[set[str], str]:
+    """The nodes of ``plugin``'s devices ``alloc`` does not grant, or none and the problem."""
+    try:
+        every = await device_nodes_of(key, plugin, plugin.devices, timeout)
+        granted = await device_nodes_of(key, plugin, _granted(plugin, alloc), timeout)
+    except Exception as exc:  # a plugin's failure must not stop the run
+        return set(), f"cannot tell the device nodes of plugin {key!r}: {exc}"
+    return set(every) - set(granted), ""

@@ -36,7 +36,7 @@ from accelkit.workload.bookkeeper import Bookkeeper
 from accelkit.workload.ledger import Ledger
 from accelkit.workload.lifecycle import PhaseListener, WorkloadLifecycle
 from accelkit.workload.orphans import SweepReport, note_container_engine, sweep_orphans
-from accelkit.workload.reconcile import ReconcileReport, RecordKey
+from accelkit.workload.reconcile_report import ReconcileReport, RecordKey
 from accelkit.workload.record import LedgerRecord
 from accelkit.workload.status import ReleaseReport, WorkloadStatus
 

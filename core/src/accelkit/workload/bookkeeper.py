@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 
 from accelkit.allocmap import AffinityPolicy
-from accelkit.calls import DEFAULT_CALL_TIMEOUT, DEFAULT_HOOK_TIMEOUT, call_async
+from accelkit.calls import DEFAULT_CALL_TIMEOUT, DEFAULT_HOOK_TIMEOUT
 from accelkit.errors import InsufficientResource, InvalidResourceArgument, UnknownAgent
 from accelkit.events import WorkloadEvent, WorkloadPhase
 from accelkit.runtime.base import Runtime, WorkloadHandle
@@ -47,16 +47,17 @@ from accelkit.types import (
     WorkloadConfig,
     WorkloadType,
 )
-from accelkit.workload import operator_release
+from accelkit.workload import operator_release, operator_status, stopping
 from accelkit.workload.holders import naming_holders
 from accelkit.workload.ledger import Ledger, LedgerScan
 from accelkit.workload.ledger_peek import catch_up_early
 from accelkit.workload.lifecycle import HookTarget, PhaseListener, WorkloadLifecycle
 from accelkit.workload.liveness import Liveness
 from accelkit.workload.node_wide import NodeWideAgents
-from accelkit.workload.reconcile import Reconciler, ReconcileReport, RecordKey, TornDown
+from accelkit.workload.reconcile import Reconciler
+from accelkit.workload.reconcile_report import ReconcileReport, RecordKey, TornDown, merged
 from accelkit.workload.record import LedgerRecord
-from accelkit.workload.status import ReleaseReport, WorkloadStatus, status_of
+from accelkit.workload.status import ReleaseReport, WorkloadStatus
 
 if TYPE_CHECKING:
     from accelkit.host import AgentView
@@ -108,7 +109,7 @@ class Bookkeeper:
         self._seq = -1
         self.last_report = ReconcileReport()
         #: what the last full reconciliation judged: the records, their liveness, the counter
-        self._judged: tuple[LedgerScan, dict[RecordKey, Liveness]] | None = None
+        self.judged: tuple[LedgerScan, dict[RecordKey, Liveness]] | None = None
 
     # -- syncing -------------------------------------------------------------------------------
 
@@ -131,13 +132,13 @@ class Bookkeeper:
                     k: v for k, v in states.items() if scan.records.get(k) == judged.records[k]
                 }
                 report, dead = self.reconciler.sync_judged(scan, states, self.owned, skip)
-                self._judged = (scan, states)
+                self.judged = (scan, states)
                 report = attrs.evolve(report, problems=(*judging, *report.problems))
                 due = [r for r in dead if r.retry_after is None or float(r.retry_after) <= now]
                 claimed = [self._claim(r) for r in due]
                 waiting = {r.key: r for r in dead if r not in due}  # devices stay taken
                 kept = self.reconciler.apply_changes(waiting, (), self.owned, retry=False)
-                report = _merged(report, kept)
+                report = merged(report, kept)
         deferred = [
             f"the teardown of dead workload {r.workload.id!r} is unfinished "
             f"({', '.join(r.unfinished()) or 'post_terminate'}); tried again after "
@@ -156,9 +157,9 @@ class Bookkeeper:
         a container record without its container's id (accelkit stopped between creating
         and recording it) or whose runtime could not tell, or an unreadable record set aside
         (it may have named one). ``True`` before any full reconciliation."""
-        if self._judged is None:
+        if self.judged is None:
             return True
-        scan, states = self._judged
+        scan, states = self.judged
         return bool(scan.set_aside) or any(
             record.workload.type is WorkloadType.CONTAINER
             and (record.handle is None or states.get(key) is Liveness.UNKNOWN)
@@ -205,22 +206,9 @@ class Bookkeeper:
             self._finishing.discard(record.key)
 
     def _stopper(self, record: LedgerRecord, grace: float) -> Callable[[], Awaitable[None]] | None:
-        """What ends and removes a dead record's workload in its runtime; ``None`` without one.
-
-        A container record without a handle (accelkit killed between the create and recording
-        it) is stopped by its name, the workload id: the container may exist, created or
-        started, and nothing else would ever remove it.
-        """
+        """What ends and removes a dead record's workload (:func:`stopping.runtime_stop`)."""
         handle = self.reconciler.handle_of(record)
-        runtime = self.runtimes.get(handle.runtime) if handle is not None else None
-        if handle is None or runtime is None:
-            return None
-        limit = Decimal(str(grace)) + self.call_timeout
-
-        async def stop() -> None:
-            await call_async(runtime.name, "stop", limit, lambda: runtime.stop(handle, grace))
-
-        return stop
+        return stopping.runtime_stop(handle, self.runtimes, grace, self.call_timeout)
 
     def _catch_up(self) -> ReconcileReport:
         """The incremental sync, in the caller's transaction: only what changed is read."""
@@ -268,7 +256,7 @@ class Bookkeeper:
         except InsufficientResource as exc:
             raise naming_holders(self.ledger, agent, exc) from None
         finally:
-            self.last_report = _merged(full, self.last_report)
+            self.last_report = merged(full, self.last_report)
 
     async def _book_once(
         self,
@@ -283,7 +271,7 @@ class Bookkeeper:
             self._seq, early = catch_up_early(self.ledger, self._seq, self, self.reconciler)
             # unsynced: the first pre_create intent syncs it before any hook or workload runs
             with self.ledger.transaction(durable=False):
-                self.last_report = _merged(early, self._catch_up())
+                self.last_report = merged(early, self._catch_up())
                 key = (agent.agent_id, workload.id)
                 if key in self.owned or self.ledger.exists(*key):
                     msg = f"agent {agent.agent_id!r} already has a workload {workload.id!r}"
@@ -329,7 +317,7 @@ class Bookkeeper:
         try:
             return await self._book_exact_once(agent, workload, allocation, handle, durable)
         finally:
-            self.last_report = _merged(full, self.last_report)
+            self.last_report = merged(full, self.last_report)
 
     async def _book_exact_once(
         self,
@@ -482,47 +470,8 @@ class Bookkeeper:
     # -- operators: status and release ---------------------------------------------------------
 
     async def status(self, *, reconcile: bool = True) -> list[WorkloadStatus]:
-        """Every workload of the ledger, after a full reconciliation.
-
-        ``reconcile=False`` takes the last full reconciliation's (the node's opening one) as
-        it is: its records and their liveness, with what the ledger changed since (the dead
-        workloads it finished) read incrementally. Each record is read once and its liveness
-        asked once: only a record written since it was judged is asked again.
-        """
-        if reconcile or self._judged is None:
-            await self.reconcile()
-        assert self._judged is not None
-        judged, states = self._judged
-        changes = self.ledger.changes(judged.seq)
-        if not changes.complete:  # removals that far back were pruned: judge everything
-            await self.reconcile()
-            judged, states = self._judged
-            changes = self.ledger.changes(judged.seq)
-        records = {k: r for k, r in judged.records.items() if k not in changes.removed}
-        records.update(changes.records)
-        now = time.time()
-        found: list[WorkloadStatus] = []
-        for key, record in sorted(records.items()):
-            if key in self.owned:
-                state = Liveness.MANAGED
-            elif key in states and judged.records.get(key) is record:
-                state = states[key]
-            else:
-                try:
-                    state = await self.reconciler.liveness(record)
-                except Exception:
-                    state = Liveness.UNKNOWN
-            found.append(
-                status_of(record, state.value, now, owner_alive=self._owner_alive(record, state))
-            )
-        return found
-
-    def _owner_alive(self, record: LedgerRecord, state: Liveness) -> bool:
-        """Whether the record's owner runs: a record is ``managed`` exactly when it does (its
-        liveness is asked of its owner first), unless a test decides liveness."""
-        if self.reconciler.liveness_override is None:
-            return state is Liveness.MANAGED
-        return record.owner is not None and record.owner.is_running()
+        """Every workload of the ledger (:func:`~accelkit.workload.operator_status.statuses`)."""
+        return await operator_status.statuses(self, reconcile=reconcile)
 
     async def release_workload(
         self,
@@ -537,14 +486,3 @@ class Bookkeeper:
         return await operator_release.release_workload(
             self, workload_id, agent=agent, force=force, grace=grace, on_skip=on_skip
         )
-
-
-def _merged(full: ReconcileReport, later: ReconcileReport) -> ReconcileReport:
-    """A full reconciliation's report followed by an incremental sync's."""
-    return ReconcileReport(
-        full.kept,
-        full.torn_down,
-        (*full.double_booked, *later.double_booked),
-        (*full.set_aside, *later.set_aside),
-        (*full.problems, *later.problems),
-    )

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from accelkit.types import AgentId
 from accelkit.workload.ledger_rows import LedgerChanges, RecordKey, parse_record
-from accelkit.workload.reconcile import ReconcileReport
+from accelkit.workload.reconcile_report import ReconcileReport
 from accelkit.workload.record import LedgerFormatError, LedgerRecord
 
 if TYPE_CHECKING:

@@ -266,7 +266,7 @@ class Reconciler:
         key = record.key
         try:
             source = self._sources.get(key)
-            if source is not None and not _same_claim(source, record):
+            if source is not None and not source.same_claim(record):
                 self._free_applied(key, problems)  # the key was reused by another workload
             self._apply(record, owned, booked, problems)
         except Exception as exc:
@@ -481,20 +481,6 @@ class Reconciler:
         return TornDown(
             record.agent_id, record.workload.id, tuple(done), tuple(errors), unfinished, freed
         )
-
-
-def _same_claim(old: LedgerRecord, new: LedgerRecord) -> bool:
-    """Whether two versions of a record are the same workload's claim.
-
-    A record changes as its workload goes (hooks completed, leader found) but keeps its owner,
-    creation time and allocation; when one of those differs, its key was reused.
-    """
-    return (
-        old.owner == new.owner
-        and old.created_at == new.created_at
-        and old.workload == new.workload
-        and old.allocation == new.allocation
-    )
 
 
 def _short(exc: BaseException, limit: int = 200) -> str:

@@ -11,7 +11,7 @@ from accelkit.types import AgentId, DeviceId, DeviceName, SlotName
 from accelkit.workload.ledger import SetAside
 from accelkit.workload.orphans import OrphanContainer
 
-__all__ = ["DoubleBooking", "ReconcileReport", "RecordKey", "TornDown"]
+__all__ = ["DoubleBooking", "ReconcileReport", "RecordKey", "TornDown", "merged"]
 
 #: a record's key: its agent and its workload id
 RecordKey = tuple[AgentId, str]
@@ -85,3 +85,14 @@ class ReconcileReport:
         lines += [f"ledger: {p}" for p in self.problems]
         lines += [o.message() for o in self.orphans]
         return lines
+
+
+def merged(full: ReconcileReport, later: ReconcileReport) -> ReconcileReport:
+    """A full reconciliation's report followed by an incremental sync's."""
+    return ReconcileReport(
+        full.kept,
+        full.torn_down,
+        (*full.double_booked, *later.double_booked),
+        (*full.set_aside, *later.set_aside),
+        (*full.problems, *later.problems),
+    )

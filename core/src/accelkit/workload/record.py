@@ -156,6 +156,19 @@ class LedgerRecord:
         """A copy naming what identifies the workload in its runtime."""
         return attrs.evolve(self, handle=handle)
 
+    def same_claim(self, other: LedgerRecord) -> bool:
+        """Whether ``other`` is a later version of this workload's claim.
+
+        A record changes as its workload goes (hooks completed, leader found) but keeps its
+        owner, creation time and allocation; when one of those differs, its key was reused.
+        """
+        return (
+            self.owner == other.owner
+            and self.created_at == other.created_at
+            and self.workload == other.workload
+            and self.allocation == other.allocation
+        )
+
     # -- JSON ----------------------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from accelkit.types import AgentId, SlotName, Workload
     from accelkit.workload.bookkeeper import Bookkeeper
     from accelkit.workload.lifecycle import PhaseListener, WorkloadLifecycle
-    from accelkit.workload.reconcile import ReconcileReport, RecordKey
+    from accelkit.workload.reconcile_report import ReconcileReport, RecordKey
     from accelkit.workload.record import LedgerRecord
 
 __all__ = ["RunNode"]

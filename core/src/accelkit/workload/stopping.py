@@ -13,13 +13,17 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Awaitable, Callable, Mapping
+from decimal import Decimal
 
+from accelkit.calls import call_async
+from accelkit.runtime.base import Runtime, WorkloadHandle
 from accelkit.runtime.process_stamp import ProcessStamp
 from accelkit.workload.ledger import Ledger
 from accelkit.workload.record import LedgerRecord
 from accelkit.workload.release_notes import drop_release_note, note_release
 
-__all__ = ["OWNER_TEARDOWN_WAIT_S", "end_process", "stop_owner"]
+__all__ = ["OWNER_TEARDOWN_WAIT_S", "end_process", "runtime_stop", "stop_owner"]
 
 #: how long ``release`` waits, beyond the grace period, for an owner process to tear down
 OWNER_TEARDOWN_WAIT_S = 30.0
@@ -84,3 +88,26 @@ async def end_process(pid: int, grace: float) -> None:
         await asyncio.sleep(0.05)
     if stamp is not None and stamp.is_running():
         send(signal.SIGKILL)
+
+
+def runtime_stop(
+    handle: WorkloadHandle | None,
+    runtimes: Mapping[str, Runtime],
+    grace: float,
+    call_timeout: Decimal,
+) -> Callable[[], Awaitable[None]] | None:
+    """What ends and removes a workload in its runtime; ``None`` without a handle or runtime.
+
+    A container record without a handle (accelkit killed between the create and recording it)
+    is stopped by its name, the workload id: the container may exist, created or started, and
+    nothing else would ever remove it (the reconciler's ``handle_of`` gives that handle).
+    """
+    runtime = runtimes.get(handle.runtime) if handle is not None else None
+    if handle is None or runtime is None:
+        return None
+    limit = Decimal(str(grace)) + call_timeout
+
+    async def stop() -> None:
+        await call_async(runtime.name, "stop", limit, lambda: runtime.stop(handle, grace))
+
+    return stop

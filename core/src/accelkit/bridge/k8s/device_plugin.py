@@ -37,7 +37,7 @@ from accelkit.runtime.render.cdi import cdi_device_name
 from accelkit.types import AgentId, MountType, Workload, WorkloadConfig
 from accelkit.workload.cdi_spec import default_cdi_kind
 from accelkit.workload.lifecycle import WorkloadLifecycle
-from accelkit.workload.reconcile import RecordKey
+from accelkit.workload.reconcile_report import RecordKey
 
 __all__ = ["DevicePluginService", "container_response"]
 

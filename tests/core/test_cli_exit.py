@@ -51,3 +51,48 @@ def test_python_dash_m_accelkit_is_the_command():
     )
     assert done.returncode == 0, done.stderr
     assert "mock" in {entry["name"] for entry in json.loads(done.stdout)}
+
+
+#: a command ``probe`` whose module's import notes whether the collector runs; the command
+#: prints that, whether it runs while the command does, and whether the start-up was frozen
+PROBE = """
+import gc, importlib, sys, types
+import click
+from accelkit.cli.app import cli, run
+probe = types.ModuleType("probe_command")
+@click.command()
+def command():
+    print(probe.imported_with_collector, gc.isenabled(), gc.get_freeze_count() > 0)
+probe.command = command
+sys.modules["probe_command"] = probe
+real_import = importlib.import_module
+def spy(name, package=None):
+    if name == "probe_command":
+        probe.imported_with_collector = gc.isenabled()
+    return real_import(name, package)
+importlib.import_module = spy
+cli.lazy_commands["probe"] = "probe_command:command"
+sys.argv = ["accelkit", "probe"]
+if OFF:
+    gc.disable()
+run()
+"""
+
+
+def _probe(*, off: bool) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.replace("OFF", str(off))],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_the_collector_is_paused_only_while_the_command_is_imported():
+    assert _probe(off=False) == ["False", "True", "True"]
+
+
+def test_a_collector_turned_off_before_the_start_stays_off():
+    assert _probe(off=True)[:2] == ["False", "False"]

@@ -47,6 +47,21 @@ COMMANDS = {
 }
 
 
+#: whether :func:`run` paused the cyclic garbage collector for the process's start-up
+_collector_paused = False
+
+
+def _resume_collector() -> None:
+    """End the start-up pause of :func:`run`: what the imports made is frozen (long-lived module
+    objects the collector would only traverse again and again) and the collector runs again, for
+    as long as the command runs (a workload's lifetime, for ``run``)."""
+    global _collector_paused  # noqa: PLW0603 - the one switch of the process's start-up
+    if _collector_paused:
+        _collector_paused = False
+        gc.freeze()
+        gc.enable()
+
+
 class LazyGroup(click.Group):
     """A group whose commands are imported on first use, so start-up stays fast; the bridges'
     commands are those registered (accelkit's own found without importing any distribution)."""
@@ -76,7 +91,10 @@ class LazyGroup(click.Group):
         if cmd_name not in self.lazy_commands:
             return self._bridge_command(cmd_name)
         module_name, attribute = self.lazy_commands[cmd_name].split(":")
-        command = getattr(importlib.import_module(module_name), attribute)
+        try:
+            command = getattr(importlib.import_module(module_name), attribute)
+        finally:
+            _resume_collector()
         if not isinstance(command, click.Command):
             msg = f"{self.lazy_commands[cmd_name]} is not a click command"
             raise TypeError(msg)
@@ -88,12 +106,15 @@ class LazyGroup(click.Group):
         distribution, else one an installed distribution registers, else ``None``."""
         from accelkit.cli.bridges import builtin_bridges, registered_bridges
 
-        bridge = builtin_bridges().get(cmd_name) or registered_bridges(
-            reserved=self.lazy_commands
-        ).get(cmd_name)
-        if bridge is None:
-            return None
-        command = bridge.command()
+        try:
+            bridge = builtin_bridges().get(cmd_name) or registered_bridges(
+                reserved=self.lazy_commands
+            ).get(cmd_name)
+            if bridge is None:
+                return None
+            command = bridge.command()
+        finally:
+            _resume_collector()
         if not isinstance(command, click.Command):
             msg = f"bridge {cmd_name!r} ({bridge.__name__}) gave {command!r}, not a click command"
             raise TypeError(msg)
@@ -192,7 +213,17 @@ def _bound_the_exit(status: int) -> None:
 
 def run() -> None:
     """Console-script entry point."""
-    status = main()
+    # Importing a command's modules makes tens of thousands of objects that live as long as the
+    # process; the collector would pass over them some ninety times while they are made (about
+    # a tenth of a short command's time). It is paused until the command's module is imported.
+    global _collector_paused  # noqa: PLW0603 - the one switch of the process's start-up
+    if gc.isenabled():
+        gc.disable()
+        _collector_paused = True
+    try:
+        status = main()
+    finally:
+        _resume_collector()
     # The process ends now: the interpreter's last collection passes would traverse every
     # object left (each module's classes and functions), about 20 ms of every command, only to
     # find nothing to free early. Frozen objects are skipped; the exit itself is unchanged

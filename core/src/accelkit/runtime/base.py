@@ -20,7 +20,7 @@ workload *before* any of the user's code runs:
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import ClassVar
 
 import attrs
@@ -40,6 +40,12 @@ class WorkloadUnreachable(RuntimeUnavailable):
 
 def _str_map(value: Mapping[str, str]) -> Mapping[str, str]:
     return {str(k): str(v) for k, v in value.items()}
+
+
+def _argv(value: Iterable[str]) -> tuple[str, ...]:
+    # a function of ours, not ``tuple``: attrs reads a converter's signature, and a builtin's
+    # is parsed from its text with the tokenizer's patterns, compiled for that alone
+    return tuple(value)
 
 
 @attrs.frozen
@@ -90,7 +96,7 @@ class LaunchSpec:
 
     agent_id: AgentId
     workload: Workload
-    argv: tuple[str, ...] = attrs.field(converter=tuple)
+    argv: tuple[str, ...] = attrs.field(converter=_argv)
     config: WorkloadConfig = attrs.field(factory=WorkloadConfig)
     base_env: Mapping[str, str] = attrs.field(factory=dict, converter=_str_map)
     ledger_key: str = ""

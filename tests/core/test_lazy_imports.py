@@ -55,3 +55,13 @@ def test_every_renderer_name_is_there_on_first_use():
         assert getattr(render, name) is not None
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         _ = render.nope
+
+
+def test_a_built_in_bridge_command_is_found_without_importing_any_distribution():
+    code = (
+        "import click; from accelkit.cli.app import cli\n"
+        "assert cli.get_command(click.Context(cli), 'slurm') is not None"
+    )
+    imported = _imported(code)
+    assert "accelkit.cli.slurm_cmd" in imported
+    assert not imported & {"accelkit.discovery", "importlib.metadata", "accelkit_mock"}

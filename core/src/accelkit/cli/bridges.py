@@ -10,15 +10,17 @@ from __future__ import annotations
 import sys
 from collections.abc import Collection, Sequence
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 import click
-import pluggy
 
 from accelkit.bridge import Bridge
-from accelkit.discovery import PluginLoader, make_plugin_manager
 from accelkit.hookspecs import hookimpl
-from accelkit.runtime.class_register import DEFAULT_TIMEOUT, Warn, collect_classes, log_warning
-from accelkit.selection import PluginSelection
+
+if TYPE_CHECKING:
+    import pluggy
+
+    from accelkit.runtime.class_register import Warn
 
 __all__ = [
     "NAME",
@@ -78,29 +80,36 @@ def bridge_classes(
     pm: pluggy.PluginManager,
     *,
     reserved: Collection[str] = (),
-    timeout: Decimal | float = DEFAULT_TIMEOUT,
-    warn: Warn = log_warning,
+    timeout: Decimal | float | None = None,
+    warn: Warn | None = None,
 ) -> dict[str, type[Bridge]]:
     """Every registered bridge class by name, the built-ins first; one whose name is taken
-    (by a bridge, or by one of ``reserved``, accelkit's own commands) is named in ``warn``."""
+    (by a bridge, or by one of ``reserved``, accelkit's own commands) is named in ``warn``
+    (the log by default)."""
+    from accelkit.runtime.class_register import DEFAULT_TIMEOUT, collect_classes, log_warning
+
     if pm.get_plugin(NAME) is None:
         pm.register(sys.modules[__name__], name=NAME)
     return collect_classes(
         pm, "accelkit_bridges", Bridge, kind="bridge", builtin=NAME, reserved=reserved,
-        timeout=timeout, warn=warn,
+        timeout=DEFAULT_TIMEOUT if timeout is None else timeout, warn=warn or log_warning,
     )  # fmt: skip
 
 
-def builtin_bridges(reserved: Collection[str] = ()) -> dict[str, type[Bridge]]:
-    """accelkit's own bridges alone: no distribution is imported to find them."""
-    return bridge_classes(make_plugin_manager(), reserved=reserved)
+def builtin_bridges() -> dict[str, type[Bridge]]:
+    """accelkit's own bridges alone, as their hook returns them: nothing else is imported to
+    find them, so a bridge's command (a Slurm prolog, say) starts as fast as any other."""
+    return {cls.name: cls for cls in accelkit_bridges()}
 
 
 def registered_bridges(
-    reserved: Collection[str] = (), warn: Warn = log_warning
+    reserved: Collection[str] = (), warn: Warn | None = None
 ) -> dict[str, type[Bridge]]:
     """Every bridge of the installed distributions (those ``ACCELKIT_DISABLE_PLUGINS`` leaves
     in), the built-ins first."""
+    from accelkit.discovery import PluginLoader
+    from accelkit.selection import PluginSelection
+
     loader = PluginLoader(PluginSelection().with_environment())
     loader.load_entry_points()
     return bridge_classes(

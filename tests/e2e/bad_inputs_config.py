@@ -182,8 +182,8 @@ config(
 )
 
 M = "[plugins.config.mock]"
-# the mock plugin's own file: its error names that file and the key, not the host config
-MOCK_FILE = {"names": ("nosuch.toml|mock/config-file", "config-file")}
+# no mock device file to read: the error names the host config and the key
+MOCK_FILE = {"names": ("host.toml", "plugins.config.mock.config-file")}
 case(
     "mock/config-file-missing",
     "check",

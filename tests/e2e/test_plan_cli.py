@@ -195,8 +195,9 @@ def test_check_reports_a_plugin_that_failed(capsys, tmp_path):
     status, _, err = run(capsys, "check", "--config", str(path))
     assert status == 2
     assert (
-        f"{tmp_path / 'nowhere.toml'}: key 'config-file': cannot read the mock device file" in err
-    )
+        f"{path}:4: key 'plugins.config.mock.config-file': cannot read the mock device file "
+        f"'{tmp_path / 'nowhere.toml'}'"
+    ) in err
     assert "plugin 'mock' failed" not in err  # a config problem, not the plugin's fault
 
 

@@ -379,7 +379,14 @@ def read_kinds(raw: Any, file: str | None) -> tuple[tuple[MockKind, ...], list[C
 
 
 def _load_file(path: Path) -> tuple[MockKind, ...]:
-    data, text = read_toml(path, "the mock device file", key="config-file")
+    try:
+        data, text = read_toml(path, "the mock device file", key="config-file")
+    except ConfigError as exc:
+        if exc.line is not None or not exc.message.startswith("cannot read"):
+            raise
+        # no file to read: the key is what is wrong, an error of the host config that holds it
+        said = exc.message.replace("the mock device file", f"the mock device file {str(path)!r}")
+        raise ConfigError(said, key="config-file") from None
     file = str(path)
     errors = [
         ConfigError("unknown key (a mock device file holds [[kinds]] only)", file=file, key=key)

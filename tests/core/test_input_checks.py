@@ -127,3 +127,12 @@ def test_good_node_names_pass():
     assert _node_name_value(None, None, "gpu-node_1.rack2") == "gpu-node_1.rack2"  # type: ignore[arg-type]
     assert _dns_subdomain(None, None, "node-1.example") == "node-1.example"  # type: ignore[arg-type]
     assert Path("x") == given_path(None, None, "x")
+
+
+@pytest.mark.parametrize("runtime", ["process", "docker"])
+def test_an_empty_image_is_refused_whatever_the_runtime(runtime, capsys):
+    from accelkit.cli.app import main
+
+    args = ["run", "--slots", "cpu=1", "--runtime", runtime, "--image", "", "--", "true"]
+    assert main(args) == 125
+    assert capsys.readouterr().err.startswith("error: --image is empty: name a container image")

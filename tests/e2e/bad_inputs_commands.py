@@ -221,6 +221,30 @@ case(
     names=("--image",),
 )
 case(
+    "run/image-empty",
+    *RUN,
+    "--slots",
+    "cpu=1",
+    "--image",
+    "",
+    "--",
+    "true",
+    names=("--image",),
+)
+case(
+    "run/image-empty-docker",
+    *RUN,
+    "--slots",
+    "cpu=1",
+    "--runtime",
+    "docker",
+    "--image",
+    " ",
+    "--",
+    "true",
+    names=("--image",),
+)
+case(
     "run/docker-without-image",
     *RUN,
     "--slots",

@@ -208,6 +208,9 @@ def run(
     found, 126 when it cannot be run, 125 when accelkit refused or failed.
     """
     slots = parse_slots(slots_text)
+    if image is not None and not image.strip():
+        msg = "--image is empty: name a container image"
+        raise click.UsageError(msg)
     if runtime == "docker" and not image:
         msg = "--runtime docker needs --image IMG"
         raise click.UsageError(msg)

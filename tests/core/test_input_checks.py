@@ -136,3 +136,15 @@ def test_an_empty_image_is_refused_whatever_the_runtime(runtime, capsys):
     args = ["run", "--slots", "cpu=1", "--runtime", runtime, "--image", "", "--", "true"]
     assert main(args) == 125
     assert capsys.readouterr().err.startswith("error: --image is empty: name a container image")
+
+
+@pytest.mark.parametrize(
+    ("section", "key"), [("[resource]", "state-dir"), ("[bridge.slurm]", "scontrol")]
+)
+def test_a_blank_string_is_no_path_or_command(tmp_path, section, key):
+    from accelkit.config import load_host_config
+
+    path = tmp_path / "host.toml"
+    path.write_text(f'{section}\n{key} = "  "\n')
+    with pytest.raises(ConfigError, match=f"{key}': expected a .*got '  '"):
+        load_host_config(path)

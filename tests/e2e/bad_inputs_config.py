@@ -142,6 +142,7 @@ config(
 config("resource/affinity-unknown", under(R, 'affinity-policy = "bogus"'), "affinity-policy")
 config("resource/state-dir-empty", edited('state-dir = "state"', 'state-dir = ""'), "state-dir")
 config("resource/state-dir-integer", edited('state-dir = "state"', "state-dir = 1"), "state-dir")
+config("resource/state-dir-blank", edited('state-dir = "state"', 'state-dir = " "'), "state-dir")
 config(
     "resource/state-dir-a-file",
     edited('state-dir = "state"', 'state-dir = "host.toml"'),
@@ -259,6 +260,7 @@ for label, line, key in (
     ("gres-name-empty", 'gres-names = { cuda = "" }', "gres-names"),
     ("gres-names-string", 'gres-names = "gpu"', "gres-names"),
     ("scontrol-empty", 'scontrol = ""', "scontrol"),
+    ("scontrol-blank", 'scontrol = "  "', "scontrol"),
     ("resume-string", 'resume = "yes"', "resume"),
     ("serve-prologs-integer", "serve-prologs = 1", "serve-prologs"),
 ):

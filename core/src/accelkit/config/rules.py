@@ -84,7 +84,7 @@ def _non_negative_int(value: Any) -> int:
 
 
 def _non_empty_string(value: Any) -> str:
-    if not isinstance(value, str) or not value:
+    if not isinstance(value, str) or not value.strip():  # blanks name nothing either
         msg = f"expected a non-empty string, got {value!r}"
         raise ValueError(msg)
     return value

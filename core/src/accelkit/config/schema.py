@@ -55,7 +55,7 @@ def _reserved_cpu(value: Any) -> int | tuple[str, ...]:
 
 
 def _state_dir(value: Any) -> str:
-    if not isinstance(value, str) or not value:
+    if not isinstance(value, str) or not value.strip():  # " " would be a directory named so
         msg = f"expected a directory path, got {value!r}"
         raise ValueError(msg)
     return value

@@ -148,3 +148,16 @@ def test_a_blank_string_is_no_path_or_command(tmp_path, section, key):
     path.write_text(f'{section}\n{key} = "  "\n')
     with pytest.raises(ConfigError, match=f"{key}': expected a .*got '  '"):
         load_host_config(path)
+
+
+@pytest.mark.parametrize("value", ["", "Node 1"])
+def test_the_node_name_variable_is_checked_as_the_option_is(monkeypatch, value):
+    from accelkit.cli.dra_cmd import _node_from_environment
+
+    monkeypatch.setenv("NODE_NAME", value)
+    with pytest.raises(click.UsageError, match=r"NODE_NAME=.* is not a Kubernetes node name"):
+        _node_from_environment()
+    monkeypatch.setenv("NODE_NAME", "node-1")
+    assert _node_from_environment() == "node-1"
+    monkeypatch.delenv("NODE_NAME")
+    assert _node_from_environment() is None

@@ -59,6 +59,8 @@ for label, value in (
     ("long", "n" * 300),
     ("unicode", "\uff4e\uff50\uff55"),
     ("core-name", "cpu"),
+    ("shipped-cuda", "cuda"),
+    ("shipped-mock", "mock"),
 ):
     case(f"new-plugin/name-{label}", *NP, value, "--output", "{dir}", names=("plugin name",))
 
@@ -206,6 +208,8 @@ case(
     env={"KUBECONFIG": "{dir}/nosuch.yaml"},
     names=("nosuch.yaml",),
 )
+for label, value in (("empty", ""), ("space", "node 1"), ("upper", "Node1")):
+    case(f"dra-driver/node-name-env-{label}", *DRA, env={"NODE_NAME": value}, names=("NODE_NAME",))
 for opt in ("--registry-dir", "--plugins-dir", "--cdi-dir"):
     case(f"dra-driver/{opt[2:]}-a-file", *DRA, opt, "{cfg}", names=(opt,))
     case(f"dra-driver/{opt[2:]}-empty", *DRA, opt, "", names=(opt,))

@@ -47,7 +47,7 @@ def test_the_accelkit_bound_keeps_the_plugin_api(version: str, bound: str):
 
 @given(st.from_regex(r"[a-z][a-z0-9]{0,8}(-[a-z0-9]{1,8}){0,2}", fullmatch=True))
 def test_every_valid_name_renders_a_complete_distribution(name: str):
-    if name in ("cpu", "mem"):
+    if name in ("cpu", "mem", "cuda", "mock"):
         return
     files = PluginScaffold.named(name).render()
     package = "accelkit_" + name.replace("-", "_")
@@ -74,9 +74,13 @@ def test_bad_names_are_refused(name: str, tmp_path: Path, capsys: pytest.Capture
     assert list(tmp_path.iterdir()) == []
 
 
-def test_shipped_plugin_names_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
-    assert main(["new-plugin", "mem", "--output", str(tmp_path)]) == 2
+@pytest.mark.parametrize("name", ["cpu", "mem", "cuda", "mock"])
+def test_shipped_plugin_names_are_refused(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    assert main(["new-plugin", name, "--output", str(tmp_path)]) == 2
     assert "taken by a shipped plugin" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_an_existing_target_is_left_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]):

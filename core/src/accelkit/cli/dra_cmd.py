@@ -120,6 +120,16 @@ def _dns_subdomain(_ctx: click.Context, param: click.Parameter, value: str | Non
     return value
 
 
+def _node_from_environment() -> str | None:
+    """``NODE_NAME`` (a DaemonSet sets it from ``spec.nodeName``), checked as ``--node-name``."""
+    if (name := os.environ.get("NODE_NAME")) is None:
+        return None
+    if not _is_dns_subdomain(name):
+        msg = f"NODE_NAME={name!r} is not a Kubernetes node name (a lower-case DNS subdomain)"
+        raise click.UsageError(msg)
+    return name
+
+
 def _not_empty(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     if value is not None and not value.strip():
         msg = "empty path: name a kubeconfig file, or leave the option out"
@@ -210,7 +220,7 @@ def dra_driver(  # noqa: PLR0917 (click passes one argument per option)
     if "." not in driver_name or not _is_dns_subdomain(driver_name):
         msg = f"{driver_name!r} is not a DNS subdomain with a dot (e.g. accelkit.io)"
         raise click.BadParameter(msg, param_hint="--driver")
-    node = node_name or os.environ.get("NODE_NAME") or socket.gethostname()
+    node = node_name or _node_from_environment() or socket.gethostname()
     settings = DraSettings(
         node_name=node,
         kubeconfig=_kubeconfig(kubeconfig),

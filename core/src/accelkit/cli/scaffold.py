@@ -25,7 +25,9 @@ from accelkit.errors import ConfigError
 __all__ = ["PluginScaffold", "write_scaffold"]
 
 _NAME = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
-_RESERVED = frozenset({"cpu", "mem"})  # the keys of the shipped cores and memory plugins
+#: the keys of the shipped plugins: their distributions (accelkit-cuda, ...) and packages
+#: (accelkit_cuda, ...) exist already, and a second one would shadow the first
+_RESERVED = frozenset({"cpu", "mem", "cuda", "mock"})
 
 #: template file -> path in the generated distribution (``{package}`` filled in)
 LAYOUT = {

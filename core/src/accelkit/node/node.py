@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -26,7 +27,6 @@ from accelkit.node.health_board import HealthBoard
 from accelkit.node.health_cordons import CordonFile
 from accelkit.node.health_keeper import HealthKeeper
 from accelkit.node.held_devices import partition_notes
-from accelkit.node.rediscovery import Rediscoverer, RediscoveryReport
 from accelkit.runtime.base import Runtime, WorkloadHandle
 from accelkit.runtime.docker import DockerRuntime
 from accelkit.runtime.process_stamp import ProcessStamp
@@ -39,6 +39,9 @@ from accelkit.workload.orphans import SweepReport, note_container_engine, sweep_
 from accelkit.workload.reconcile_report import ReconcileReport, RecordKey
 from accelkit.workload.record import LedgerRecord
 from accelkit.workload.status import ReleaseReport, WorkloadStatus
+
+if TYPE_CHECKING:  # rediscovery is imported by the commands that rediscover (serve) only
+    from accelkit.node.rediscovery import Rediscoverer, RediscoveryReport
 
 __all__ = ["Node"]
 
@@ -425,6 +428,8 @@ class Node:
         :mod:`accelkit.node.rediscovery`.
         """
         if self._rediscoverer is None:
+            from accelkit.node.rediscovery import Rediscoverer
+
             self._rediscoverer = Rediscoverer(
                 self.host,
                 self.health_keeper,

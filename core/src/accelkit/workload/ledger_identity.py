@@ -16,7 +16,6 @@ opening then takes the database as it is and records its identity.
 from __future__ import annotations
 
 import os
-import secrets
 import sqlite3
 from pathlib import Path
 
@@ -51,7 +50,7 @@ def read_identity(dir_fd: int, state_dir: Path, *, source: str | None = None) ->
 
 def write_identity(dir_fd: int, ledger_id: str) -> None:
     """Record ``ledger_id`` in ``ledger.id`` (written aside, synced, then renamed in place)."""
-    aside = f".{ID_FILE}.{os.getpid()}.{secrets.token_hex(4)}"  # one per writer, threads too
+    aside = f".{ID_FILE}.{os.getpid()}.{os.urandom(4).hex()}"  # one per writer, threads too
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(aside, flags, 0o600, dir_fd=dir_fd)
     try:

@@ -1,0 +1,55 @@
+"""``accelkit run`` starts with what a run needs: the modules of other commands, and the
+readers of installed metadata, are not imported on its way."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from accelkit.testing.cli_runner import cli_env
+
+#: the run command, printing every module imported once the command is done
+RUN_LISTING_MODULES = """
+import atexit, sys
+atexit.register(lambda: print(*sorted(sys.modules), file=sys.stderr))
+from accelkit.cli.app import run
+sys.argv = ["accelkit", *sys.argv[1:]]
+run()
+"""
+
+#: what a run never needs: importlib.metadata and its email and zip readers (the installed
+#: entry points are read directly), rediscovery (the node service's), the random-token module
+NOT_ON_THE_WAY = (
+    "importlib.metadata",
+    "email.message",
+    "zipfile",
+    "csv",
+    "secrets",
+    "accelkit.node.rediscovery",
+    "accelkit.node.context_swap",
+)
+
+
+@pytest.fixture
+def imported(mock_node) -> set[str]:
+    config: Path = mock_node(cpus=2, mem="4G", gpus=1)
+    argv = ["run", "--config", str(config), "--agent", "agent-1", "--slots", "cpu=1", "--", "true"]
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_LISTING_MODULES, *argv],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return set(done.stderr.split())
+
+
+@pytest.mark.parametrize("module", NOT_ON_THE_WAY)
+def test_a_run_does_not_import(imported, module):
+    assert "accelkit.cli.run_cmd" in imported  # the listing is the run's
+    assert module not in imported

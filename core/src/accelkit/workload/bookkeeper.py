@@ -410,9 +410,15 @@ class Bookkeeper:
 
         Not synced to disk (``durable=False``): a power loss that undoes it leaves the intent,
         and every hook whose call began gets ``post_terminate`` again, which it must tolerate;
-        the next intent or handle recorded syncs it anyway.
+        the next intent or handle recorded syncs it anyway. ``pre_terminate``'s goes with the
+        next write, which follows at once (the next intent of the teardown; no hook is called
+        again for it: reconciliation gives post_terminate to a started pre_create either way).
         """
-        self._update(key, self.owned[key].with_phase(plugin, phase), durable=False)
+        record = self.owned[key].with_phase(plugin, phase)
+        if phase is WorkloadPhase.PRE_TERMINATE:
+            self.owned[key] = record
+        else:
+            self._update(key, record, durable=False)
 
     def set_leader(self, key: RecordKey, leader: ProcessStamp | None) -> None:
         """Record the workload's leader process (not synced: no process survives a power loss)."""

@@ -161,3 +161,13 @@ def test_the_node_name_variable_is_checked_as_the_option_is(monkeypatch, value):
     assert _node_from_environment() == "node-1"
     monkeypatch.delenv("NODE_NAME")
     assert _node_from_environment() is None
+
+
+def test_a_state_dir_that_cannot_be_made_is_a_config_error(tmp_path):
+    from accelkit.workload.state_dir import open_state_dir
+
+    # /proc makes no directories: mkdir there fails as if the parent were missing
+    with pytest.raises(ConfigError, match="cannot create the state directory '/proc/1/x'"):
+        open_state_dir(Path("/proc/1/x"), source="host.toml")
+    with pytest.raises(FileNotFoundError):  # without create, a missing one is only missing
+        open_state_dir(tmp_path / "absent", create=False)

@@ -400,6 +400,23 @@ case(
     files={"nostate.toml": HOST.replace('state-dir = "state"\n', "")},
     names=("ACCELKIT_STATE_DIR",),
 )
+for command in (
+    "status",
+    "repartition",
+    "cordon cpu 0",
+    "run --agent agent-1 --slots cpu=1 -- true",
+):
+    words = command.split()
+    case(
+        f"env/state-dir-cannot-be-made/{words[0]}",
+        words[0],
+        "--config",
+        "{dir}/nostate.toml",
+        *words[1:],
+        env={"ACCELKIT_STATE_DIR": "/proc/1/accelkit"},
+        files={"nostate.toml": HOST.replace('state-dir = "state"\n', "")},
+        names=("/proc/1/accelkit",),
+    )
 for value in ("banana", "", "yes please", "2"):
     case(
         f"env/strict-plugins-{value or 'empty'}",

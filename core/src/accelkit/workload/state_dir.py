@@ -142,9 +142,13 @@ def open_state_dir(path: Path, *, source: str | None = None, create: bool = True
             current = opened
             shown = shown.parent if name == ".." else shown / name
         _check(Path(path), os.fstat(current), source)
-    except FileNotFoundError:
+    except FileNotFoundError as exc:
         os.close(current)
-        raise
+        if not create:
+            raise
+        # made and gone at once, or a file system that makes no directories (/proc)
+        msg = f"cannot create the state directory {str(path)!r}: {exc.strerror or exc}"
+        raise ConfigError(msg, file=source, key=KEY) from None
     except ConfigError:
         os.close(current)
         raise

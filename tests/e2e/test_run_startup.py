@@ -21,7 +21,8 @@ run()
 """
 
 #: what a run never needs: importlib.metadata and its email and zip readers (the installed
-#: entry points are read directly), rediscovery (the node service's), the random-token module
+#: entry points are read directly), rediscovery (the node service's), the random-token module,
+#: the metric types (the mock plugin imports them when metrics are gathered)
 NOT_ON_THE_WAY = (
     "importlib.metadata",
     "email.message",
@@ -30,6 +31,8 @@ NOT_ON_THE_WAY = (
     "secrets",
     "accelkit.node.rediscovery",
     "accelkit.node.context_swap",
+    "accelkit.metrics",
+    "accelkit_mock.metrics",
 )
 
 

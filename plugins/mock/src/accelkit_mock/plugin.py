@@ -8,17 +8,9 @@ import time
 import zlib
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from decimal import Decimal
-from typing import Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-from accelkit import (
-    AbstractAllocMap,
-    AllocationStrategy,
-    ConfigError,
-    Measurement,
-    MetricContext,
-    MetricType,
-    NodeMetric,
-)
+from accelkit import AbstractAllocMap, AllocationStrategy, ConfigError
 from accelkit.health import DeviceHealth, HealthEvent
 from accelkit.plugin import AbstractComputePlugin, AbstractLifecycleHook, PluginRole
 from accelkit.types import (
@@ -37,8 +29,10 @@ from accelkit.types import (
     WorkloadType,
 )
 from accelkit_mock.health import HealthFile
-from accelkit_mock.metrics import gpu_extra, gpu_metrics
 from accelkit_mock.spec import MockConfig, MockDevice, MockKind, load_kinds
+
+if TYPE_CHECKING:  # the metric types and readings are imported when metrics are gathered
+    from accelkit import MetricContext, NodeMetric
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +204,12 @@ class MockPlugin(AbstractComputePlugin):
 
     async def list_devices(self) -> Sequence[ComputeDevice]:
         current = self._current_devices()
-        gpus = gpu_extra(self.key, current) if self.plays_gpus else {}
+        if self.plays_gpus:
+            from accelkit_mock.metrics import gpu_extra
+
+            gpus = gpu_extra(self.key, current)
+        else:
+            gpus = {}
         return [
             ComputeDevice(
                 device_name=self.key,
@@ -276,6 +275,9 @@ class MockPlugin(AbstractComputePlugin):
         )
 
     async def gather_node_metrics(self, ctx: MetricContext) -> Sequence[NodeMetric]:
+        from accelkit import Measurement, MetricType, NodeMetric
+        from accelkit_mock.metrics import gpu_metrics
+
         now = time.time()
         devices = self.listed_devices()
         per_device = {

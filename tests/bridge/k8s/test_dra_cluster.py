@@ -275,6 +275,84 @@ def test_a_slice_name_taken_by_another_driver_is_said_and_left_alone(
     assert code == 0, err
 
 
+def test_a_claim_naming_a_device_the_node_lacks_is_refused_and_nothing_booked(
+    k8s_cluster: Cluster, dra: DriverProcess
+) -> None:
+    """The allocation is written by hand (the scheduler would never pick ``cuda9``): the
+    kubelet asks the driver to prepare it, the driver refuses naming the device and books
+    nothing, and the kubelet shows the refusal on the pod."""
+    from kubernetes import client, config
+
+    api = client.ResourceV1Api(config.new_client_from_config(k8s_cluster.env["KUBECONFIG"]))
+    made = api.create_namespaced_resource_claim(
+        "default",
+        client.ResourceV1ResourceClaim(
+            metadata=client.V1ObjectMeta(name="lacking"),
+            spec=client.V1ResourceClaimSpec(
+                devices=client.V1DeviceClaim(
+                    requests=[
+                        client.V1DeviceRequest(
+                            name="gpu",
+                            exactly=client.V1ExactDeviceRequest(device_class_name="accelkit-cuda"),
+                        )
+                    ]
+                )
+            ),
+        ),
+    )
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "lacking"},
+        "spec": {
+            "nodeName": k8s_cluster.node,  # not scheduled: the claim is allocated below
+            "terminationGracePeriodSeconds": 0,
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "lacking"}],
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "accelkit.local/busybox:1",
+                    "command": ["sleep", "600"],
+                    "resources": {"claims": [{"name": "gpu"}]},
+                }
+            ],
+        },
+    }
+    k8s_cluster.apply(json.dumps(pod))
+    try:
+        uid = k8s_cluster.get("pod", "lacking")["metadata"]["uid"]
+        made.status = client.V1ResourceClaimStatus(
+            allocation=client.V1AllocationResult(
+                devices=client.V1DeviceAllocationResult(
+                    results=[
+                        client.V1DeviceRequestAllocationResult(
+                            driver=DRIVER, pool=k8s_cluster.node, device="cuda9", request="gpu"
+                        )
+                    ]
+                )
+            ),
+            reserved_for=[client.V1ResourceClaimConsumerReference(
+                resource="pods", name="lacking", uid=uid
+            )],
+        )  # fmt: skip
+        api.replace_namespaced_resource_claim_status("lacking", "default", made)
+
+        def refusal() -> str:
+            events = k8s_cluster.get("events", "--field-selector", "involvedObject.name=lacking")
+            return next(
+                (e["message"] for e in events["items"] if "does not have" in e["message"]), ""
+            )
+
+        message = k8s_cluster.wait_for(refusal, "the kubelet to show the driver's refusal")
+        assert "claim default/lacking names device 'cuda9' of pool" in message
+        assert k8s_cluster.pod_phase("lacking") == "Pending"
+        assert dra.claim_bookings() == []
+        assert not list(dra.cdi_dir.glob(f"*{made.metadata.uid}.json"))
+    finally:
+        k8s_cluster.kubectl("delete", "pod", "lacking", "--wait=true", check=False)
+        k8s_cluster.kubectl("delete", "resourceclaim", "lacking", "--wait=false", check=False)
+
+
 def test_the_documented_daemonset_rbac_and_classes_are_accepted(k8s_cluster: Cluster) -> None:
     example = Path(__file__).resolve().parents[3] / "docs" / "examples" / "k8s" / "dra-driver.yaml"
     out = k8s_cluster.kubectl("apply", "--dry-run=server", "-f", str(example))

@@ -128,6 +128,6 @@ def test_a_bridge_whose_command_is_no_click_command_is_an_internal_error(monkeyp
     )
     assert app.main(["not-a-command"]) == app.EXIT_ERROR
     err = capsys.readouterr().err
-    assert "bridge 'not-a-command' (NotACommand) gave 'echo hello', not a click command" in err
+    assert "bridge 'not-a-command' (NotACommand) is not a click command ('echo hello')" in err
     assert app.main(["hello"]) == 0
     assert capsys.readouterr().out == "hello\n"

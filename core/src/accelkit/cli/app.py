@@ -88,38 +88,34 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.commands:
             return super().get_command(ctx, cmd_name)
-        if cmd_name not in self.lazy_commands:
-            return self._bridge_command(cmd_name)
-        module_name, attribute = self.lazy_commands[cmd_name].split(":")
         try:
-            command = getattr(importlib.import_module(module_name), attribute)
+            found = self._import_command(cmd_name)
         finally:
             _resume_collector()
+        if found is None:
+            return None
+        what, command = found
         if not isinstance(command, click.Command):
-            msg = f"{self.lazy_commands[cmd_name]} is not a click command"
+            msg = f"{what} is not a click command ({command!r})"
             raise TypeError(msg)
         self.add_command(command, cmd_name)
         return command
 
-    def _bridge_command(self, cmd_name: str) -> click.Command | None:
-        """The command of the bridge ``cmd_name``: a built-in one without importing any
-        distribution, else one an installed distribution registers, else ``None``."""
+    def _import_command(self, cmd_name: str) -> tuple[str, object] | None:
+        """Where ``cmd_name`` comes from and what it gave: one of accelkit's commands, a
+        built-in bridge (found without importing any distribution), a bridge an installed
+        distribution registers, or ``None``."""
+        if (path := self.lazy_commands.get(cmd_name)) is not None:
+            module_name, attribute = path.split(":")
+            return path, getattr(importlib.import_module(module_name), attribute)
         from accelkit.cli.bridges import builtin_bridges, registered_bridges
 
-        try:
-            bridge = builtin_bridges().get(cmd_name) or registered_bridges(
-                reserved=self.lazy_commands
-            ).get(cmd_name)
-            if bridge is None:
-                return None
-            command = bridge.command()
-        finally:
-            _resume_collector()
-        if not isinstance(command, click.Command):
-            msg = f"bridge {cmd_name!r} ({bridge.__name__}) gave {command!r}, not a click command"
-            raise TypeError(msg)
-        self.add_command(command, cmd_name)
-        return command
+        bridge = builtin_bridges().get(cmd_name) or registered_bridges(
+            reserved=self.lazy_commands
+        ).get(cmd_name)
+        if bridge is None:
+            return None
+        return f"bridge {cmd_name!r} ({bridge.__name__})", bridge.command()
 
 
 @click.group(

@@ -7,10 +7,11 @@ built-in's command module is imported only when that command runs.
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Collection, Sequence
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import click
 
@@ -37,37 +38,35 @@ __all__ = [
 NAME = "accelkit-bridges"
 
 
-class K8sDevicePluginBridge(Bridge):
+class _BuiltinBridge(Bridge):
+    """A bridge of accelkit's own: its command is ``attribute`` of the module ``module``,
+    imported when it runs."""
+
+    module: ClassVar[str]
+    attribute: ClassVar[str]
+
+    @classmethod
+    def command(cls) -> click.Command:
+        command: click.Command = getattr(importlib.import_module(cls.module), cls.attribute)
+        return command
+
+
+class K8sDevicePluginBridge(_BuiltinBridge):
     name = "k8s-device-plugin"
     summary = "Kubernetes device plugin (kubelet v1beta1)"
-
-    @classmethod
-    def command(cls) -> click.Command:
-        from accelkit.cli.k8s_cmd import k8s_device_plugin
-
-        return k8s_device_plugin
+    module, attribute = "accelkit.cli.k8s_cmd", "k8s_device_plugin"
 
 
-class DraDriverBridge(Bridge):
+class DraDriverBridge(_BuiltinBridge):
     name = "dra-driver"
     summary = "Kubernetes DRA driver (resource.k8s.io/v1)"
-
-    @classmethod
-    def command(cls) -> click.Command:
-        from accelkit.cli.dra_cmd import dra_driver
-
-        return dra_driver
+    module, attribute = "accelkit.cli.dra_cmd", "dra_driver"
 
 
-class SlurmBridge(Bridge):
+class SlurmBridge(_BuiltinBridge):
     name = "slurm"
     summary = "Slurm gres.conf, prolog and epilog"
-
-    @classmethod
-    def command(cls) -> click.Command:
-        from accelkit.cli.slurm_cmd import slurm
-
-        return slurm
+    module, attribute = "accelkit.cli.slurm_cmd", "slurm"
 
 
 @hookimpl

@@ -335,11 +335,10 @@ class _Run:
         )
         for problem in problems:
             echo(f"warning: {problem}")
-        # LaunchSpec's bare tuple/frozenset converters are generic: mypy cannot solve them
         spec = LaunchSpec(
             record.agent_id,
             record.workload,
-            argv,  # type: ignore[arg-type]
+            argv,
             config,
             base_env=os.environ,
             ledger_key=f"{record.agent_id}/{record.workload.id}",

@@ -6,9 +6,11 @@ real ResourceClaim in the API server whose allocation (one GPU of the driver's p
 into its status, as the scheduler would; the benchmark then calls the driver on its DRA socket
 as the kubelet does, one claim per ``NodePrepareResources``, and unprepares them all after each
 run. ``floor``: ``GetInfo`` on the same channel (the gRPC round trip with no work), timed
-between the prepares. Run from the repository root as root::
+between the prepares. A first run, not reported, warms the driver up. The driver writes its CDI
+specs to a tmpfs (``/dev/shm``), as ``/var/run/cdi`` is on a node. Run from the repository
+root as root::
 
-    .venv/bin/python tests/benchmarks/dra_prepare.py --gpus 32 --runs 3
+    .venv/bin/python tests/benchmarks/dra_prepare.py --gpus 24 --runs 3
 
 Prints one JSON object: per run the median and p95 of prepare and floor in ms and their ratio.
 """
@@ -116,7 +118,10 @@ async def measure(socket: str, claims: list[Any]) -> dict[str, float]:
             error = reply.claims[ref.uid].error
             if error:
                 raise RuntimeError(error)
-        await dra.NodeUnprepareResources(pb.NodeUnprepareResourcesRequest(claims=refs))
+        done = await dra.NodeUnprepareResources(pb.NodeUnprepareResourcesRequest(claims=refs))
+        errors = [a.error for a in done.claims.values() if a.error]
+        if errors:
+            raise RuntimeError(errors[0])
 
     def ms(values: list[float], q: float) -> float:
         ordered = sorted(values)
@@ -147,17 +152,22 @@ def main() -> None:
         env = real_cluster.read_env(args.cluster / "env")
         cluster = real_cluster.Cluster(args.cluster, env, real_cluster.binaries() / "bin", 0.0)
     root = Path(tempfile.mkdtemp(prefix="akdrb-", dir="/tmp"))
-    driver = DriverProcess(cluster, write_node(root, args.gpus), "--interval", "5")
+    # the CDI directory on a tmpfs, as /var/run/cdi is on a node
+    cdi = Path(tempfile.mkdtemp(prefix="akdrb-cdi-", dir="/dev/shm"))
+    host = write_node(root, args.gpus)
+    driver = DriverProcess(cluster, host, "--interval", "5", "--cdi-dir", str(cdi))
     try:
         driver.wait_event(lambda e: e.get("event") == "registered")
         api = client.ResourceV1Api(config.new_client_from_config(cluster.env["KUBECONFIG"]))
         socket = str(Path(cluster.env["K8S_PLUGINS_DIR"]) / DRIVER / "dra.sock")
         runs = []
-        for run in range(args.runs):
+        for run in range(args.runs + 1):  # the first warms the driver up (lazy imports)
             claims = make_claims(api, cluster.node, args.gpus, run)
             try:
                 time.sleep(2)  # the driver's watch has taken in the new claims
-                runs.append(asyncio.run(measure(socket, claims)))
+                measured = asyncio.run(measure(socket, claims))
+                if run:
+                    runs.append(measured)
             finally:
                 for claim in claims:
                     api.delete_namespaced_resource_claim(claim.metadata.name, "default")
@@ -166,6 +176,7 @@ def main() -> None:
         driver.stop()
         cluster.kubectl("delete", "resourceslices", "--all", check=False)
         shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(cdi, ignore_errors=True)
         if started is not None:
             started.stop()
 

@@ -1,4 +1,4 @@
-"""A prepared claim survives the driver killed with SIGKILL right after it answered.
+"""A prepare syncs the ledger once, and its claim survives the driver killed right after.
 
 Prepare syncs the ledger once (the booking is committed unsynced and made durable by the
 ``pre_create`` intent written after it): a driver process killed at once leaves the claim
@@ -9,16 +9,22 @@ the kubelet's retry from that booking and books nothing twice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from accelkit.bridge.dra.api import dra_v1_pb2 as pb
 from accelkit.errors import AccelkitError
+from accelkit.testing.cli_runner import cli_env
 from accelkit.types import DeviceName, Workload
+from accelkit.workload.ledger import Ledger
 
 from .conftest import AGENT, claim, result, serving
 
@@ -48,7 +54,7 @@ def test_a_claim_prepared_before_a_kill_stays_booked_and_is_answered_again(
     dra_node: Path, short_root: Path
 ) -> None:
     script = CHILD.format(tests=str(TESTS), config=str(dra_node), root=str(short_root))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    env = cli_env()
     child = subprocess.Popen(
         [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env
     )
@@ -89,3 +95,30 @@ def test_a_claim_prepared_before_a_kill_stays_booked_and_is_answered_again(
     assert again.error == ""
     assert [d.device_name for d in again.devices] == ["cuda1"]
     assert "cuda1" in refused
+
+
+def test_a_prepare_syncs_the_ledger_once(
+    dra_node: Path, short_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    commits: list[bool] = []  # per outermost ledger transaction: whether it was synced
+    level = Ledger._sync_level
+
+    @contextlib.contextmanager
+    def counted(self: Ledger, durable: bool) -> Iterator[None]:
+        commits.append(durable)
+        with level(self, durable):
+            yield
+
+    async def main() -> str:
+        async with serving(dra_node, short_root) as served:
+            served.claims.add(claim("one", "uid-1", [result("cuda1")]))
+            ref = pb.Claim(namespace="default", name="one", uid="uid-1")
+            monkeypatch.setattr(Ledger, "_sync_level", counted)
+            answer = await served.stub.NodePrepareResources(
+                pb.NodePrepareResourcesRequest(claims=[ref])
+            )
+            monkeypatch.setattr(Ledger, "_sync_level", level)
+            return str(answer.claims["uid-1"].error)
+
+    assert asyncio.run(main()) == ""
+    assert commits.count(True) == 1, commits

@@ -22,7 +22,8 @@ run()
 
 #: what a run never needs: importlib.metadata and its email and zip readers (the installed
 #: entry points are read directly), rediscovery (the node service's), the random-token module,
-#: the metric types (the mock plugin imports them when metrics are gathered)
+#: the metric types (the mock plugin imports them when metrics are gathered), the operators'
+#: status and release, the orphan container sweep (a process run does not sweep)
 NOT_ON_THE_WAY = (
     "importlib.metadata",
     "email.message",
@@ -33,6 +34,10 @@ NOT_ON_THE_WAY = (
     "accelkit.node.context_swap",
     "accelkit.metrics",
     "accelkit_mock.metrics",
+    "accelkit.workload.status",
+    "accelkit.workload.operator_status",
+    "accelkit.workload.operator_release",
+    "accelkit.workload.orphans",
 )
 
 

@@ -35,13 +35,13 @@ from accelkit.types import AgentId, DeviceId, DeviceName, SlotName, Workload
 from accelkit.workload.bookkeeper import Bookkeeper
 from accelkit.workload.ledger import Ledger
 from accelkit.workload.lifecycle import PhaseListener, WorkloadLifecycle
-from accelkit.workload.orphans import SweepReport, note_container_engine, sweep_orphans
 from accelkit.workload.reconcile_report import ReconcileReport, RecordKey
 from accelkit.workload.record import LedgerRecord
-from accelkit.workload.status import ReleaseReport, WorkloadStatus
 
-if TYPE_CHECKING:  # rediscovery is imported by the commands that rediscover (serve) only
+if TYPE_CHECKING:  # imported by the commands that rediscover, sweep, ask statuses, release
     from accelkit.node.rediscovery import Rediscoverer, RediscoveryReport
+    from accelkit.workload.orphans import SweepReport
+    from accelkit.workload.status import ReleaseReport, WorkloadStatus
 
 __all__ = ["Node"]
 
@@ -252,6 +252,8 @@ class Node:
         """
         ledger = self.bookkeeper.ledger
         if isinstance(runtime, DockerRuntime):
+            from accelkit.workload.orphans import note_container_engine
+
             note_container_engine(ledger, runtime.url)
         return ledger.ledger_id
 
@@ -265,6 +267,8 @@ class Node:
         :func:`accelkit.workload.orphans.sweep_orphans` for ``grace`` and ``min_age``. An
         engine that cannot be reached is a problem in the report, never an error.
         """
+        from accelkit.workload.orphans import SweepReport, sweep_orphans
+
         docker = self._docker()
         if docker is None:
             return SweepReport()
@@ -281,6 +285,8 @@ class Node:
             raise  # the ledger itself cannot be used: reconciling would have failed too
         except Exception as exc:
             log.warning("the orphan container sweep failed", exc_info=True)
+            from accelkit.workload.orphans import SweepReport
+
             swept = SweepReport(
                 problems=(f"the orphan container sweep failed: {type(exc).__name__}: {exc}",)
             )

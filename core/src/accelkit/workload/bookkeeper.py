@@ -47,7 +47,7 @@ from accelkit.types import (
     WorkloadConfig,
     WorkloadType,
 )
-from accelkit.workload import operator_release, operator_status, stopping
+from accelkit.workload import stopping
 from accelkit.workload.holders import naming_holders
 from accelkit.workload.ledger import Ledger, LedgerScan
 from accelkit.workload.ledger_peek import catch_up_early
@@ -57,10 +57,10 @@ from accelkit.workload.node_wide import NodeWideAgents
 from accelkit.workload.reconcile import Reconciler
 from accelkit.workload.reconcile_report import ReconcileReport, RecordKey, TornDown, merged
 from accelkit.workload.record import LedgerRecord
-from accelkit.workload.status import ReleaseReport, WorkloadStatus
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # status and release are imported by the operators' commands only
     from accelkit.host import AgentView
+    from accelkit.workload.status import ReleaseReport, WorkloadStatus
 
 
 class AgentsHost(Protocol):
@@ -477,6 +477,8 @@ class Bookkeeper:
 
     async def status(self, *, reconcile: bool = True) -> list[WorkloadStatus]:
         """Every workload of the ledger (:func:`~accelkit.workload.operator_status.statuses`)."""
+        from accelkit.workload import operator_status
+
         return await operator_status.statuses(self, reconcile=reconcile)
 
     async def release_workload(
@@ -489,6 +491,8 @@ class Bookkeeper:
         on_skip: Callable[[str], None] | None = None,
     ) -> ReleaseReport:
         """Stop a workload, finish its teardown and free it (``Node.release`` documents it)."""
+        from accelkit.workload import operator_release
+
         return await operator_release.release_workload(
             self, workload_id, agent=agent, force=force, grace=grace, on_skip=on_skip
         )

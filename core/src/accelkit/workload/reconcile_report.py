@@ -4,12 +4,15 @@ double bookings, records set aside, and one line per finding for logs and the co
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 import attrs
 
 from accelkit.types import AgentId, DeviceId, DeviceName, SlotName
 from accelkit.workload.ledger import SetAside
-from accelkit.workload.orphans import OrphanContainer
+
+if TYPE_CHECKING:  # the orphan sweep is imported where it runs (a docker run, status, serve)
+    from accelkit.workload.orphans import OrphanContainer
 
 __all__ = ["DoubleBooking", "ReconcileReport", "RecordKey", "TornDown", "merged"]
 

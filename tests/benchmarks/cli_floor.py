@@ -21,7 +21,8 @@ installed package's is (one untimed run of each command first).
     python tests/benchmarks/cli_floor.py --status --devices --docker [--rounds 9] [--base DIR]
 
 ``--base DIR`` runs each accelkit command a second time with DIR's ``core/src`` first on
-``PYTHONPATH`` (``git archive REV core/src | tar -x -C DIR``): before and after, same run.
+``PYTHONPATH`` (``git archive REV core/src | tar -x -C DIR``): before and after, same run. A
+``PYTHONPATH`` set for the benchmark itself is what the other commands run.
 
 Prints one JSON object: per command its medians (ms) and its ratio to the floor (or, for the
 docker run, to ``docker run --rm``).
@@ -322,13 +323,15 @@ def main() -> None:
     if args.base is not None:
         BASE.append(args.base.resolve())
     result: dict[str, object] = {}
-    if args.status:
-        result["status"] = bench_status(args.rounds)
-    if args.devices:
-        result["devices"] = bench_devices(args.rounds)
-    if args.docker:
-        result["docker"] = bench_docker(args.rounds)
-    print(json.dumps(result, indent=2))
+    try:
+        if args.status:
+            result["status"] = bench_status(args.rounds)
+        if args.devices:
+            result["devices"] = bench_devices(args.rounds)
+        if args.docker:
+            result["docker"] = bench_docker(args.rounds)
+    finally:  # what was measured is printed, also when a later part failed
+        print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

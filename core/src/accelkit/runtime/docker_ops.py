@@ -102,6 +102,9 @@ class ContainerOps:
         self._engine = DockerEngine(url)
         self._output = output
         self._pumps: dict[str, OutputPump] = {}
+        #: the state of each container seen to exit (``wait_exit``): its notes need no second
+        #: inspection, and it needs no stop before its removal
+        self._ended: dict[str, dict[str, Any]] = {}
 
     @property
     def url(self) -> str:
@@ -183,6 +186,7 @@ class ContainerOps:
             await pump.drain(_DRAIN_S)
         with self._engine.errors(f"inspecting container {label}"):
             state = await self._state(handle.ident) or {}
+        self._ended[handle.ident] = state
         error = (result.get("Error") or {}).get("Message", "") or str(state.get("Error", ""))
         ended = ContainerExit(int(result.get("StatusCode", 0)), bool(state.get("OOMKilled")), error)
         if ended.oom_killed:
@@ -192,8 +196,10 @@ class ContainerOps:
     async def exit_notes(self, handle: WorkloadHandle) -> list[str]:
         """Why the container ended, where the engine knows more than its status."""
         label = self._label(handle)
-        with self._engine.errors(f"inspecting container {label}"):
-            state = await self._state(handle.ident) or {}
+        state = self._ended.get(handle.ident)
+        if state is None:
+            with self._engine.errors(f"inspecting container {label}"):
+                state = await self._state(handle.ident) or {}
         notes = [_oom_note(label, state.get("ExitCode", 137))] if state.get("OOMKilled") else []
         if error := state.get("Error"):
             notes.append(f"container {label}: {error}")
@@ -212,9 +218,17 @@ class ContainerOps:
 
     async def stop(self, handle: WorkloadHandle, grace: float) -> bool:
         """The engine's stop (SIGTERM, SIGKILL after ``grace`` seconds), then removal;
-        ``False`` when there was no such container."""
-        client = await self._client()
+        ``False`` when there was no such container. One seen to exit is only removed."""
         found = True
+        if self._ended.pop(handle.ident, None) is None:
+            found = await self._stop(handle, grace)
+        if pump := self._pumps.pop(handle.ident, None):
+            await pump.cancel()
+        await self._remove(handle.ident, self._label(handle))
+        return found
+
+    async def _stop(self, handle: WorkloadHandle, grace: float) -> bool:
+        client = await self._client()
         with self._engine.errors(f"stopping container {self._label(handle)}"):
             try:
                 path = f"/containers/{handle.ident}/stop"
@@ -224,15 +238,13 @@ class ContainerOps:
             except EngineRefused as exc:
                 if exc.status != _NOT_FOUND:
                     raise
-                found = False
-        if pump := self._pumps.pop(handle.ident, None):
-            await pump.cancel()
-        await self._remove(handle.ident, self._label(handle))
-        return found
+                return False
+        return True
 
     async def discard(self, workload: Workload, handle: WorkloadHandle | None) -> None:
         """Remove the container (by its name when creation was not recorded)."""
         ident = handle.ident if handle is not None else workload.id
+        self._ended.pop(ident, None)
         if pump := self._pumps.pop(ident, None):
             await pump.cancel()
         await self._remove(ident, workload.id)
@@ -341,4 +353,5 @@ class ContainerOps:
         for pump in self._pumps.values():
             await pump.cancel()
         self._pumps.clear()
+        self._ended.clear()
         await self._engine.close()

@@ -3,11 +3,12 @@ the pausing launcher), never behind an environment variable of the installed com
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+from accelkit.testing.cli_runner import cli_env
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = [ROOT / "core" / "src", *sorted((ROOT / "plugins").glob("*/src"))]
@@ -28,7 +29,7 @@ def test_no_shipped_module_reads_a_test_switch():
 
 def test_the_old_pause_variable_no_longer_stops_the_command(mock_node):
     config = mock_node(cpus=1)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    env = cli_env()
     env["ACCELKIT_TEST_PAUSE_AT"] = "booked"
     argv = [sys.executable, "-c", "from accelkit.cli.app import run; run()", "run"]
     argv += ["--config", str(config), "--agent", "agent-1", "--slots", "cpu=1", "--", "true"]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import re
 import resource
 import socket
@@ -24,7 +23,7 @@ import psutil
 import pytest
 
 from accelkit.metrics_export.server import BACKLOG, IDLE_TIMEOUT, LOOPBACK, MetricsServer
-from accelkit.testing.cli_runner import ACCELKIT
+from accelkit.testing.cli_runner import ACCELKIT, cli_env
 
 from .metrics_support import write_node_config
 
@@ -132,7 +131,7 @@ def command(
 ) -> Iterator[tuple[subprocess.Popen[bytes], int, Path]]:
     """``accelkit serve-metrics --port 0`` as a real process: (process, port, its stderr file)."""
     config = write_node_config(tmp_path)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    env = cli_env()
 
     def limit() -> None:
         if nofile is not None:

@@ -26,7 +26,7 @@ from accelkit.errors import PluginUnavailable
 from accelkit.health import HealthState
 from accelkit.metrics import MetricContext
 from accelkit.partition import DevicePartition
-from accelkit.testing.cli_runner import ACCELKIT, run_accelkit
+from accelkit.testing.cli_runner import ACCELKIT, cli_env, run_accelkit
 from accelkit.types import Workload
 from accelkit_cuda import CUDAPlugin
 
@@ -159,7 +159,7 @@ def test_a_killed_runs_cuda_program_keeps_its_gpu_until_it_is_released(plugin, g
     """The supervisor dies; its CUDA program, in its cgroup, still holds GPU memory: the GPU
     stays booked to it (a second run is refused) until ``accelkit release`` ends it."""
     where = ["--config", str(gpu_node), "--agent", "agent-1", "--slots", "cuda.device=1"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    env = cli_env()
     command = [sys.executable, "-c", CUDA_PROGRAM, str(HELD), "300"]
     supervisor = subprocess.Popen(
         [*ACCELKIT, "run", *where, "--", *command],

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
+from accelkit.testing.cli_runner import cli_env
 from accelkit.workload import Ledger
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +25,7 @@ def test_the_guide_shows_the_program_as_it_is():
 
 
 def test_the_program_books_runs_and_frees_on_the_demo_node(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    env = cli_env()
     env["ACCELKIT_STATE_DIR"] = str(tmp_path / "state")
     result = subprocess.run(
         [sys.executable, str(PROGRAM), str(ROOT / "docs" / "examples" / "demo.toml")],

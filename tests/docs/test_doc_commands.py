@@ -30,6 +30,7 @@ import click
 import pytest
 
 from accelkit.cli.app import cli
+from accelkit.testing.cli_runner import cli_env
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -314,7 +315,7 @@ def demo_commands() -> list[list[str]]:
 def test_the_demo_sessions_commands_run(tmp_path):
     commands = demo_commands()
     assert [c[1] for c in commands][:4] == ["plugins", "check", "devices", "plan"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    env = cli_env()
     env["ACCELKIT_STATE_DIR"] = str(tmp_path / "state")
     shown = ""
     for words in commands:

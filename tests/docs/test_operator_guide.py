@@ -10,7 +10,6 @@ this tree.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import subprocess
@@ -20,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from accelkit.testing.cli_runner import cli_env
+
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "operator-guide.md"
 PAGES = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
@@ -28,7 +29,7 @@ CONSOLE = re.compile(r"^```console\n\$ (accelkit [^\n]*)\n(.*?)^```$", re.MULTIL
 
 
 def accelkit(args: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    env = cli_env()
     env["COLUMNS"] = "100"  # tables are narrower; a fixed width keeps rich's layout stable
     return subprocess.run(
         [*ACCELKIT, *args],

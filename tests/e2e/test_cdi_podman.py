@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from accelkit.runtime.render.cdi import CDI_VERSIONS, render_cdi_spec
+from accelkit.testing.cli_runner import cli_env
 from accelkit.types import Mount, MountType, WorkloadConfig
 from accelkit.workload.cdi_spec import ALL, without_colliding_env
 
@@ -189,7 +190,7 @@ def accelkit_cdi(tmp_path: Path, devices: str) -> dict[str, Any]:
         '[[agents]]\n[agents.agent]\nid = "0"\n'
     )
     out = tmp_path / "cdi"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    env = cli_env()
     result = subprocess.run(
         [sys.executable, "-c", "from accelkit.cli.app import run; run()", "cdi",
          "--config", str(config), "--agent", "0", "--output", str(out)],

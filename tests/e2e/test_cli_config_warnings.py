@@ -8,14 +8,13 @@ provides, and ``ACCELKIT_DISABLE_PLUGINS`` names another: every command says so,
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from accelkit.testing.cli_runner import ACCELKIT, run_accelkit
+from accelkit.testing.cli_runner import ACCELKIT, cli_env, run_accelkit
 
 WARNINGS = [
     "warning: plugins.allowed names 'mokc', which matches no installed plugin",
@@ -69,7 +68,7 @@ def test_every_command_warns_once_on_stderr(node, command):
 def test_a_config_without_such_names_warns_of_nothing(mock_node):
     config = mock_node(cpus=1, gpus=1)
     for argv in COMMANDS.values():
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+        env = cli_env()
         result = subprocess.run(
             [*ACCELKIT, *with_config(argv, config)],
             capture_output=True,
@@ -106,7 +105,7 @@ def test_warnings_are_said_once_however_often_they_are_reported(capsys):
 
 
 def test_serve_metrics_warns_before_it_serves(node):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    env = cli_env()
     env["ACCELKIT_DISABLE_PLUGINS"] = "gpu"
     argv = [*ACCELKIT, "serve-metrics", "--port", "0", "--config", str(node)]
     with subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env=env) as server:
@@ -134,7 +133,7 @@ allowed = ["refusing"]
 fail-at = ""
 """
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    env = cli_env()
     env["PYTHONPATH"] = str(refusing_site)
     warning = (
         f"warning: {config}: [plugins.config.refusing] 'fail-at' is deprecated, it is now spelt "

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import os
 import re
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from accelkit.testing.cli_runner import ACCELKIT, run_accelkit
+from accelkit.testing.cli_runner import ACCELKIT, cli_env, run_accelkit
 
 ROOT = Path(__file__).resolve().parents[2]
 HANGING = ROOT / "tests" / "fixtures" / "hanging-plugin"
@@ -136,7 +135,7 @@ def test_metrics_answers_without_the_plugin_that_hangs_in_them(hanging_site, tmp
 
 
 def test_serve_metrics_answers_each_scrape_and_names_the_plugin_that_hangs(hanging_site, tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    env = cli_env()
     env |= {"PYTHONPATH": str(hanging_site), "HANGING_PLUGIN_IN": "metrics"}
     config = str(node_config(tmp_path))
     log = tmp_path / "stderr"

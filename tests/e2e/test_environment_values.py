@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 
 import pytest
 
 from accelkit.config import default_state_dir
 from accelkit.errors import ConfigError
-from accelkit.testing.cli_runner import ACCELKIT
+from accelkit.testing.cli_runner import ACCELKIT, cli_env
 
 
 def test_an_empty_state_dir_variable_is_an_error_not_the_default():
@@ -30,7 +29,7 @@ def test_the_command_refuses_the_value_with_a_clear_error(mock_node, name, value
     # no state-dir in the file: the default, which ACCELKIT_STATE_DIR overrides, is used
     lines = config.read_text().splitlines(keepends=True)
     config.write_text("".join(line for line in lines if not line.startswith("state-dir")))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    env = cli_env()
     env["ACCELKIT_STATE_DIR"] = str(config.parent / "state")
     env[name] = value
     # status opens the ledger (the state dir); plan loads the plugins (strict mode)

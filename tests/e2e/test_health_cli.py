@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from accelkit.testing.cli_runner import ACCELKIT, run_accelkit
+from accelkit.testing.cli_runner import ACCELKIT, cli_env, run_accelkit
 
 pytestmark = pytest.mark.slow  # real `accelkit run` processes
 
@@ -53,7 +53,7 @@ class Node:
         self.config = config
         self.devices = config.parent / "devices.toml"
         self.log = config.parent / "events.jsonl"
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+        self.env = cli_env()
         self.env["PYTHONPATH"] = os.pathsep.join(
             filter(None, [str(site), os.environ.get("PYTHONPATH")])
         )

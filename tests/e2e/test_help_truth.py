@@ -4,7 +4,6 @@ option, argument and subcommand the command has."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -12,6 +11,7 @@ import click
 import pytest
 
 from accelkit.cli.app import cli
+from accelkit.testing.cli_runner import cli_env
 
 ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 
@@ -39,7 +39,7 @@ COMMANDS = _commands()
 def _help(words: tuple[str, ...], tmp_path) -> subprocess.CompletedProcess[str]:
     broken = tmp_path / "broken.toml"
     broken.write_text("[resource\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    env = cli_env()
     env |= {"ACCELKIT_CONFIG": str(broken), "ACCELKIT_STATE_DIR": "", "COLUMNS": "100"}
     return subprocess.run(
         [*ACCELKIT, *words, "--help"],

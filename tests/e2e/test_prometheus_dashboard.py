@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from accelkit.testing.cli_runner import ACCELKIT
+from accelkit.testing.cli_runner import ACCELKIT, cli_env
 
 pytestmark = pytest.mark.slow  # real accelkit serve, accelkit run and Prometheus processes
 
@@ -267,7 +267,7 @@ def node(tmp_path: Path) -> Path:
 @pytest.fixture
 def served(node: Path) -> Iterator[str]:
     """``accelkit serve`` on the node, with a workload of agent-1 holding a GPU; its address."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    env = cli_env()
     log = node.parent / "serve.log"
     with log.open("w") as out:
         serve = subprocess.Popen(

@@ -21,7 +21,7 @@ from accelkit.cgroup import CgroupFS
 from accelkit.config import load_host_config
 from accelkit.node import Node
 from accelkit.runtime.cgroups import V1_CONTROLLERS
-from accelkit.testing.cli_runner import ACCELKIT
+from accelkit.testing.cli_runner import ACCELKIT, cli_env
 from accelkit.types import AgentId
 from accelkit.workload import Ledger, ProcessStamp
 
@@ -38,7 +38,7 @@ def node(mock_node) -> Path:
 
 
 def env(**extra: str) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    base = cli_env()
     return {**base, **extra}
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from accelkit.testing.cli_runner import ACCELKIT
+from accelkit.testing.cli_runner import ACCELKIT, cli_env
 from accelkit.workload import Ledger
 from accelkit.workload.terminal import Terminal as WorkloadTerminal
 
@@ -56,7 +56,7 @@ class Terminal:
     def __init__(self, config: Path, *argv: str, grace: str = "60") -> None:
         self.master, slave = os.openpty()
         self.before = termios.tcgetattr(self.master)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+        env = cli_env()
         env["PS1"] = "PROMPT> "
         command = [*ACCELKIT, "run", "--config", str(config), "--slots", "cpu=1"]
         self.process = subprocess.Popen(
@@ -237,7 +237,7 @@ def test_without_a_terminal_on_stdin_the_first_sigint_is_forwarded_and_grace_app
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")},
+        env=cli_env(),
     )
     assert process.stdout is not None
     assert process.stdout.readline() == "READY\n"

@@ -7,7 +7,6 @@ Each other step (``accelkit run``, ``status``) is a separate process, as an oper
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -20,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from accelkit.testing.cli_runner import ACCELKIT, run_accelkit
+from accelkit.testing.cli_runner import ACCELKIT, cli_env, run_accelkit
 
 pytestmark = pytest.mark.slow  # real `accelkit serve` and `accelkit run` processes
 
@@ -50,7 +49,7 @@ class Node:
     def __init__(self, config: Path, env: dict[str, str] | None = None) -> None:
         self.config = config
         self.devices = config.parent / "devices.toml"
-        self.env = env or {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+        self.env = env or cli_env()
 
     def accelkit(self, *args: str) -> subprocess.CompletedProcess[str]:
         return run_accelkit(*args, config=self.config, env=self.env)
@@ -316,7 +315,7 @@ def test_a_plugin_hanging_in_list_devices_during_rediscovery(
     text = config.read_text().replace('allowed = ["mock"]', 'allowed = ["mock", "hanging"]')
     config.write_text(text.replace("[plugins]\n", "[plugins]\ncall-timeout = 1\n"))
     write_gpus(config.parent / "devices.toml", ["cuda0", "cuda1"])
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    env = cli_env()
     env |= {"PYTHONPATH": str(hanging_site), "HANGING_PLUGIN_IN": "rediscovery"}
     node = Node(config, env)
     serve = Serve(node)

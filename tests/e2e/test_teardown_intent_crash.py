@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import os
 import random
 import subprocess
 import sys
@@ -29,6 +28,7 @@ import pytest
 
 from accelkit.config import load_host_config
 from accelkit.node import Node
+from accelkit.testing.cli_runner import cli_env
 from accelkit.types import AgentId
 from accelkit.workload import Ledger
 from accelkit_mock.plugin import MockLifecycleHook
@@ -108,7 +108,7 @@ def node(mock_node) -> Path:
 
 
 def driver(config: Path, journal: Path, pause: str = "-", loops: int = 1) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    env = cli_env()
     return subprocess.Popen(
         [sys.executable, "-c", DRIVER, str(config), str(journal), pause, str(loops)],
         stdout=subprocess.PIPE,

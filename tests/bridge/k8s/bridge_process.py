@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -11,6 +10,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from accelkit.testing.cli_runner import cli_env
 
 ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 
@@ -62,7 +63,7 @@ class BridgeProcess:
 
     def __init__(self, config: Path) -> None:
         self.config = config
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+        self.env = cli_env()
         self.process = subprocess.Popen(
             [*ACCELKIT, "k8s-device-plugin", "--config", str(config), "--json"],
             stdout=subprocess.PIPE,

@@ -12,6 +12,8 @@ from pathlib import Path
 import grpc
 import pytest
 
+from accelkit.testing.cli_runner import cli_env
+
 from .bridge_process import BridgeProcess, write_node
 from .kubelet_standin import KubeletStandIn
 
@@ -405,7 +407,7 @@ def test_a_device_held_before_the_bridge_starts_is_unhealthy_in_the_first_list(
         config = write_node(k8s_root)
         runner = BridgeProcess.__new__(BridgeProcess)
         runner.config = config
-        runner.env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+        runner.env = cli_env()
         run = runner.popen_accelkit(
             "run", "--agent", "agent-1", "--slots", "cuda.device=1", "--", "sleep", "600"
         )

@@ -3,6 +3,7 @@ loader warns about it, and giving both spellings is an error."""
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Sequence
 from typing import Annotated, Any, ClassVar
 
@@ -152,3 +153,27 @@ def test_both_spellings_in_a_section_stop_the_loader():
         built({"overcommit": 4, "overcommit-factor": 4})
     errors = info.value.errors if isinstance(info.value, ConfigErrors) else [info.value]
     assert [e.key for e in errors] == ["plugins.config.dial.overcommit"]
+
+
+def test_a_schemas_annotations_are_evaluated_once(monkeypatch):
+    # each string annotation is compiled where it is evaluated: once per field, not once for
+    # the renamed keys and again for the structuring
+    @attrs.frozen
+    class Fresh:
+        speed: Annotated[int, int_between(1, 9), Renamed("velocity")] = 1
+        label: str = ""
+
+    evaluated: list[str] = []
+    real_init = typing.ForwardRef.__init__
+
+    def counting_init(self: typing.ForwardRef, arg: str, *args: Any, **kwargs: Any) -> None:
+        evaluated.append(arg)
+        real_init(self, arg, *args, **kwargs)
+
+    monkeypatch.setattr(typing.ForwardRef, "__init__", counting_init)
+    value, errors = structure({"velocity": 3, "label": "x"}, Fresh, file=None)
+    assert errors == []
+    assert value == Fresh(speed=3, label="x")
+    assert sorted(evaluated) == sorted(
+        ["Annotated[int, int_between(1, 9), Renamed('velocity')]", "str"]
+    )

@@ -11,10 +11,10 @@ the old key is still read, and :func:`renamed_keys` says where a document uses i
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any, TypeVar, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, TypeVar, get_args, get_origin
 
 import attrs
 import cattrs
@@ -85,14 +85,13 @@ def _rule_of(type_: Any) -> Rule | None:
     return None
 
 
-def _old_keys(cls: type[Any]) -> dict[str, str]:
-    """Old key -> current key, for the fields of ``cls`` annotated with :class:`Renamed`."""
-    hints = get_type_hints(cls, include_extras=True)
+def _old_keys(fields: Sequence[attrs.Attribute[Any]]) -> dict[str, str]:
+    """Old key -> current key, for the ``fields`` annotated with :class:`Renamed`."""
     return {
-        marker.old: toml_key(name)
-        for name, hint in hints.items()
-        if get_origin(hint) is Annotated
-        for marker in get_args(hint)[1:]
+        marker.old: toml_key(field.name)
+        for field in fields
+        if get_origin(field.type) is Annotated
+        for marker in get_args(field.type)[1:]
         if isinstance(marker, Renamed)
     }
 
@@ -115,11 +114,13 @@ def _with_current_keys(value: Mapping[str, Any], old_keys: Mapping[str, str]) ->
 
 
 def _table_hook_factory(cls: type[Any], converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
-    fields = attrs.fields(cls)
+    # the annotations evaluated once, extras kept: cattrs finds them evaluated (each string
+    # annotation is compiled where it is evaluated)
+    fields = attrs.fields(attrs.resolve_types(cls, include_extras=True))
     renames = {a.name: override(rename=toml_key(a.name)) for a in fields}
     make: Any = make_dict_structure_fn  # its overrides are keyword arguments named by field
     build = make(cls, converter, _cattrs_forbid_extra_keys=True, **renames)
-    old_keys = _old_keys(cls)
+    old_keys = _old_keys(fields)
 
     def structure_table(value: Any, type_: Any) -> Any:
         if not isinstance(value, Mapping):

@@ -198,7 +198,8 @@ def status(
 ) -> None:
     """The node's workloads: agent, workload id, runtime, devices, phase, age, liveness,
     unfinished teardowns, the health of their devices and what happened to it; then the
-    cordoned devices. --json also gives the seconds each workload has held each device.
+    cordoned devices. --json prints one workload per line and also gives the seconds each
+    workload has held each device.
 
     Opening the node reconciles the ledger first: dead workloads are torn down and freed,
     containers of this ledger that no record names are removed, and what that found is

@@ -5,13 +5,13 @@ mock devices (two agents, four cores, 8 GiB of memory, two GPUs; its ledger in t
 and whatever files the case writes. The outcome is classified:
 
 - ``clear``: exit status other than 0, exactly one ``error:`` line on stderr, no traceback, no
-  ``internal error``, and the error names what is wrong (the case's ``names``: a flag, key,
-  file, agent or variable);
+  ``internal error``, the error names what is wrong (the case's ``names``: a flag, key, file,
+  agent or variable), and no file of the case's directory changed (the ledger's aside);
 - ``warned``: exit 0, with a ``warning:`` line naming what is wrong (a name a config may hold
   for another node: a plugin not installed here, an agent left without cores);
 - ``silent``: exit 0 (or still running when the case's time is up) on a bad input, unsaid;
-- ``unclear``: an error that does not name what is wrong, several ``error:`` lines, none, or an
-  ``internal error``;
+- ``unclear``: an error that does not name what is wrong, several ``error:`` lines, none, an
+  ``internal error``, or an error after changing files;
 - ``traceback``: a Python traceback on stdout or stderr.
 
 Run ``python tests/e2e/bad_inputs.py`` for the figures (``--list``, ``--only TEXT``, ``--json``,
@@ -273,10 +273,23 @@ def classify(case: Case, status: int | None, stdout: str, stderr: str) -> tuple[
     return "clear", "named"
 
 
+def snapshot(where: Path) -> dict[str, tuple[int, int]]:
+    """Each file and directory under ``where`` but the ledger's: its size and change time."""
+    found: dict[str, tuple[int, int]] = {}
+    for path in where.rglob("*"):
+        relative = path.relative_to(where)
+        if relative.parts[0] == "state":  # a ledger read (and made) on the way to the error
+            continue
+        info = path.lstat()
+        found[str(relative)] = (info.st_size, info.st_mtime_ns)
+    return found
+
+
 def run_case(case: Case, root: Path) -> Outcome:
     """Run one case in a directory of its own under ``root``."""
     where = root / case.name
     argv, env = prepare(case, where)
+    before = snapshot(where)
     with subprocess.Popen(
         argv,
         cwd=where,
@@ -298,6 +311,10 @@ def run_case(case: Case, root: Path) -> Outcome:
     values = {"dir": str(where), "cfg": str(where / "host.toml")}
     named = Case(**{**case.__dict__, "names": tuple(_fill(n, values) for n in case.names)})
     verdict, why = classify(named, status, stdout, stderr)
+    after = snapshot(where)
+    if verdict == "clear" and status != 0 and after != before:
+        changed = sorted(set(after) ^ set(before) | {k for k in after if after[k] != before.get(k)})
+        verdict, why = "unclear", f"refused, but changed {', '.join(changed)[:200]}"
     return Outcome(case, status, stdout, stderr, verdict, why)
 
 

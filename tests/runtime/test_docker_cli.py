@@ -97,31 +97,6 @@ def test_the_container_gets_the_cores_and_memory_it_was_given(
     assert left_behind(dockerd, real_node) == ([], [])
 
 
-def test_a_docker_run_imports_no_http_client_library(dockerd: Engine, demo: Path) -> None:
-    """The engine is spoken to over its socket with asyncio alone: importing an HTTP client
-    library (aiohttp) cost more than the engine takes to run the container."""
-    report = (
-        "import atexit, sys\n"
-        "http = ('aiohttp', 'aiodocker', 'requests', 'urllib3')\n"
-        "atexit.register(lambda: print('imported:', sorted(m for m in sys.modules"
-        " if m.split('.')[0] in http), file=sys.stderr))\n"
-        "from accelkit.cli.app import run; run()"
-    )
-    args = ["run", "--config", str(demo), "--agent", "agent-1", "--slots", "cpu=1"]
-    args += ["--runtime", "docker", "--image", dockerd.image, "--", "sh", "-c", "echo ran"]
-    result = subprocess.run(
-        [sys.executable, "-c", report, *args],
-        capture_output=True,
-        text=True,
-        env=environment(dockerd, demo.parent / "state"),
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout == "ran\n"
-    assert "imported: []" in result.stderr
-
-
 def test_a_missing_image_exits_125_with_nothing_booked(dockerd: Engine, demo: Path) -> None:
     result = accelkit_run(dockerd, demo, "cpu=1", "true", image="no/such:image")
     assert result.returncode == 125

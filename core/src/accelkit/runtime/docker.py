@@ -1,7 +1,6 @@
 """The docker runtime: a container per workload, through the Docker Engine API (DESIGN §14).
 
-It drives dockerd and podman's Docker-compatible service alike, through the Engine API spoken
-over the engine's socket (:mod:`accelkit.runtime.docker_http`). The
+It drives dockerd and podman's Docker-compatible service alike, through ``aiodocker``. The
 container is created with the rendered body (fitted to the engine, see
 :mod:`accelkit.runtime.docker_body`) and the labels ``io.accelkit.agent``,
 ``io.accelkit.workload``, ``io.accelkit.ledger-key`` and ``io.accelkit.ledger`` (the booking
@@ -9,7 +8,8 @@ ledger's identity), so that any later process finds it by id (:meth:`DockerRunti
 or by label (:meth:`DockerRuntime.containers`), also when no record names it any more
 (:mod:`accelkit.workload.orphans`).
 
-The engine's operations are imported on the first call that needs the engine.
+The engine client (aiohttp) takes a tenth of a second to import, paid by every ``accelkit``
+command that builds the runtimes; it is imported on the first call that needs the engine.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class DockerRuntime(Runtime):
     A handle names the engine its container was made on; calls with it go to that engine, so
     a later ``DOCKER_HOST`` never makes a live container look gone.
     Engine failures are :class:`~accelkit.runtime.base.RuntimeUnavailable` (no engine, no such
-    image) or :class:`~accelkit.errors.WorkloadError` (the engine refused), never a transport's.
+    image) or :class:`~accelkit.errors.WorkloadError` (the engine refused), never aiohttp's.
     """
 
     name = "docker"

@@ -1,9 +1,9 @@
 """The connection to a Docker Engine API (dockerd, or podman's Docker-compatible service).
 
-One :class:`DockerEngine` per runtime: it speaks to the engine through
-:class:`~accelkit.runtime.docker_http.EngineClient` (a connection per request, nothing to
-import beyond asyncio), asks the engine once for its API version and CDI support (both
-questions at once), and turns every failure of the engine into a clear accelkit error.
+One :class:`DockerEngine` per runtime: it opens an ``aiodocker`` client on first use (in the
+running event loop), asks the engine once for its API version and CDI support (both questions
+at once), and turns every failure of the engine into a clear accelkit error instead of an
+aiohttp traceback.
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ import asyncio
 import contextlib
 from collections.abc import Iterator
 
+import aiodocker
+import aiohttp
+
 from accelkit.errors import WorkloadError
 from accelkit.runtime.base import RuntimeUnavailable, WorkloadUnreachable
 from accelkit.runtime.docker_body import EngineFacts, docker_host
-from accelkit.runtime.docker_http import EngineClient, EngineRefused
 from accelkit.runtime.render.docker import MIN_API_VERSION
 
 __all__ = ["DockerEngine"]
@@ -26,19 +28,24 @@ _CALL_TIMEOUT_S = 120.0
 
 def _reason(exc: BaseException) -> str:
     """The operating-system reason behind a failed connection, else the error's own text."""
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    if isinstance(exc, TimeoutError):
-        return "no answer in time"
+    cause = exc.__cause__ or exc.__context__
+    os_error = getattr(cause, "os_error", None)
+    if isinstance(os_error, OSError) and os_error.strerror:
+        return os_error.strerror
+    if isinstance(cause, OSError) and cause.strerror:
+        return cause.strerror
+    if isinstance(exc, aiodocker.DockerError):
+        return exc.message
     return str(exc) or type(exc).__name__
 
 
 class DockerEngine:
-    """A client for one engine address, errors translated."""
+    """An ``aiodocker`` client for one engine address, opened lazily, errors translated."""
 
     def __init__(self, url: str | None = None) -> None:
         self.url = docker_host(url)
-        self._client: EngineClient | None = None
+        self._client: aiodocker.Docker | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._facts: EngineFacts | None = None
 
     def unreachable(self, exc: BaseException) -> WorkloadUnreachable:
@@ -52,25 +59,31 @@ class DockerEngine:
         An engine that cannot be reached is :class:`WorkloadUnreachable` (a
         :class:`RuntimeUnavailable`: a container it runs may run on); an engine that refuses
         a request is a :class:`WorkloadError` with its message. Callers that expect a status
-        (404 for a container that is gone) catch :class:`EngineRefused` inside this block.
+        (404 for a container that is gone) catch ``aiodocker.DockerError`` inside this block.
         """
         try:
             yield
-        except EngineRefused as exc:
+        except aiodocker.DockerError as exc:
+            if exc.status == 900:  # aiodocker's code for "could not connect"
+                raise self.unreachable(exc) from None
             msg = f"Docker engine at {self.url}: {doing} failed: {exc.message}"
             raise WorkloadError(msg) from None
-        except (TimeoutError, OSError, EOFError, ValueError) as exc:
-            # ValueError: an address that is no engine's; EOFError: an answer cut short
+        except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
+            # ValueError: aiodocker refuses an address it cannot parse
             raise self.unreachable(exc) from None
 
-    async def client(self) -> EngineClient:
-        """The engine's client (its address checked)."""
-        if self._client is None:
-            with self.errors("connecting"):
-                self._client = EngineClient(
-                    self.url, connect_timeout=_CONNECT_TIMEOUT_S, call_timeout=_CALL_TIMEOUT_S
-                )
-        return self._client
+    async def client(self) -> aiodocker.Docker:
+        """The client for the running event loop, pinned to the engine's API version."""
+        loop = asyncio.get_running_loop()
+        if self._client is not None and self._loop is loop:
+            return self._client
+        if self._client is not None:
+            self._client = None  # made in another (finished) loop; its session cannot be reused
+        timeout = aiohttp.ClientTimeout(total=_CALL_TIMEOUT_S, sock_connect=_CONNECT_TIMEOUT_S)
+        with self.errors("connecting"):
+            client = aiodocker.Docker(url=self.url, timeout=timeout)
+        self._client, self._loop = client, loop
+        return client
 
     async def facts(self) -> EngineFacts:
         """Ask the engine once for its API version and CDI support."""
@@ -78,10 +91,8 @@ class DockerEngine:
             return self._facts
         client = await self.client()
         with self.errors("asking its version"):
-            version, info = await asyncio.gather(
-                client.request("GET", "/version"), client.request("GET", "/info")
-            )
-            facts = EngineFacts.from_engine(version or {}, info or {})
+            version, info = await asyncio.gather(client.version(), client.system.info())
+            facts = EngineFacts.from_engine(version, info)
         if not facts.supported:
             msg = (
                 f"the Docker engine at {self.url} ({facts.product}) speaks API "
@@ -92,5 +103,7 @@ class DockerEngine:
         return facts
 
     async def close(self) -> None:
-        """Nothing stays open between requests; kept for the runtime's close."""
-        self._client = None
+        """Close the client's session (only in the loop that opened it)."""
+        client, self._client = self._client, None
+        if client is not None and self._loop is asyncio.get_running_loop():
+            await client.close()

@@ -1,4 +1,4 @@
-"""What the docker runtime does to containers, through the Engine API (dockerd or podman).
+"""What the docker runtime does to containers, through ``aiodocker`` (dockerd or podman).
 
 :class:`~accelkit.runtime.docker.DockerRuntime` hands every call to one :class:`ContainerOps`,
 made on first use; every engine failure leaves here as an accelkit error.
@@ -16,6 +16,8 @@ import signal as signals
 import time
 from typing import Any
 
+import aiodocker
+
 from accelkit.errors import WorkloadError
 from accelkit.runtime.base import (
     LaunchSpec,
@@ -31,7 +33,6 @@ from accelkit.runtime.docker_body import (
     plan_create,
 )
 from accelkit.runtime.docker_engine import DockerEngine
-from accelkit.runtime.docker_http import EngineClient, EngineRefused
 from accelkit.runtime.docker_output import OutputPump
 from accelkit.runtime.docker_values import (
     ALIVE_STATES,
@@ -111,41 +112,33 @@ class ContainerOps:
         """The engine's address."""
         return self._engine.url
 
-    async def _client(self) -> EngineClient:
-        return await self._engine.client()
+    async def _container(self, ident: str) -> aiodocker.containers.DockerContainer:
+        client = await self._engine.client()
+        return client.containers.container(ident)
 
     async def create(self, spec: LaunchSpec) -> WorkloadHandle:
         """Create the container (not started); ``RuntimeUnavailable`` for a missing image."""
         facts = await self._engine.facts()
         plan = plan_create(spec, facts)
-        client = await self._client()
+        client = await self._engine.client()
         name = spec.workload.id
         with self._engine.errors(f"creating container {name}"):
             try:
-                created = await client.request(
-                    "POST", "/containers/create", params={"name": name}, body=plan.body
-                )
-            except EngineRefused as exc:
+                container = await client.containers.create(plan.body, name=name)
+            except aiodocker.DockerError as exc:
                 if exc.status == _NOT_FOUND and "image" in exc.message.lower():
                     msg = f"image {spec.image!r} not found; load it with docker load/import"
                     raise RuntimeUnavailable(msg) from None
                 raise
-        ident = str(created["Id"])
         handle = WorkloadHandle(
             self.name,
-            ident,
+            container.id,
             {"name": name, "engine": self.url, "image": spec.image or ""},
         )
         try:
             with self._engine.errors(f"connecting container {name} to its networks"):
                 for network in plan.later_networks:
-                    # asked first: an engine may take a connect to a missing network quietly
-                    found = await client.request("GET", f"/networks/{network}") or {}
-                    await client.request(
-                        "POST",
-                        f"/networks/{found.get('Id', network)}/connect",
-                        body={"Container": ident},
-                    )
+                    await (await client.networks.get(network)).connect({"Container": container.id})
         except BaseException:
             await self.discard(spec.workload, handle)
             raise
@@ -153,13 +146,13 @@ class ContainerOps:
 
     async def start(self, handle: WorkloadHandle) -> None:
         """Start the container, its output copied to ours from its first byte."""
-        client = await self._client()
+        container = await self._container(handle.ident)
         with self._engine.errors(f"starting container {self._label(handle)}"):
             try:
                 if self._output is not None:
-                    self._pumps[handle.ident] = OutputPump(client, handle.ident, self._output)
+                    self._pumps[handle.ident] = OutputPump(container, self._output)
                     await self._pumps[handle.ident].attached()
-                await client.request("POST", f"/containers/{handle.ident}/start")
+                await container.start()
             except BaseException:
                 if pump := self._pumps.pop(handle.ident, None):
                     await pump.cancel()
@@ -171,13 +164,12 @@ class ContainerOps:
 
     async def wait_exit(self, handle: WorkloadHandle) -> ContainerExit:
         """Wait for the container to exit; its status and whether it was OOM-killed."""
-        client = await self._client()
+        container = await self._container(handle.ident)
         label = self._label(handle)
         with self._engine.errors(f"waiting for container {label}"):
             try:
-                path = f"/containers/{handle.ident}/wait"
-                result: dict[str, Any] = await client.request("POST", path, timed=False) or {}
-            except EngineRefused as exc:
+                result: dict[str, Any] = await container.wait()
+            except aiodocker.DockerError as exc:
                 if exc.status == _NOT_FOUND:
                     msg = f"container {label} is gone: it was removed while accelkit waited for it"
                     raise WorkloadError(msg) from None
@@ -207,12 +199,11 @@ class ContainerOps:
 
     async def signal(self, handle: WorkloadHandle, signum: int) -> None:
         """Send ``signum`` to the container's main process; nothing if it no longer runs."""
-        client = await self._client()
+        container = await self._container(handle.ident)
         with self._engine.errors(f"signalling container {self._label(handle)}"):
             try:
-                path = f"/containers/{handle.ident}/kill"
-                await client.request("POST", path, params={"signal": _signal_name(signum)})
-            except EngineRefused as exc:
+                await container.kill(signal=_signal_name(signum))
+            except aiodocker.DockerError as exc:
                 if exc.status not in (_NOT_FOUND, _CONFLICT):  # gone, or not running
                     raise
 
@@ -228,14 +219,11 @@ class ContainerOps:
         return found
 
     async def _stop(self, handle: WorkloadHandle, grace: float) -> bool:
-        client = await self._client()
+        container = await self._container(handle.ident)
         with self._engine.errors(f"stopping container {self._label(handle)}"):
             try:
-                path = f"/containers/{handle.ident}/stop"
-                await client.request(
-                    "POST", path, params={"t": max(0, math.ceil(grace))}, timed=False
-                )
-            except EngineRefused as exc:
+                await container.stop(t=max(0, math.ceil(grace)))
+            except aiodocker.DockerError as exc:
                 if exc.status != _NOT_FOUND:
                     raise
                 return False
@@ -250,14 +238,13 @@ class ContainerOps:
         await self._remove(ident, workload.id)
 
     async def _remove(self, ident: str, label: str) -> None:
-        client = await self._client()
+        container = await self._container(ident)
         deadline = time.monotonic() + _REMOVAL_S
         with self._engine.errors(f"removing container {label}"):
             while True:
                 try:
-                    params = {"force": True, "v": True}
-                    await client.request("DELETE", f"/containers/{ident}", params=params)
-                except EngineRefused as exc:
+                    await container.delete(force=True, v=True)
+                except aiodocker.DockerError as exc:
                     if exc.status == _NOT_FOUND:
                         return
                     # 409: the engine is already removing it; wait until it is gone
@@ -269,10 +256,10 @@ class ContainerOps:
 
     async def _state(self, ident: str) -> dict[str, Any] | None:
         """The container's ``State``; ``None`` when there is no such container."""
-        client = await self._client()
+        container = await self._container(ident)
         try:
-            shown = await client.request("GET", f"/containers/{ident}/json") or {}
-        except EngineRefused as exc:
+            shown = await container.show()
+        except aiodocker.DockerError as exc:
             if exc.status == _NOT_FOUND:
                 return None
             raise
@@ -309,25 +296,22 @@ class ContainerOps:
         labels = [LABEL_AGENT if agent_id is None else f"{LABEL_AGENT}={agent_id}"]
         if ledger_id is not None:
             labels.append(f"{LABEL_LEDGER}={ledger_id}")  # the engine wants every label given
-        client = await self._client()
+        client = await self._engine.client()
         with self._engine.errors("listing accelkit's containers"):
-            params = {"all": True, "filters": json.dumps({"label": labels})}
-            listed: list[dict[str, Any]] = (
-                await client.request("GET", "/containers/json", params=params) or []
-            )
+            listed = await client.containers.list(all=True, filters=json.dumps({"label": labels}))
         records = []
         for item in listed:
-            labels_of: dict[str, str] = item.get("Labels") or {}
-            names: list[str] = item.get("Names") or [item["Id"]]
-            created = item.get("Created")
+            labels_of: dict[str, str] = item["Labels"] or {}
+            names: list[str] = item["Names"] or [item.id]
+            created = item["Created"] if "Created" in item else None  # noqa: SIM401 - no get()
             records.append(
                 ContainerRecord(
-                    id=str(item["Id"]),
+                    id=item.id,
                     name=names[0].lstrip("/"),
                     agent_id=labels_of.get(LABEL_AGENT, ""),
                     workload_id=labels_of.get(LABEL_WORKLOAD, ""),
                     ledger_key=labels_of.get(LABEL_LEDGER_KEY, ""),
-                    state=str(item.get("State", "")).lower(),
+                    state=str(item["State"]).lower(),
                     engine=self.url,
                     ledger_id=labels_of.get(LABEL_LEDGER, ""),
                     created=float(created or 0),
@@ -339,9 +323,9 @@ class ContainerOps:
         """The engine's time now (epoch seconds): containers' ages are measured with it, so
         that a remote engine's clock being off never makes a new container look old. Our own
         clock when the engine does not say."""
-        client = await self._client()
+        client = await self._engine.client()
         with self._engine.errors("asking its time"):
-            info = await client.request("GET", "/info") or {}
+            info = await client.system.info()
         engine_time = _epoch(info.get("SystemTime"))
         return time.time() if engine_time is None else engine_time
 

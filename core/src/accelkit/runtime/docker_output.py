@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from accelkit.runtime.docker_http import EngineClient, EngineRefused
+import aiodocker
+import aiohttp
+
 from accelkit.runtime.docker_values import OutputTarget
 
 __all__ = ["OutputPump"]
@@ -19,12 +21,13 @@ __all__ = ["OutputPump"]
 class OutputPump:
     """Copies one container's output to an :class:`OutputTarget` in a task of its own."""
 
-    def __init__(self, client: EngineClient, ident: str, target: OutputTarget) -> None:
-        self._client = client
-        self._ident = ident
+    def __init__(
+        self, container: aiodocker.containers.DockerContainer, target: OutputTarget
+    ) -> None:
+        self._container = container
         self._target = target
         self._attached = asyncio.get_running_loop().create_future()
-        self._task = asyncio.create_task(self._run(), name=f"output of {ident[:12]}")
+        self._task = asyncio.create_task(self._run(), name=f"output of {container.id[:12]}")
 
     async def attached(self) -> None:
         """Return once the pump listens (raise what made attaching fail)."""
@@ -33,24 +36,24 @@ class OutputPump:
             self._task.result()  # re-raise the attach failure
 
     async def _run(self) -> None:
-        frames = await self._client.attach(self._ident)
-        try:
+        stream = self._container.attach(stdout=True, stderr=True)
+        async with stream:
             self._attached.set_result(None)
-            while (frame := await frames.read()) is not None:
-                out = self._target.stream(frame[0])
-                out.write(frame[1])
+            while (message := await stream.read_out()) is not None:
+                out = self._target.stream(message.stream)
+                out.write(message.data)
                 out.flush()
-        finally:
-            frames.close()
 
     async def drain(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds for the rest of the output, then stop copying."""
-        with contextlib.suppress(TimeoutError, EngineRefused, OSError, EOFError):
+        with contextlib.suppress(TimeoutError, aiodocker.DockerError, aiohttp.ClientError, OSError):
             await asyncio.wait_for(asyncio.shield(self._task), timeout)
         await self.cancel()
 
     async def cancel(self) -> None:
         """Stop copying now."""
         self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, EngineRefused, OSError, EOFError):
+        with contextlib.suppress(
+            asyncio.CancelledError, aiodocker.DockerError, aiohttp.ClientError, OSError
+        ):
             await self._task

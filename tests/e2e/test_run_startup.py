@@ -1,5 +1,5 @@
-"""``accelkit run`` starts with what a run needs: the modules of other commands, and the
-readers of installed metadata, are not imported on its way."""
+"""``accelkit run`` starts with what a run needs: the modules of other commands are not
+imported on its way."""
 
 from __future__ import annotations
 
@@ -20,15 +20,10 @@ sys.argv = ["accelkit", *sys.argv[1:]]
 run()
 """
 
-#: what a run never needs: importlib.metadata and its email and zip readers (the installed
-#: entry points are read directly), rediscovery (the node service's), the random-token module,
+#: what a run never needs: rediscovery (the node service's), the random-token module,
 #: the metric types (the mock plugin imports them when metrics are gathered), the operators'
 #: status and release, the orphan container sweep (a process run does not sweep)
 NOT_ON_THE_WAY = (
-    "importlib.metadata",
-    "email.message",
-    "zipfile",
-    "csv",
     "secrets",
     "accelkit.node.rediscovery",
     "accelkit.node.context_swap",

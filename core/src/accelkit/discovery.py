@@ -19,6 +19,7 @@ import functools
 import logging
 import traceback
 from collections.abc import Hashable, Iterable
+from importlib.metadata import EntryPoint, entry_points
 
 import pluggy
 
@@ -51,7 +52,6 @@ from accelkit.errors import (
 from accelkit.events import WorkloadEvent
 from accelkit.plugin import AbstractComputePlugin
 from accelkit.registry import (
-    EntryPointLike,
     HookFunctions,
     KeyRegister,
     PluginRecord,
@@ -59,7 +59,6 @@ from accelkit.registry import (
     check_plugin_object,
     check_slots,
     check_unique_ids,
-    entry_points,
     hook_of,
     one_result,
     origin,
@@ -149,7 +148,7 @@ class PluginLoader:
             self._load_entry_point(ep)
         self._note(unmatched_names(self.selection, {ep.name for ep in found}))
 
-    def _load_entry_point(self, ep: EntryPointLike) -> None:
+    def _load_entry_point(self, ep: EntryPoint) -> None:
         dist = ep.dist
         distribution = dist.name if dist is not None else ""
         version = dist.version if dist is not None else ""

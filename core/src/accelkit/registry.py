@@ -1,16 +1,10 @@
-"""Plugin records, the contract checks that keep plugins apart (DESIGN §4), and the installed
-entry points of the ``accelkit`` group."""
+"""Plugin records and the contract checks that keep plugins apart (DESIGN §4)."""
 
 from __future__ import annotations
 
 import enum
-import os
-import re
-import sys
 from collections.abc import Iterable, Sequence
-from importlib import import_module
-from importlib.machinery import PathFinder
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 import pluggy
@@ -20,14 +14,12 @@ from accelkit.plugin import AbstractComputePlugin, PluginRole
 from accelkit.types import ComputeDevice, DeviceName, SlotName
 
 __all__ = [
-    "EntryPointLike",
     "HookFunctions",
     "KeyRegister",
     "PluginRecord",
     "PluginStatus",
     "check_plugin_object",
     "check_slots",
-    "entry_points",
     "hook_of",
     "one_result",
     "origin",
@@ -215,182 +207,3 @@ def check_slots(
         if (owner := register.owner_of(slot)) is not None:
             msg += f"; that {'prefix' if role is None else 'slot'} belongs to {owner}"
         raise PluginContractError(msg)
-
-
-# -- installed entry points -------------------------------------------------------------------
-
-
-class DistributionLike(Protocol):
-    """What accelkit reads of an entry point's distribution."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def version(self) -> str: ...
-
-
-class EntryPointLike(Protocol):
-    """What accelkit reads of an installed entry point (``importlib.metadata.EntryPoint``'s)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def value(self) -> str: ...
-
-    @property
-    def dist(self) -> DistributionLike | None: ...
-
-    def load(self) -> Any: ...
-
-
-class _Distribution:
-    __slots__ = ("name", "version")
-
-    def __init__(self, name: str, version: str) -> None:
-        self.name = name
-        self.version = version
-
-
-#: ``module``, ``package.module:object.attribute`` and optional ``[extras]``, as
-#: ``importlib.metadata.EntryPoint.pattern``
-_VALUE = r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$"
-
-
-class _EntryPoint:
-    __slots__ = ("dist", "group", "name", "value")
-
-    def __init__(self, name: str, value: str, group: str, dist: _Distribution) -> None:
-        self.name, self.value, self.group, self.dist = name, value, group, dist
-
-    def __repr__(self) -> str:
-        return f"EntryPoint(name={self.name!r}, value={self.value!r}, group={self.group!r})"
-
-    def load(self) -> Any:
-        """The module the value names, or the object it names in that module."""
-        match = re.match(_VALUE, self.value)
-        if match is None:
-            msg = f"entry point {self.name!r}: {self.value!r} names no module or object"
-            raise ValueError(msg)
-        found: Any = import_module(match.group("module"))
-        for attribute in filter(None, (match.group("attr") or "").split(".")):
-            found = getattr(found, attribute)
-        return found
-
-
-_INFO = (".dist-info", ".egg-info")
-
-
-class _Unread(Exception):
-    """Something only ``importlib.metadata`` reads (a zip on the path, another finder, an egg,
-    metadata written unusually): it reads all of it instead."""
-
-
-def entry_points(group: str) -> Sequence[EntryPointLike]:
-    """The installed entry points of ``group``, as ``importlib.metadata.entry_points(group=...)``
-    finds them: the distributions of each ``sys.path`` directory in its order, one per name.
-
-    Where ``sys.path`` holds directories only, the directories' ``.dist-info`` and ``.egg-info``
-    are read here, without importing ``importlib.metadata`` (a tenth of a short command's
-    start-up: its email, zip and CSV readers); anything else is left to it.
-    """
-    try:
-        return _scan(group)
-    except _Unread:
-        from importlib.metadata import entry_points as installed
-
-        return list(installed(group=group))
-
-
-def _scan(group: str) -> list[EntryPointLike]:
-    if any(
-        getattr(finder, "find_distributions", None) is not None and finder is not PathFinder
-        for finder in sys.meta_path
-    ):
-        raise _Unread
-    found: list[EntryPointLike] = []
-    seen: set[str] = set()
-    for entry in sys.path:
-        for name, path in _distributions(entry):
-            if name not in seen:
-                seen.add(name)
-                found.extend(_entry_points_of(path, group))
-    return found
-
-
-def _distributions(entry: object) -> list[tuple[str, str]]:
-    """The normalized name and path of every distribution in the ``sys.path`` entry, grouped by
-    name in the order of their first appearance (as ``importlib.metadata``'s lookup)."""
-    if not isinstance(entry, str) or os.path.basename(entry).lower().endswith(".egg"):
-        raise _Unread
-    root = entry or "."
-    try:
-        children = os.listdir(root)
-    except OSError:
-        if os.path.exists(root):  # a zip archive
-            raise _Unread from None
-        return []
-    by_name: dict[str, list[str]] = {}
-    for child in children:
-        if not child.lower().endswith(_INFO):
-            continue
-        if not child.endswith(_INFO):
-            raise _Unread  # named by its metadata then, not by its directory
-        name = child.lower().rpartition(".")[0].partition("-")[0]
-        normalized = re.sub(r"[-_.]+", "-", name).replace("-", "_")
-        by_name.setdefault(normalized, []).append(os.path.join(root, child))
-    return [(name, path) for name, paths in by_name.items() for path in paths]
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8") as file:
-            return file.read()
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError):
-        return None
-
-
-def _entry_points_of(path: str, group: str) -> list[EntryPointLike]:
-    """The distribution's entry points of ``group`` (its ``entry_points.txt``)."""
-    text = _read(os.path.join(path, "entry_points.txt"))
-    section: str | None = None
-    pairs: list[tuple[str, str]] = []
-    for line in map(str.strip, (text or "").splitlines()):
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            section = line.strip("[]")
-        elif section is not None:
-            name, sep, value = line.partition("=")
-            if not sep:
-                raise _Unread  # importlib.metadata refuses it (ValueError)
-            if section == group:
-                pairs.append((name.strip(), value.strip()))
-    if not pairs:
-        return []
-    dist = _distribution(path)
-    return [_EntryPoint(name, value, group, dist) for name, value in pairs]
-
-
-def _distribution(path: str) -> _Distribution:
-    """The ``Name`` and ``Version`` headers of the distribution's metadata."""
-    text = _read(os.path.join(path, "METADATA")) or _read(os.path.join(path, "PKG-INFO"))
-    lines = (text or "").splitlines()
-    headers: dict[str, str] = {}
-    for index, line in enumerate(lines):
-        if not line or len(headers) == 2:  # the headers end at the first empty line
-            break
-        if line[0] in " \t":  # the rest of a folded header
-            continue
-        key, sep, value = line.partition(":")
-        if not sep or not key or any(c.isspace() for c in key):
-            raise _Unread  # not a header: the email parser ends the headers there
-        folded = index + 1 < len(lines) and lines[index + 1][:1] in (" ", "\t")
-        if key.lower() in ("name", "version") and key.lower() not in headers:
-            if folded:
-                raise _Unread
-            headers[key.lower()] = value.lstrip(" \t")
-    if "name" not in headers or "version" not in headers:
-        raise _Unread
-    return _Distribution(headers["name"], headers["version"])

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 import attrs
 
 from accelkit.errors import WorkloadError
+from accelkit.runtime.render.cpulist import format_cpu_list
 
 __all__ = ["CgroupLimits", "DeviceRule", "cpu_list", "deny_rules"]
 
@@ -49,19 +50,7 @@ class CgroupLimits:
 
 def cpu_list(ids: Iterable[int]) -> str:
     """``[0, 1, 2, 5]`` → ``"0-2,5"``: the list format of ``cpuset.cpus`` and ``cpuset.mems``."""
-    ranges: list[str] = []
-    values = sorted(set(ids))
-    start = previous = None
-    for value in values:
-        if previous is not None and value == previous + 1:
-            previous = value
-            continue
-        if start is not None:
-            ranges.append(str(start) if start == previous else f"{start}-{previous}")
-        start = previous = value
-    if start is not None:
-        ranges.append(str(start) if start == previous else f"{start}-{previous}")
-    return ",".join(ranges)
+    return format_cpu_list(ids)
 
 
 def deny_rules(node_device_nodes: Iterable[str], allowed: Iterable[str]) -> tuple[DeviceRule, ...]:

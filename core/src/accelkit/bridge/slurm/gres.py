@@ -25,6 +25,7 @@ import attrs
 from accelkit.host import AgentView
 from accelkit.partition import natural_sort_key
 from accelkit.plugin import AbstractAgentContext, PluginRole
+from accelkit.runtime.render.cpulist import format_cpu_list
 from accelkit.types import (
     DeviceId,
     DeviceName,
@@ -68,26 +69,13 @@ class GresDevice:
             words.append(f"Type={self.type}")
         words.append(f"File={self.file}" if self.file else "Count=1")
         if self.cores:
-            words.append(f"Cores={_ranges(self.cores)}")
+            words.append(f"Cores={format_cpu_list(self.cores)}")
         return " ".join(words)
 
 
 def slurm_type(model: str) -> str:
     """A model name in Slurm's GRES type charset: lower-case letters, digits and ``_``."""
     return _NOT_TYPE.sub("_", model.lower()).strip("_")
-
-
-def _ranges(numbers: Sequence[int]) -> str:
-    parts: list[str] = []
-    start = prev = numbers[0]
-    for n in [*numbers[1:], None]:
-        if n is not None and n == prev + 1:
-            prev = n
-            continue
-        parts.append(str(start) if start == prev else f"{start}-{prev}")
-        if n is not None:
-            start = prev = n
-    return ",".join(parts)
 
 
 def _cores_by_numa(agent: AgentView) -> dict[int, tuple[int, ...]]:

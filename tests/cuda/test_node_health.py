@@ -49,9 +49,11 @@ class FakeCUDADistribution:
         return [CUDAPlugin(config, nvml=self.nvml, sysfs_root=self.sysfs)]
 
 
-def node_over(tmp_path: Path, nvml: fk.FakeNVML, sysfs: Path) -> Node:
+def node_over(tmp_path: Path, nvml: fk.FakeNVML, sysfs: Path, cuda_config: str = "") -> Node:
+    """A node of the cuda plugin over ``nvml``; ``cuda_config``: more ``[plugins.config.cuda]``
+    lines."""
     path = tmp_path / "host.toml"
-    path.write_text(_HOST.format(state=tmp_path / "state"))
+    path.write_text(_HOST.format(state=tmp_path / "state") + cuda_config)
     config = load_host_config(path)
     loader = PluginLoader(config.plugins.with_environment())
     loader.register(FakeCUDADistribution(nvml, sysfs), "cuda")

@@ -17,32 +17,17 @@ from pathlib import Path
 import pytest
 
 from accelkit.cli.status_cmd import _devices
-from accelkit.config import load_host_config
-from accelkit.discovery import PluginLoader
 from accelkit.node import Node
 from accelkit.plugin import PluginRole
 from accelkit.types import AgentId, SlotName, Workload, WorkloadType
 
 from . import fake_nvml as fk
 from .test_mps import FAKE
-from .test_node_health import FakeCUDADistribution
+from .test_node_health import node_over
 
 AGENT = AgentId("agent-1")
 HALF = {SlotName("cuda.shares"): Decimal("0.5")}
 ROLES = {"cuda": PluginRole.ACCELERATOR}
-
-_HOST = """\
-[resource]
-reserved-cpu = 0
-reserved-mem = "0"
-state-dir = "{state}"
-[plugins]
-allowed = ["cuda"]
-[plugins.config.cuda]
-allocation = "fractional"
-mps-control = "{control}"
-mps-directory = "{mps}"
-"""
 
 
 @pytest.fixture
@@ -57,13 +42,8 @@ def mps_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 def _node(tmp_path: Path, sysfs: Path, mps: Path, control: Path) -> Node:
-    path = tmp_path / "host.toml"
-    path.write_text(_HOST.format(state=tmp_path / "state", control=control, mps=mps))
-    config = load_host_config(path)
-    loader = PluginLoader(config.plugins.with_environment())
-    loader.register(FakeCUDADistribution(fk.FakeNVML(fk.gpus(1)), sysfs), "cuda")
-    loader.build()
-    return Node.open(config, loader=loader)
+    shares = f'allocation = "fractional"\nmps-control = "{control}"\nmps-directory = "{mps}"\n'
+    return node_over(tmp_path, fk.FakeNVML(fk.gpus(1)), sysfs, shares)
 
 
 async def _prepare_share(node: Node, name: str) -> None:

@@ -1,4 +1,4 @@
-"""``accelkit status`` reads each record once and asks each workload's liveness once.
+"""``accelkit status`` reads each record once and checks each process it names once.
 
 The node's opening reconciliation judges every record; the command shows that judgement (with
 what the reconciliation finished since, read incrementally) instead of reconciling, scanning
@@ -74,8 +74,9 @@ def test_each_record_is_read_once_and_each_workload_checked_once(booked, counted
     out = capsys.readouterr()
     # the live records and the dead one, each parsed once; the dead one is then finished
     assert counted["parsed"] == LIVE + 1
-    # each live workload's owner once (it runs: managed); the dead one's leader (no owner)
-    assert counted["checked"] == LIVE + 1
+    # each process once: the live workloads' one owner, this process (it runs: managed), and
+    # the dead one's leader (no owner)
+    assert counted["checked"] == 2
     assert "finished the teardown of dead workload 'dead'" in out.err
     if args:
         shown = json.loads(out.out)

@@ -8,10 +8,15 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from accelkit.runtime.process_stamp import ProcessStamp
     from accelkit.workload.record import LedgerRecord
+
+#: whether a stamped process runs (:meth:`ProcessStamp.is_running`, or a memo of it)
+Running = Callable[["ProcessStamp"], bool]
 
 
 class Liveness(enum.Enum):
@@ -30,14 +35,31 @@ def liveness_of(record: LedgerRecord) -> Liveness:
     return by_leader(record)
 
 
-def by_leader(record: LedgerRecord) -> Liveness:
+def by_leader(record: LedgerRecord, running: Running | None = None) -> Liveness:
     """The liveness of a record by its leader process: for a record no runtime answers for.
 
     Only a process-tree record that never got a leader is gone without one (it never ran);
-    any other record without a leader is ``UNKNOWN``.
+    any other record without a leader is ``UNKNOWN``. ``running`` replaces the stamp's own
+    check (a memo of it: see :class:`RunningMemo`).
     """
     if record.leader is not None:
-        return Liveness.RUNNING if record.leader.is_running() else Liveness.GONE
+        alive = record.leader.is_running() if running is None else running(record.leader)
+        return Liveness.RUNNING if alive else Liveness.GONE
     if record.workload.type.value == "process_tree":
         return Liveness.GONE  # never got a leader, and nobody manages it any more
     return Liveness.UNKNOWN
+
+
+class RunningMemo:
+    """Each process stamp's check made once: one judgement of a ledger asks whether a process
+    runs once, however many records name it (a daemon owns every workload it booked)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[ProcessStamp, bool] = {}
+
+    def __call__(self, stamp: ProcessStamp) -> bool:
+        """Whether the stamped process runs, as its first check in this memo said."""
+        alive = self._seen.get(stamp)
+        if alive is None:
+            alive = self._seen[stamp] = stamp.is_running()
+        return alive

@@ -52,7 +52,13 @@ from accelkit.runtime.base import Runtime, WorkloadHandle
 from accelkit.types import AgentId, DeviceAllocation, DeviceId, DeviceName, SlotName, WorkloadType
 from accelkit.workload.ledger import Ledger, LedgerScan
 from accelkit.workload.lifecycle import EventSink, WorkloadLifecycle
-from accelkit.workload.liveness import Liveness, by_leader, liveness_of  # noqa: F401 - its old home
+from accelkit.workload.liveness import (  # noqa: F401 - liveness_of: its old home
+    Liveness,
+    Running,
+    RunningMemo,
+    by_leader,
+    liveness_of,
+)
 from accelkit.workload.reconcile_report import DoubleBooking, ReconcileReport, RecordKey, TornDown
 from accelkit.workload.record import LedgerRecord
 
@@ -97,15 +103,20 @@ class Reconciler:
         #: records with a part that did not apply (double bookings): retried at every sync
         self._unapplied: dict[RecordKey, LedgerRecord] = {}
 
-    async def liveness(self, record: LedgerRecord) -> Liveness:
-        """Owner process, else the runtime through the handle, else the leader process."""
+    async def liveness(self, record: LedgerRecord, running: Running | None = None) -> Liveness:
+        """Owner process, else the runtime through the handle, else the leader process.
+
+        ``running`` replaces each process stamp's own check (:meth:`judge` passes a memo).
+        """
         if self.liveness_override is not None:
             return self.liveness_override(record)
-        if record.owner is not None and record.owner.is_running():
+        if record.owner is not None and (
+            record.owner.is_running() if running is None else running(record.owner)
+        ):
             return Liveness.MANAGED
         handle = self.handle_of(record)
         if handle is None:
-            return by_leader(record)
+            return by_leader(record, running)
         runtime = self.runtimes.get(handle.runtime)
         if runtime is None:  # only its runtime can tell: never judged dead without it
             return Liveness.UNKNOWN
@@ -193,13 +204,15 @@ class Reconciler:
         Call it *outside* the ledger's transaction: runtimes may take up to the call time
         limit to answer, and the transaction would hold every other process's bookings. A
         record whose liveness cannot be told (or whose check raises) is ``UNKNOWN``, reported.
+        Each process stamp is checked once, however many records name it.
         """
         keys = [k for k in records if k not in skip]
         problems: list[str] = []
+        running = RunningMemo()
 
         async def one(key: RecordKey) -> Liveness:
             try:
-                state = await self.liveness(records[key])
+                state = await self.liveness(records[key], running)
             except Exception as exc:
                 problems.append(
                     f"cannot tell whether workload {key[1]!r} is alive "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 from collections.abc import Mapping
 from decimal import Decimal
@@ -208,7 +209,14 @@ def status(
     if quiet and (wide or as_json):
         msg = "-q prints ids only: it cannot be combined with --wide or --json"
         raise click.UsageError(msg)
-    found, cordons, findings, agents, roles = asyncio.run(_status(config_path, with_held=as_json))
+    collecting = gc.isenabled()
+    gc.disable()  # what the snapshot makes lives until it is printed: nothing to collect early
+    try:
+        snapshot = asyncio.run(_status(config_path, with_held=as_json))
+    finally:
+        if collecting:
+            gc.enable()
+    found, cordons, findings, agents, roles = snapshot
     for line in findings:
         click.echo(f"warning: {line}", err=True)
     if agent is not None:

@@ -33,6 +33,7 @@ the grant (``accelkit status`` shows it).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
@@ -68,6 +69,7 @@ __all__ = ["MAX_AMOUNT_EXPONENT", "LedgerFormatError", "LedgerRecord"]
 #: (:data:`accelkit.types.AMOUNT_DIGITS`)
 MAX_AMOUNT_EXPONENT = AMOUNT_DIGITS
 _MAX_AMOUNT_TEXT = 64
+_FURTHEST_FIRST = tuple(reversed(WorkloadPhase))
 
 
 @attrs.frozen
@@ -139,7 +141,7 @@ class LedgerRecord:
     def phase(self) -> str:
         """How far the lifecycle got: the furthest phase any hook completed, or ``booked``."""
         done = {phase for phases in self.hooks.values() for phase in phases}
-        for phase in reversed(list(WorkloadPhase)):
+        for phase in _FURTHEST_FIRST if done else ():
             if phase in done:
                 return phase.value
         return "booked"
@@ -222,7 +224,12 @@ def _stamp(data: Any) -> ProcessStamp | None:
     if isinstance(pid, bool) or not isinstance(pid, int) or not isinstance(data["start_time"], str):
         msg = f"malformed process stamp: {data!r}"
         raise LedgerFormatError(msg)
-    return ProcessStamp(pid, data["start_time"])
+    return _stamp_of(pid, data["start_time"])
+
+
+@functools.lru_cache(maxsize=1024)  # a daemon's stamp is in every record it owns
+def _stamp_of(pid: int, start_time: str) -> ProcessStamp:
+    return ProcessStamp(pid, start_time)
 
 
 def _handle(data: Any) -> WorkloadHandle | None:
@@ -261,6 +268,11 @@ def _amount(value: Any) -> Decimal:
     if not isinstance(value, str):  # amounts are decimal strings: a JSON number is refused
         msg = f"amount must be a decimal string, got {value!r}"
         raise LedgerFormatError(msg)
+    return _amount_of(value)
+
+
+@functools.lru_cache(maxsize=1024)  # records repeat a few amounts (1 core, 1 GiB...)
+def _amount_of(value: str) -> Decimal:
     if len(value) > _MAX_AMOUNT_TEXT:
         msg = f"amount {_clip(value)} is out of range"
         raise LedgerFormatError(msg)

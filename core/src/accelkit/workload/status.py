@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from decimal import Decimal
 from typing import Any
 
@@ -111,6 +112,7 @@ def status_of(
     )
 
 
+@functools.lru_cache(maxsize=256)  # workloads booked in one second share their stamp
 def _epoch(stamp: str) -> float | None:
     """``2026-01-31T12:00:00Z`` (how records say when they were made) in epoch seconds."""
     if len(stamp) != 20 or stamp[4] != "-" or stamp[10] != "T" or stamp[-1] != "Z":
@@ -135,9 +137,15 @@ def share_enforcement(data: dict[str, str]) -> str | None:
     return None
 
 
+_ZERO = Decimal(0)
+
+
 def held_amounts(alloc: DeviceAllocation) -> dict[DeviceId, Decimal]:
     """Device → amount held, summed over the slots of one plugin's allocation, sorted by id
     (devices of amount 0 left out)."""
+    if len(alloc) == 1:  # one slot: nothing to sum (added to 0 all the same, as a sum is)
+        (per_device,) = alloc.values()
+        return {d: _ZERO + amount for d, amount in sorted(per_device.items()) if amount}
     held: dict[DeviceId, Decimal] = {}
     for per_device in alloc.values():
         for device, amount in per_device.items():

@@ -191,3 +191,25 @@ def test_held_elsewhere_names_devices_no_agent_has():
     [found] = held_elsewhere(holdings, masks)
     assert found == HeldElsewhere(DeviceName("cuda"), "cuda1", "b", AgentId("agent-2"), ())
     assert "this config gives it to no agent" in found.message()
+
+
+def test_a_view_is_kept_while_the_node_has_the_same_plugins():
+    """Each record's agent is looked up once per record: its view is made once, and made
+    again when the node's plugins change (a rediscovery that adds or drops one)."""
+    from types import SimpleNamespace
+
+    from accelkit.workload.node_wide import NodeWideAgents
+
+    live = {AgentId("a"): SimpleNamespace(contexts={DeviceName("cpu"): object()})}
+    agents = NodeWideAgents(live)  # type: ignore[arg-type]
+    first = agents[AgentId("a")]
+    assert agents[AgentId("a")] is first
+    assert agents[AgentId("other")] is not first  # an agent this node lacks has its own
+    live[AgentId("a")] = SimpleNamespace(
+        contexts={DeviceName("cpu"): object(), DeviceName("cuda"): object()}
+    )
+    again = agents[AgentId("a")]
+    assert again is not first
+    assert list(again.contexts) == ["cpu", "cuda"]
+    del live[AgentId("a")].contexts[DeviceName("cuda")]
+    assert list(agents[AgentId("a")].contexts) == ["cpu"]

@@ -73,14 +73,9 @@ def _health_rows(health: Health) -> dict[str, dict[str, dict[str, Any]]]:
 
 def _held(ledger: Ledger) -> dict[tuple[str, str], dict[str, dict[str, str]]]:
     """Per workload, the seconds it has held each device so far (see ``occupancy``)."""
-    from accelkit.workload.occupancy import read_held
+    from accelkit.workload.occupancy import held_now
 
-    held: dict[tuple[str, str], dict[str, dict[str, str]]] = {}
-    for h in read_held(ledger):
-        if h.holding:
-            per_plugin = held.setdefault((h.agent, h.workload), {}).setdefault(h.plugin, {})
-            per_plugin[h.device] = format(h.seconds, "f")
-    return held
+    return held_now(ledger)
 
 
 def _row(

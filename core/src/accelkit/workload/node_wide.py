@@ -173,11 +173,14 @@ class _RoutedContext:
 
 
 class _RoutedView:
-    """An agent's view for the reconciler: a routed context for every plugin of the node."""
+    """An agent's view for the reconciler: a routed context for each plugin of ``keys``
+    (every plugin of the node)."""
 
-    def __init__(self, agents: NodeWideAgents, agent_id: AgentId) -> None:
+    def __init__(
+        self, agents: NodeWideAgents, agent_id: AgentId, keys: tuple[DeviceName, ...]
+    ) -> None:
         self.agent_id = agent_id
-        keys = dict.fromkeys(k for view in agents.live.values() for k in view.contexts)
+        self.keys = keys
         self.contexts: dict[DeviceName, _RoutedContext] = {
             k: _RoutedContext(agents, agent_id, k) for k in keys
         }
@@ -194,9 +197,16 @@ class NodeWideAgents(Mapping[AgentId, "AgentView"]):
         self.live = live
         #: per (record's agent, plugin): each applied allocation and where its parts went
         self.placed: dict[tuple[AgentId, DeviceName], list[tuple[DeviceAllocation, Placement]]] = {}
+        #: per agent id, its view (routed contexts look the live agents up as they are
+        #: used: a view holds only the node's plugin keys, and is made again when they change)
+        self._views: dict[AgentId, _RoutedView] = {}
 
     def __getitem__(self, agent_id: AgentId) -> AgentView:
-        return cast("AgentView", _RoutedView(self, agent_id))
+        keys = tuple(dict.fromkeys(k for view in self.live.values() for k in view.contexts))
+        view = self._views.get(agent_id)
+        if view is None or view.keys != keys:
+            view = self._views[agent_id] = _RoutedView(self, agent_id, keys)
+        return cast("AgentView", view)
 
     def __iter__(self) -> Iterator[AgentId]:
         return iter(self.live)

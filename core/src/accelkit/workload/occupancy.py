@@ -35,6 +35,7 @@ __all__ = [
     "SCHEMA",
     "HeldSeconds",
     "entry_point",
+    "held_now",
     "held_seconds",
     "note_booking",
     "note_release",
@@ -152,6 +153,24 @@ def held_seconds(
         for device in ids:
             if (plugin, str(device)) not in seen:
                 found.append(HeldSeconds(plugin, str(device), "", "", "", Decimal(0)))
+    return found
+
+
+def held_now(ledger: Ledger) -> dict[tuple[str, str], dict[str, dict[str, str]]]:
+    """Per workload that holds devices now (agent, workload id), the seconds it has held
+    each, over all its intervals, by the ledger's clock: plugin -> device -> decimal text,
+    as ``status --json`` prints them (:func:`held_seconds`, read for that alone)."""
+    rows = ledger.db.execute(
+        "SELECT agent, workload, plugin, device, "
+        "SUM(MAX(COALESCE(until_ns, ?), since_ns) - since_ns) "
+        "FROM held GROUP BY plugin, device, agent, workload, entry "
+        "HAVING MAX(until_ns IS NULL) ORDER BY plugin, device, agent, workload, entry",
+        (ledger.clock(),),
+    ).fetchall()
+    found: dict[tuple[str, str], dict[str, dict[str, str]]] = {}
+    for agent, workload, plugin, device, ns in rows:
+        per_plugin = found.setdefault((agent, workload), {}).setdefault(plugin, {})
+        per_plugin[device] = format(Decimal(int(ns)) / _NS, "f")
     return found
 
 

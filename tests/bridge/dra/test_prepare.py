@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from accelkit.bridge.dra.api import dra_v1_pb2 as pb
+from accelkit.events import WorkloadPhase
 from accelkit.types import DeviceName
 
 from .conftest import AGENT, DRIVER, POOL, claim, result, serving
@@ -255,3 +256,62 @@ def test_specs_of_claims_no_longer_booked_are_removed_at_start(
     removed, left = asyncio.run(main())
     assert removed == ["u-stale"]
     assert left == ["u-kept"]
+
+
+def test_a_hook_that_cannot_be_made_after_the_intent_is_booked_leaves_nothing_held(
+    dra_node: Path, short_root: Path, monkeypatch: Any
+) -> None:
+    """The booking carries pre_create's intent; a plugin whose hook then fails to be made
+    refuses the claim with the devices free and no record left (none given up as unfinished)."""
+
+    async def main() -> tuple[Any, dict[str, Any], Any, Any]:
+        async with serving(dra_node, short_root) as served:
+            context = served.node.agents[AGENT].contexts[DeviceName("cuda")]
+            made = type(context).create_lifecycle_hook
+            written: list[tuple[str, Any]] = []
+            synced: list[bool] = []
+            ledger = served.node.bookkeeper.ledger
+            write, transaction = ledger.write, ledger.transaction
+
+            def recorded(record: Any, **kwargs: Any) -> None:
+                written.append((record.workload.id.split(":")[-1], dict(record.started)))
+                write(record, **kwargs)
+
+            def begun(*, durable: bool = True) -> Any:
+                if not ledger.in_transaction:
+                    synced.append(durable)
+                return transaction(durable=durable)
+
+            def broken(self: Any, workload: Any, device_alloc: Any) -> Any:
+                raise AttributeError("no attribute 'uuid'")
+
+            monkeypatch.setattr(ledger, "write", recorded)
+            monkeypatch.setattr(ledger, "transaction", begun)
+            monkeypatch.setattr(type(context), "create_lifecycle_hook", broken)
+            one = served.claims.add(claim("one", "uid-1", [result("cuda0")]))
+            refused = await served.stub.NodePrepareResources(
+                pb.NodePrepareResourcesRequest(claims=[ref(one)])
+            )
+            after_refusal = booked(served)
+            monkeypatch.setattr(type(context), "create_lifecycle_hook", made)
+            synced.clear()
+            two = served.claims.add(claim("two", "uid-2", [result("cuda0")]))
+            taken = await served.stub.NodePrepareResources(
+                pb.NodePrepareResourcesRequest(claims=[ref(two)])
+            )
+            return refused, after_refusal, taken, (written, synced)
+
+    refused, after_refusal, taken, (written, synced) = asyncio.run(main())
+    assert refused.claims["uid-1"].error == (
+        "claim default/one: pre_create refused it: plugin 'cuda' create_lifecycle_hook: "
+        "AttributeError: no attribute 'uuid'"
+    )
+    assert after_refusal == {}
+    assert taken.claims["uid-2"].error == ""  # the device was free again
+    assert not (short_root / "cdi" / f"{DRIVER}-claim_uid-1.json").exists()
+    # the first write of each claim's record holds pre_create's intent, and the whole
+    # prepare of the second is two ledger transactions (booking, hand-over), one synced
+    intent = {"cuda": (WorkloadPhase.PRE_CREATE,)}
+    assert next(w for w in written if w[0] == "uid-1")[1] == intent
+    assert next(w for w in written if w[0] == "uid-2")[1] == intent
+    assert synced == [True, False]

@@ -297,6 +297,7 @@ class Bookkeeper:
         *,
         handle: WorkloadHandle | None = None,
         durable: bool = True,
+        started: bool = False,
     ) -> LedgerRecord:
         """Book exactly ``allocation`` (chosen elsewhere, e.g. by the kubelet) and record it with
         ``handle`` in the same write; atomic across processes.
@@ -305,17 +306,20 @@ class Bookkeeper:
         nothing booked (dead workloads are finished first and the booking tried once more).
         ``durable=False`` leaves the commit unsynced, for a caller whose next write is synced
         anyway (the intent of ``pre_create``), which makes this one durable too: a power loss
-        in between undoes a booking no hook has run for.
+        in between undoes a booking no hook has run for. ``started=True`` records that intent
+        (of the first plugin) in this write, synced, for a caller that runs the hooks next.
         """
         agent = self._agent(agent_id)
+        book = (agent, workload, allocation, handle)
+        durable = durable or started
         if self._seq >= 0:
             try:
-                return await self._book_exact_once(agent, workload, allocation, handle, durable)
+                return await self._book_exact_once(*book, durable=durable, started=started)
             except InvalidResourceArgument:
                 pass
         full = await self.reconcile()  # dead workloads finished: try once more
         try:
-            return await self._book_exact_once(agent, workload, allocation, handle, durable)
+            return await self._book_exact_once(*book, durable=durable, started=started)
         finally:
             self.last_report = merged(full, self.last_report)
 
@@ -325,41 +329,35 @@ class Bookkeeper:
         workload: Workload,
         allocation: Mapping[DeviceName, DeviceAllocation],
         handle: WorkloadHandle | None,
-        durable: bool = True,
+        *,
+        durable: bool,
+        started: bool,
     ) -> LedgerRecord:
         async with self._syncing:
-            return self._write_exact(agent, workload, allocation, handle, durable)
-
-    def _write_exact(
-        self,
-        agent: AgentView,
-        workload: Workload,
-        allocation: Mapping[DeviceName, DeviceAllocation],
-        handle: WorkloadHandle | None,
-        durable: bool = True,
-    ) -> LedgerRecord:
-        with self.ledger.transaction(durable=durable):
-            self.last_report = self._catch_up()
-            key = (agent.agent_id, workload.id)
-            if key in self.owned or self.ledger.exists(*key):
-                msg = f"agent {agent.agent_id!r} already has a workload {workload.id!r}"
-                raise InvalidResourceArgument(msg)
-            done: list[DeviceName] = []
-            try:
-                for plugin, part in allocation.items():
-                    agent.contexts[plugin].alloc_map.apply_allocation(part)
-                    done.append(plugin)
-                order = tuple(k for k in agent.contexts if k in allocation)
-                record = LedgerRecord(
-                    agent.agent_id, workload, allocation, order, owner=self.owner, handle=handle
-                )
-                self.ledger.write(record)
-            except BaseException:
-                for plugin in reversed(done):
-                    agent.contexts[plugin].alloc_map.free(allocation[plugin])
-                raise
-            self.owned[key] = record
-            return record
+            with self.ledger.transaction(durable=durable):
+                self.last_report = self._catch_up()
+                key = (agent.agent_id, workload.id)
+                if key in self.owned or self.ledger.exists(*key):
+                    msg = f"agent {agent.agent_id!r} already has a workload {workload.id!r}"
+                    raise InvalidResourceArgument(msg)
+                done: list[DeviceName] = []
+                try:
+                    for plugin, part in allocation.items():
+                        agent.contexts[plugin].alloc_map.apply_allocation(part)
+                        done.append(plugin)
+                    order = tuple(k for k in agent.contexts if k in allocation)
+                    record = LedgerRecord(
+                        agent.agent_id, workload, allocation, order, owner=self.owner, handle=handle
+                    )
+                    if started and order:  # the first hook's intent: note_start finds it there
+                        record = record.with_started(order[0], WorkloadPhase.PRE_CREATE)
+                    self.ledger.write(record)
+                except BaseException:
+                    for plugin in reversed(done):
+                        agent.contexts[plugin].alloc_map.free(allocation[plugin])
+                    raise
+                self.owned[key] = record
+                return record
 
     # -- the workloads this process manages ----------------------------------------------------
 
@@ -403,6 +401,8 @@ class Bookkeeper:
         """Record the intent: ``plugin``'s hook call for ``phase`` begins (synced for
         ``pre_create`` only: what gives a hook ``post_terminate``, whatever is lost after)."""
         durable = phase is WorkloadPhase.PRE_CREATE
+        if durable and self.owned[key].was_started(plugin, phase):
+            return  # recorded with the booking (book_devices started=True), synced
         self._update(key, self.owned[key].with_started(plugin, phase), durable=durable)
 
     def note_phase(self, key: RecordKey, plugin: DeviceName, phase: WorkloadPhase) -> None:
@@ -412,10 +412,12 @@ class Bookkeeper:
         and every hook whose call began gets ``post_terminate`` again, which it must tolerate;
         the next intent or handle recorded syncs it anyway. ``pre_terminate``'s goes with the
         next write, which follows at once (the next intent of the teardown; no hook is called
-        again for it: reconciliation gives post_terminate to a started pre_create either way).
+        again for it: reconciliation gives post_terminate to a started pre_create either way),
+        as does ``pre_create``'s for a booking made with its handle (the hand-over's write).
         """
         record = self.owned[key].with_phase(plugin, phase)
-        if phase is WorkloadPhase.PRE_TERMINATE:
+        later = phase is WorkloadPhase.PRE_CREATE and record.handle is not None
+        if phase is WorkloadPhase.PRE_TERMINATE or later:
             self.owned[key] = record
         else:
             self._update(key, record, durable=False)

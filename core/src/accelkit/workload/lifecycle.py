@@ -59,6 +59,7 @@ from accelkit.errors import (
 from accelkit.events import WorkloadEvent, WorkloadPhase
 from accelkit.plugin import AbstractAgentContext, AbstractLifecycleHook
 from accelkit.types import AgentId, DeviceAllocation, DeviceName, Workload, WorkloadConfig
+from accelkit.workload.hook_start import HookStart
 from accelkit.workload.merge import merge_configs
 from accelkit.workload.validate import validate_config
 
@@ -182,10 +183,8 @@ class WorkloadLifecycle:
         parts: list[tuple[str, WorkloadConfig]] = []
         try:
             for target in self.targets:
-                hook = await self._create_hook(target)
                 self._phase_start(target.key, WorkloadPhase.PRE_CREATE)
-                self._prepared.append((target.key, hook))  # started: it gets post_terminate
-                config = await self._call(target.key, WorkloadPhase.PRE_CREATE, hook.pre_create)
+                config = await self._made_and_prepared(target)
                 self._phase_done(target.key, WorkloadPhase.PRE_CREATE)
                 validate_config(target.key, config)
                 if self._on_config is not None:
@@ -294,6 +293,31 @@ class WorkloadLifecycle:
         self._release()
 
     # -- notifications ---------------------------------------------------------------------------
+
+    async def _made_and_prepared(self, target: HookTarget) -> WorkloadConfig:
+        """Make the plugin's hook and run its ``pre_create`` (the intent is recorded): one
+        hand-off to the plugin's worker (:mod:`accelkit.workload.hook_start`). The hook, once
+        made, joins the prepared ones (it gets ``post_terminate``); a hook never made has
+        nothing to tear down, which is recorded, so the release frees its devices."""
+        start = HookStart(target, self.workload, self.hook_timeout)
+        try:
+            if start.worker is None:  # no worker: two calls, as a call of no plugin runs
+                start.hook = await self._create_hook(target)
+                return await self._call(target.key, WorkloadPhase.PRE_CREATE, start.hook.pre_create)
+            try:
+                return await start.run()
+            except Exception as exc:
+                if isinstance(exc, AccelkitError) and start.hook is None:
+                    raise  # accelkit's own (a device outside the mask), as _create_hook's
+                named = _named(exc, target.key, start.method)
+                if named is exc:
+                    raise
+                raise named from exc
+        finally:
+            if (hook := start.close()) is not None:
+                self._prepared.append((target.key, hook))
+            else:
+                self._safe_phase_done(target.key, WorkloadPhase.POST_TERMINATE)
 
     async def _create_hook(self, target: HookTarget) -> AbstractLifecycleHook:
         """The plugin's hook, made on the plugin's worker; a plugin bug there is named like a

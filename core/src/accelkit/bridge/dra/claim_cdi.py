@@ -45,12 +45,14 @@ class ClaimSpecs:
         """Write the claim's spec (temp file, rename); ``OSError`` when it cannot."""
         env = {**config.env_vars, "ACCELKIT_CLAIM": label}
         spec = render_cdi_spec(self.kind, [(uid, attrs.evolve(config, env_vars=env))])
-        self.directory.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(spec, sort_keys=True) + "\n"
         path = self.path(uid)
         temp = path.with_name(f".{path.name}.tmp")
-        with open(temp, "w", encoding="utf-8") as out:
-            json.dump(spec, out, indent=2, sort_keys=True)
-            out.write("\n")
+        try:
+            temp.write_text(text, encoding="utf-8")
+        except FileNotFoundError:  # the directory is made on the first write (again if gone)
+            self.directory.mkdir(parents=True, exist_ok=True)
+            temp.write_text(text, encoding="utf-8")
         temp.replace(path)  # atomic; no fsync: the CDI directory is a tmpfs (/var/run)
         return path
 

@@ -9,9 +9,9 @@ retries). :meth:`ClaimPreparer.unprepare` runs the teardown, frees the devices a
 spec; a claim not prepared here is done already. Every refusal is one line naming the claim,
 and nothing stays booked.
 
-A prepare syncs the ledger once: the booking is committed unsynced and the intent of the first
-``pre_create``, written (synced) right after it, makes both durable before any hook runs. A
-driver killed after answering leaves the claim booked and handed over.
+A prepare syncs the ledger once: the booking and the intent of the first ``pre_create`` are one
+synced write, durable before any hook runs (a hook made for it that fails leaves nothing
+held). A driver killed after answering leaves the claim booked and handed over.
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ class ClaimPreparer:
                 Workload.container(ref.workload_id),
                 booking.allocation(),
                 handle=handle,
-                durable=False,  # made durable by the next write, pre_create's intent (synced)
+                started=True,  # pre_create's intent in the same write, synced
             )
         except AccelkitError as exc:
             msg = f"claim {ref.label}: cannot book its devices: {exc}{self._holders(booking)}"

@@ -23,6 +23,9 @@ the ledger, so a crash during the call is known), ``on_phase(plugin, phase)`` af
 finishes a phase; ``notify(event)`` after a whole phase completes (node-wide observers). A hook
 whose ``pre_create`` was *started* counts as prepared: when it fails (or times out) it gets
 ``post_terminate`` too (hooks must take ``post_terminate`` without a finished ``pre_create``).
+``pre_create``'s intent is recorded before the hook is made, and the plugin's worker makes the
+hook and runs ``pre_create`` in one hand-off (:mod:`accelkit.workload.hook_start`); a hook that
+was never made has nothing to tear down: ``on_phase(plugin, POST_TERMINATE)`` says so.
 
 Every hook call runs under ``hook_timeout`` seconds (:func:`accelkit.calls.call_async`): a
 ``pre_create`` that hangs fails the creation like any error; a ``post_terminate`` that hangs is

@@ -100,3 +100,23 @@ def test_a_record_written_after_the_opening_reconciliation_is_shown(booked):
 
     shown = asyncio.run(scenario())
     assert shown == ["later", *(f"live-{i:02d}" for i in range(LIVE))]  # sorted by id
+
+
+def test_the_collector_is_paused_for_the_snapshot_and_resumed_after(booked, monkeypatch):
+    """The snapshot's objects all live until it is printed: no collection runs meanwhile, and
+    the collector runs again once the command is done, even when it fails."""
+    import gc
+
+    seen: list[bool] = []
+    status = Node.status
+
+    async def watching(self: Node, *, reconcile: bool = True) -> object:
+        seen.append(gc.isenabled())
+        return await status(self, reconcile=reconcile)
+
+    monkeypatch.setattr(Node, "status", watching)
+    assert gc.isenabled()
+    assert main(["status", "--config", str(booked), "--json"]) == 0
+    assert main(["status", "--config", str(booked), "--agent", "nobody"]) == 2
+    assert seen == [False, False]
+    assert gc.isenabled()

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -204,14 +205,35 @@ def status(
     if quiet and (wide or as_json):
         msg = "-q prints ids only: it cannot be combined with --wide or --json"
         raise click.UsageError(msg)
-    collecting = gc.isenabled()
-    gc.disable()  # what the snapshot makes lives until it is printed: nothing to collect early
+    with _collector_paused():
+        _show(config_path, agent, wide=wide, quiet=quiet, as_json=as_json)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic collector paused while a snapshot is made and printed.
+
+    Everything the snapshot makes lives until it is printed: the collector would traverse it
+    again and again (and all of it once more when it resumes) to find nothing, about a tenth
+    of the command with 2,000 workloads. What the command leaves is handed to the oldest
+    generation untraversed (frozen, then unfrozen) before the collector resumes.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
     try:
-        snapshot = asyncio.run(_status(config_path, with_held=as_json))
+        yield
     finally:
-        if collecting:
-            gc.enable()
-    found, cordons, findings, agents, roles = snapshot
+        gc.freeze()
+        gc.unfreeze()
+        gc.enable()
+
+
+def _show(
+    config_path: Path | None, agent: str | None, *, wide: bool, quiet: bool, as_json: bool
+) -> None:
+    found, cordons, findings, agents, roles = asyncio.run(_status(config_path, with_held=as_json))
     for line in findings:
         click.echo(f"warning: {line}", err=True)
     if agent is not None:

@@ -463,7 +463,7 @@ class Bookkeeper:
         with self.ledger.transaction(durable=False):
             record = self.owned.pop(key)
             given = attrs.evolve(record, owner=None)
-            self.ledger.write(given)
+            self.ledger.write(given, same=True)
             self.reconciler.hold(given)
             return given
 

@@ -112,7 +112,10 @@ class DraPluginService:
         self, request: dra_pb.NodePrepareResourcesRequest, context: Context
     ) -> dra_pb.NodePrepareResourcesResponse:
         claims = list(request.claims)
-        answers = await asyncio.gather(*(self._prepare_one(c) for c in claims))
+        if len(claims) == 1:  # the usual request: no task of its own
+            answers = [await self._prepare_one(claims[0])]
+        else:
+            answers = await asyncio.gather(*(self._prepare_one(c) for c in claims))
         return dra_pb.NodePrepareResourcesResponse(
             claims={c.uid: a for c, a in zip(claims, answers, strict=True)}
         )

@@ -5,8 +5,7 @@ booking) applies the records other processes wrote since the last sync and frees
 removed; it checks no liveness, so its cost does not depend on the number of live workloads.
 The **full** one (:meth:`Reconciler.judge`, outside the ledger's transaction, then
 :meth:`Reconciler.sync_judged` in it: when the node opens, for ``status`` and ``release``, and
-when an allocation fails for lack of room) judges every record this process does not manage
-itself:
+when an allocation fails for lack of room) judges every record this process does not manage:
 
 * its **owner** (the accelkit process that created it) still runs → someone else manages it: its
   allocation is applied to our maps and left alone;

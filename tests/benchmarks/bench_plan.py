@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from harness import Trial, add
+from large_node import DEVICE_FILE, write_devices
 
 AGENTS = 16
 BASELINE = [sys.executable, "-c", "import pluggy, attrs, psutil"]
@@ -30,19 +31,12 @@ PROCESS_RUNS = 5
 
 def write_node(folder: Path) -> Path:
     """Write the mock node's device file and host config into ``folder``; return the config."""
-    lines = ["[[kinds]]", 'key = "cpu"']
-    for i in range(256):
-        lines += ["[[kinds.devices]]", f'id = "{i}"', f"numa-node = {i // 64}"]
-    lines += ["[[kinds]]", 'key = "mem"', "[[kinds.devices]]", 'id = "root"', 'memory = "2T"']
-    lines += ["[[kinds]]", 'key = "cuda"']
-    for i in range(64):
-        lines += ["[[kinds.devices]]", f'id = "cuda{i}"', f"numa-node = {i // 16}"]
-    (folder / "large-node.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_devices(folder)
     config = folder / "host.toml"
     config.write_text(
         '[resource]\nallocation-mode = "auto-split"\n'
         '[plugins]\nallowed = ["mock"]\n'
-        '[plugins.config.mock]\nconfig-file = "large-node.toml"\n',
+        f'[plugins.config.mock]\nconfig-file = "{DEVICE_FILE}"\n',
         encoding="utf-8",
     )
     return config

@@ -46,6 +46,8 @@ from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 
+from large_node import DEVICE_FILE, write_devices
+
 ROOT = Path(__file__).resolve().parents[2]
 ACCELKIT = str(Path(sys.executable).with_name("accelkit"))
 FLOOR = [
@@ -60,20 +62,13 @@ ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 def write_node(folder: Path, *, mode: str) -> Path:
     """The large mock node (256 cores on 4 NUMA nodes, 2 TiB, 64 GPUs) and its host config."""
-    lines = ["[[kinds]]", 'key = "cpu"']
-    for i in range(256):
-        lines += ["[[kinds.devices]]", f'id = "{i}"', f"numa-node = {i // 64}"]
-    lines += ["[[kinds]]", 'key = "mem"', "[[kinds.devices]]", 'id = "root"', 'memory = "2T"']
-    lines += ["[[kinds]]", 'key = "cuda"']
-    for i in range(64):
-        lines += ["[[kinds.devices]]", f'id = "cuda{i}"', f"numa-node = {i // 16}"]
-    (folder / "large-node.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_devices(folder)
     config = folder / "host.toml"
     config.write_text(
         f'[resource]\nallocation-mode = "{mode}"\nreserved-cpu = 0\nreserved-mem = "0"\n'
         f'state-dir = "{folder / "state"}"\n'
         '[plugins]\nallowed = ["mock"]\n'
-        '[plugins.config.mock]\nconfig-file = "large-node.toml"\n',
+        f'[plugins.config.mock]\nconfig-file = "{DEVICE_FILE}"\n',
         encoding="utf-8",
     )
     return config

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import subprocess
 from collections.abc import Sequence
 
 #: 256 threads a block; the kernel reads ``out`` (a float per thread) and ``iters``
@@ -120,8 +121,6 @@ def time_together(
     """Start one program per environment, let them start their timed launches together, and
     return each one's median milliseconds. Raises ``RuntimeError`` with its stderr when one fails.
     """
-    import subprocess
-
     argv = [python, "-c", PROGRAM, str(blocks), str(iters), str(launches)]
     pipe = subprocess.PIPE
     programs = [

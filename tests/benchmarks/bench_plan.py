@@ -12,7 +12,9 @@ process pays, ``python -c "import pluggy, attrs, psutil"``; the goal is at most 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -43,6 +45,9 @@ def write_node(folder: Path) -> Path:
 
 
 _FOLDER = Path(tempfile.mkdtemp(prefix="accelkit-bench-plan-"))
+# made at import (the harness registers these benchmarks by importing this module), so removed
+# at exit, whichever benchmarks ran
+atexit.register(shutil.rmtree, _FOLDER, ignore_errors=True)
 CONFIG = write_node(_FOLDER)
 ACCELKIT = Path(sys.executable).with_name("accelkit")
 PLAN = [str(ACCELKIT), "plan", "--config", str(CONFIG), "--agents", str(AGENTS), "--json"]

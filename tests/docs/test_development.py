@@ -85,3 +85,32 @@ def test_a_hanging_test_fails_after_the_timeout(tmp_path: Path):
     )  # fmt: skip
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Timeout" in result.stdout
+
+
+def commit_message_rule() -> re.Pattern[str]:
+    """The pattern of the pre-commit ``commit-msg`` hook, compiled as pygrep's ``--multiline``
+    compiles it; a match refuses the message."""
+    config = (ROOT / ".pre-commit-config.yaml").read_text()
+    hook = config[config.index("id: commit-message") :]
+    assert "stages: [commit-msg]" in hook
+    assert "args: [--multiline]" in hook
+    (entry,) = re.findall(r"^\s*entry: '(.*)'$", hook, re.MULTILINE)[:1]
+    return re.compile(entry, re.MULTILINE | re.DOTALL)
+
+
+BODY = "\n\nThe ledger could not tell which version wrote a record.\n"
+
+
+@pytest.mark.parametrize(
+    ("message", "refused"),
+    [
+        ("x" * 72 + BODY, False),
+        ("x" * 73 + BODY, True),
+        ("Ledger records carry a schema version\n", True),
+        ("Ledger records carry a schema version", True),
+        ("Ledger records carry a schema version\n\n# Please enter the message\n#\n", True),
+        ("Ledger records carry a schema version" + BODY + "# Please enter the message\n", False),
+    ],
+)
+def test_the_commit_message_hook_holds_the_subject_and_body_rule(message, refused):
+    assert (commit_message_rule().search(message) is not None) is refused

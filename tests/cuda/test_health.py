@@ -98,7 +98,7 @@ async def _watch(plugin: CUDAPlugin, act, count: int) -> list[HealthEvent]:
     """Start the watch, run ``act`` once the event thread has registered, collect ``count``."""
     watch = plugin.watch_health()
     first = asyncio.ensure_future(anext(watch))
-    nvml = plugin.library.module
+    nvml = plugin.library.health.module
     for _ in range(200):
         if nvml.event_sets and nvml.event_sets[-1].registered:
             break

@@ -14,7 +14,7 @@ from accelkit.metrics import Aggregate, Measurement, MetricContext, MetricType
 from accelkit.partition import DevicePartition
 from accelkit.types import DeviceId, NodeInfo, Workload
 from accelkit_cuda.metrics import DeviceReading, node_metrics
-from accelkit_cuda.nvml import MemoryInfo
+from accelkit_cuda.nvml.readings import MemoryInfo
 from accelkit_cuda.processes import leader_pid, leader_process_tree
 
 from . import fake_nvml as fk

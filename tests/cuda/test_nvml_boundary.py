@@ -5,7 +5,8 @@ from __future__ import annotations
 import pynvml  # nvidia-ml-py, a dependency of accelkit-cuda: no driver needed here
 import pytest
 
-from accelkit_cuda.nvml import NVMLLibrary, text
+from accelkit_cuda.nvml import NVMLCalls, text
+from accelkit_cuda.nvml.library import NVMLLibrary
 
 from . import fake_nvml as fk
 
@@ -20,37 +21,37 @@ class OldNVML(fk.FakeNVML):
 
 
 def started(nvml: fk.FakeNVML) -> tuple[NVMLLibrary, fk.FakeGpu]:
-    library = NVMLLibrary(nvml)
-    library.init()
+    library = NVMLLibrary.over(nvml)
+    library.system.init()
     return library, nvml.gpus[0]
 
 
 def test_functions_missing_from_the_module_read_as_absent():
     library, gpu = started(OldNVML([fk.FakeGpu(0, numa_node=1)]))
-    assert library.numa_node(gpu) is None
-    assert library.core_count(gpu) is None
+    assert library.devices.numa_node(gpu) is None
+    assert library.devices.core_count(gpu) is None
 
 
 def test_functions_missing_from_the_driver_read_as_absent():
     gpu = fk.FakeGpu(0, numa_node=1, errors={"nvmlDeviceGetNumaNodeId": 13})
     library, handle = started(fk.FakeNVML([gpu]))
-    assert library.numa_node(handle) is None
+    assert library.devices.numa_node(handle) is None
 
 
 def test_other_errors_in_optional_readings_propagate():
     gpu = fk.FakeGpu(0, errors={"nvmlDeviceGetPowerUsage": fk.NVML_ERROR_GPU_IS_LOST})
     library, handle = started(fk.FakeNVML([gpu]))
     with pytest.raises(fk.NVMLError) as caught:
-        library.power_usage(handle)
-    assert library.error_code(caught.value) == fk.NVML_ERROR_GPU_IS_LOST
+        library.readings.power_usage(handle)
+    assert library.readings.error_code(caught.value) == fk.NVML_ERROR_GPU_IS_LOST
 
 
 def test_foreign_exceptions_carry_no_nvml_code():
-    library = NVMLLibrary(fk.FakeNVML())
-    assert library.error_code(ValueError(15)) is None
+    calls = NVMLCalls(fk.FakeNVML())
+    assert calls.error_code(ValueError(15)) is None
     odd = fk.NVMLError(15)
     odd.value = "15"  # type: ignore[assignment]
-    assert library.error_code(odd) is None
+    assert calls.error_code(odd) is None
 
 
 def test_text_decodes_ctypes_bytes():
@@ -158,25 +159,25 @@ def test_a_mismatch_error_anywhere_reads_as_absent():
             raise fk.NVMLLibraryMismatchError("no")
 
     library, gpu = started(Mismatched([fk.FakeGpu(0)]))
-    assert library.core_count(gpu) is None
-    assert library.gpu_sm_count(gpu) is None
+    assert library.devices.core_count(gpu) is None
+    assert library.devices.gpu_sm_count(gpu) is None
 
 
 def test_memory_limits_where_the_driver_has_them():
     library, gpu = started(fk.FakeNVML([fk.FakeGpu(0)], missing=set()))
-    assert library.set_memory_limit(gpu, "w1", 4 * fk.GIB) is True
+    assert library.processes.set_memory_limit(gpu, "w1", 4 * fk.GIB) is True
     assert gpu.memory_limits == {"w1": (4 * fk.GIB, 4 * fk.GIB)}
-    assert library.set_memory_limit(gpu, "w1", None) is True
+    assert library.processes.set_memory_limit(gpu, "w1", None) is True
     assert gpu.memory_limits == {}
 
 
 def test_memory_limits_are_skipped_where_the_driver_lacks_them():
     library, gpu = started(fk.FakeNVML([fk.FakeGpu(0)]))  # the default driver lacks the call
-    assert library.set_memory_limit(gpu, "w1", fk.GIB) is False
+    assert library.processes.set_memory_limit(gpu, "w1", fk.GIB) is False
     unsupported = fk.FakeGpu(0, errors={"nvmlDeviceSetMemoryLimits_v1": 3})
     library, gpu = started(fk.FakeNVML([unsupported], missing=set()))
-    assert library.set_memory_limit(gpu, "w1", fk.GIB) is False
+    assert library.processes.set_memory_limit(gpu, "w1", fk.GIB) is False
     lost = fk.FakeGpu(0, errors={"nvmlDeviceSetMemoryLimits_v1": fk.NVML_ERROR_GPU_IS_LOST})
     library, gpu = started(fk.FakeNVML([lost], missing=set()))
     with pytest.raises(fk.NVMLError):
-        library.set_memory_limit(gpu, "w1", fk.GIB)
+        library.processes.set_memory_limit(gpu, "w1", fk.GIB)

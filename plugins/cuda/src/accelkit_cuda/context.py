@@ -17,7 +17,8 @@ from accelkit import (
 from accelkit.plugin import AbstractComputePlugin, AgentShare, MaskedAgentContext
 from accelkit.types import AgentId, DeviceId, Workload
 from accelkit_cuda.metrics import memory_of, process_memory
-from accelkit_cuda.nvml import Handle, NVMLLibrary
+from accelkit_cuda.nvml import Handle
+from accelkit_cuda.nvml.readings import NVMLProcesses
 from accelkit_cuda.processes import WorkloadPids
 
 GPU_MEMORY_KEY = "gpu_mem"
@@ -25,11 +26,12 @@ GPU_MEMORY_KEY = "gpu_mem"
 
 @runtime_checkable
 class GPUSource(Protocol):
-    """What the context reads from its plugin: NVML, device handles and workload processes."""
+    """What the context reads from its plugin: NVML's process lists, device handles and
+    workload processes."""
 
     @property
-    def library(self) -> NVMLLibrary:
-        """The initialised NVML library."""
+    def nvml_processes(self) -> NVMLProcesses:
+        """The process calls of the initialised NVML library."""
         ...
 
     @property
@@ -56,7 +58,7 @@ class CUDAAgentContext(MaskedAgentContext):
 
     async def _usage(self) -> dict[int, int]:
         handles = self.source.handles(self.device_mask)
-        return await asyncio.to_thread(process_memory, self.source.library, handles)
+        return await asyncio.to_thread(process_memory, self.source.nvml_processes, handles)
 
     async def gather_workload_metrics(
         self, ctx: MetricContext, workload: Workload

@@ -28,7 +28,8 @@ import attrs
 from accelkit.types import ComputeDevice, DeviceId, DeviceName
 from accelkit_cuda.config import DeviceIdMode
 from accelkit_cuda.mig import profile_from_attributes, profile_from_name
-from accelkit_cuda.nvml import Handle, NVMLLibrary
+from accelkit_cuda.nvml import Handle
+from accelkit_cuda.nvml.library import NVMLLibrary
 
 log = logging.getLogger(__name__)
 
@@ -91,11 +92,12 @@ IDENTITY_KEYS = ("serial", "board_part_number", "vbios_version", "driver_version
 def identity(lib: NVMLLibrary, handle: Handle) -> dict[str, str]:
     """Serial, board part number, VBIOS and driver versions of a whole GPU, each left out
     where the board or driver does not tell it (GeForce boards have no serial, say)."""
+    devices, system = lib.devices, lib.system
     found = {
-        "serial": lib.serial(handle),
-        "board_part_number": lib.board_part_number(handle),
-        "vbios_version": lib.vbios_version(handle),
-        "driver_version": lib.identity(lib.driver_version),
+        "serial": devices.serial(handle),
+        "board_part_number": devices.board_part_number(handle),
+        "vbios_version": devices.vbios_version(handle),
+        "driver_version": system.identity(system.driver_version),
     }
     return {key: value for key, value in found.items() if value is not None}
 
@@ -106,10 +108,10 @@ def discover_devices(
     """Every usable GPU, or its MIG instances when MIG mode is on, in NVML index order."""
     found: list[FoundDevice] = []
     caps = mig_minors(proc_root)
-    for index in range(lib.device_count()):
+    for index in range(lib.devices.count()):
         try:
             found.extend(_discover_gpu(lib, index, id_mode, sysfs_root, caps))
-        except lib.error_type as exc:
+        except lib.devices.error_type as exc:
             log.warning("cuda: skipping GPU %d: NVML error: %s", index, exc)
     return found
 
@@ -117,17 +119,19 @@ def discover_devices(
 def _discover_gpu(
     lib: NVMLLibrary, index: int, id_mode: DeviceIdMode, sysfs_root: Path, caps: dict[str, int]
 ) -> list[FoundDevice]:
-    handle = lib.handle_by_index(index)
-    uuid = lib.uuid(handle)
-    nvml_bus_id = lib.pci_bus_id(handle)
+    devices = lib.devices
+    handle = devices.handle_by_index(index)
+    uuid = devices.uuid(handle)
+    nvml_bus_id = devices.pci_bus_id(handle)
     bus_id = sysfs_bus_id(nvml_bus_id)
-    numa_node = lib.numa_node(handle)
+    numa_node = devices.numa_node(handle)
     if numa_node is None:
         numa_node = sysfs_numa_node(sysfs_root, bus_id)
-    memory = lib.memory(handle)
+    memory_size = devices.memory_size(handle)
     device_id = DeviceId(uuid if id_mode is DeviceIdMode.UUID else f"cuda{index}")
-    extra = {"index": str(index), "minor": str(lib.minor_number(handle)), "pci_bus_id": nvml_bus_id}
-    if (cores := lib.core_count(handle)) is not None:
+    minor = str(devices.minor_number(handle))
+    extra = {"index": str(index), "minor": minor, "pci_bus_id": nvml_bus_id}
+    if (cores := devices.core_count(handle)) is not None:
         extra["cuda_cores"] = str(cores)
     extra.update(identity(lib, handle))
     gpu = ComputeDevice(
@@ -135,20 +139,20 @@ def _discover_gpu(
         device_id=device_id,
         hw_location=bus_id,
         numa_node=numa_node,
-        memory_size=memory.total,
-        processing_units=lib.gpu_sm_count(handle) or 0,
-        model_name=lib.name(handle),
+        memory_size=memory_size,
+        processing_units=devices.gpu_sm_count(handle) or 0,
+        model_name=devices.name(handle),
         uuid=uuid,
         extra=extra,
     )
-    if not lib.mig_enabled(handle):
+    if not lib.mig.enabled(handle):
         return [FoundDevice(gpu, handle)]
     instances = [
         attrs.evolve(
             _mig_instance(lib, gpu, slot, mig_handle, id_mode=id_mode, caps=caps),
             parent_handle=handle,
         )
-        for slot, mig_handle in lib.mig_handles(handle)
+        for slot, mig_handle in lib.mig.instances(handle)
     ]
     if not instances:
         log.info("cuda: GPU %s has MIG mode on but no MIG instances", device_id)
@@ -164,16 +168,16 @@ def _mig_instance(
     id_mode: DeviceIdMode,
     caps: dict[str, int],
 ) -> FoundDevice:
-    uuid = lib.uuid(handle)
-    name = lib.name(handle)
-    attributes = lib.mig_attributes(handle)
+    uuid = lib.devices.uuid(handle)
+    name = lib.devices.name(handle)
+    attributes = lib.mig.attributes(handle)
     profile = profile_from_name(name) or profile_from_attributes(
         int(attributes.gpuInstanceSliceCount),
         int(attributes.computeInstanceSliceCount),
         int(attributes.memorySizeMB),
         parent.memory_size,
     )
-    gpu_instance, compute_instance = lib.instance_ids(handle)
+    gpu_instance, compute_instance = lib.mig.instance_ids(handle)
     by_instance = f"{parent.device_id}-mig{gpu_instance}"
     if compute_instance:
         by_instance = f"{by_instance}-ci{compute_instance}"
@@ -200,7 +204,7 @@ def _mig_instance(
         device_id=device_id,
         hw_location=f"{parent.hw_location}/gi{gpu_instance}/ci{compute_instance}",
         numa_node=parent.numa_node,
-        memory_size=lib.memory(handle).total,
+        memory_size=lib.devices.memory_size(handle),
         processing_units=int(attributes.multiprocessorCount),
         model_name=name,
         uuid=uuid,

@@ -22,8 +22,8 @@ from accelkit_cuda.nvml import (
     EVENT_GPU_UNAVAILABLE,
     EVENT_XID_CRITICAL,
     Handle,
-    NVMLLibrary,
 )
+from accelkit_cuda.nvml.health import NVMLHealth
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ class EventThread:
 
     def __init__(
         self,
-        library: NVMLLibrary,
+        library: NVMLHealth,
         gpus: Mapping[str, Handle],
         queue: asyncio.Queue[GPUEvent | None],
     ) -> None:
@@ -81,9 +81,9 @@ class EventThread:
             self._stop.set()
 
     def _run(self) -> None:
-        library, nvml = self._library, self._library.module
+        library = self._library
         try:
-            event_set = nvml.nvmlEventSetCreate()
+            event_set = library.create_event_set()
         except library.error_type as exc:
             log.warning("cuda: no NVML event set (%s); health is polled only", exc)
             return
@@ -96,7 +96,7 @@ class EventThread:
                 self._wait(event_set, keys)
         finally:
             try:
-                nvml.nvmlEventSetFree(event_set)
+                library.free_event_set(event_set)
             except library.error_type as exc:
                 log.warning("cuda: nvmlEventSetFree failed: %s", exc)
 
@@ -106,7 +106,7 @@ class EventThread:
         try:
             wanted = library.supported_events(handle) & WATCHED_EVENTS
             if wanted:
-                library.module.nvmlDeviceRegisterEvents(handle, wanted, event_set)
+                library.register_events(handle, wanted, event_set)
         except library.error_type as exc:
             # NOT_SUPPORTED registers nothing, a lost GPU neither: its readings tell
             log.warning("cuda: no NVML events from %s: %s", key, exc)
@@ -116,7 +116,7 @@ class EventThread:
     def _wait(self, event_set: object, keys: Mapping[object, str]) -> None:
         library = self._library
         try:
-            data = library.module.nvmlEventSetWait_v2(event_set, WAIT_MS)
+            data = library.wait_for_event(event_set, WAIT_MS)
         except library.error_type as exc:
             if library.error_code(exc) == ERROR_TIMEOUT:
                 return

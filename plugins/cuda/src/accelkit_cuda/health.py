@@ -27,8 +27,8 @@ from accelkit_cuda.nvml import (
     EVENT_XID_CRITICAL,
     GPU_INSTANCE_ANY,
     Handle,
-    NVMLLibrary,
 )
+from accelkit_cuda.nvml.health import NVMLHealth
 
 log = logging.getLogger(__name__)
 
@@ -119,16 +119,16 @@ class HealthKeeper:
         for device in (instance,) if instance is not None else gpu.devices:
             self._marks[device] = Mark(health)
 
-    def read(self, library: NVMLLibrary, gpus: Iterable[GPU]) -> dict[DeviceId, DeviceHealth]:
+    def read(self, library: NVMLHealth, gpus: Iterable[GPU]) -> dict[DeviceId, DeviceHealth]:
         """Every device's health now; reads NVML (call it from a worker thread)."""
         found: dict[DeviceId, DeviceHealth] = {}
         for gpu in gpus:
             found.update(self._read_gpu(library, gpu))
         return found
 
-    def _read_gpu(self, library: NVMLLibrary, gpu: GPU) -> dict[DeviceId, DeviceHealth]:
+    def _read_gpu(self, library: NVMLHealth, gpu: GPU) -> dict[DeviceId, DeviceHealth]:
         try:
-            library.memory(gpu.handle)  # a live query: a GPU off the bus fails it
+            library.check(gpu.handle)  # a live query: a GPU off the bus fails it
             action = library.recovery_action(gpu.handle)
         except library.error_type as exc:
             code = library.error_code(exc)

@@ -20,7 +20,8 @@ import attrs
 
 from accelkit import Aggregate, Measurement, MetricType, NodeMetric
 from accelkit.types import DeviceId
-from accelkit_cuda.nvml import Handle, MemoryInfo, NVMLLibrary
+from accelkit_cuda.nvml import Handle
+from accelkit_cuda.nvml.readings import MemoryInfo, NVMLProcesses, NVMLReadings
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ class DeviceReading:
     sm_clock: int | None = None
 
 
-def read_device(lib: NVMLLibrary, handle: Handle) -> DeviceReading:
+def read_device(lib: NVMLReadings, handle: Handle) -> DeviceReading:
     """Read one device; raises the NVML error of a device that cannot be read."""
     utilization = lib.utilization(handle)
     return DeviceReading(
@@ -55,7 +56,7 @@ def read_device(lib: NVMLLibrary, handle: Handle) -> DeviceReading:
 
 
 def read_devices(
-    lib: NVMLLibrary, handles: Mapping[DeviceId, Handle]
+    lib: NVMLReadings, handles: Mapping[DeviceId, Handle]
 ) -> dict[DeviceId, DeviceReading]:
     """Read every device; a device whose NVML calls fail is logged and left out."""
     readings: dict[DeviceId, DeviceReading] = {}
@@ -139,12 +140,12 @@ def node_metrics(
     ]
 
 
-def process_memory(lib: NVMLLibrary, handles: Mapping[DeviceId, Handle]) -> dict[int, int]:
+def process_memory(lib: NVMLProcesses, handles: Mapping[DeviceId, Handle]) -> dict[int, int]:
     """GPU memory in use per pid, summed over the devices; a failing device is left out."""
     usage: dict[int, int] = {}
     for device_id, handle in handles.items():
         try:
-            processes = lib.processes(handle)
+            processes = lib.running(handle)
         except lib.error_type as exc:
             log.warning("cuda: no process list from %s: NVML error: %s", device_id, exc)
             continue

@@ -30,7 +30,10 @@ from accelkit_cuda.hook import CUDALifecycleHook
 from accelkit_cuda.hook import device_nodes as gpu_device_nodes
 from accelkit_cuda.metrics import node_metrics, read_devices
 from accelkit_cuda.mps import MPS
-from accelkit_cuda.nvml import Handle, NVMLLibrary, NVMLModule, import_nvml
+from accelkit_cuda.nvml import Handle, NVMLModule, import_nvml
+from accelkit_cuda.nvml.inventory import NVMLLinks, NVMLSystem
+from accelkit_cuda.nvml.library import NVMLLibrary
+from accelkit_cuda.nvml.readings import NVMLProcesses
 from accelkit_cuda.placement import TopologyAllocMap
 from accelkit_cuda.processes import WorkloadPids, leader_process_tree
 from accelkit_cuda.shares import mps_metrics, mps_of, with_enforcement
@@ -104,22 +107,28 @@ class CUDAPlugin(AbstractComputePlugin):
             raise PluginError(msg)
         return self._library
 
+    @property
+    def nvml_processes(self) -> NVMLProcesses:
+        """The process calls of the initialised NVML library (for the agent contexts)."""
+        return self.library.processes
+
     async def init(self) -> None:
         """Start NVML; no nvidia-ml-py, no library, no driver or no GPU is ``unavailable``."""
-        library = NVMLLibrary(self._nvml_module or import_nvml())
+        library = NVMLLibrary.over(self._nvml_module or import_nvml())
+        system = library.system
         try:
-            library.init()
-        except library.error_type as exc:
+            system.init()
+        except system.error_type as exc:
             msg = f"NVML could not start: {exc}"
             raise PluginUnavailable(msg) from exc
         try:
-            count = library.device_count()
-        except library.error_type as exc:
-            _shutdown(library)
+            count = library.devices.count()
+        except system.error_type as exc:
+            _shutdown(system)
             msg = f"NVML could not count the GPUs: {exc}"
             raise PluginUnavailable(msg) from exc
         if count == 0:
-            _shutdown(library)
+            _shutdown(system)
             msg = "NVML found no NVIDIA GPU"
             raise PluginUnavailable(msg)
         self._library = library
@@ -132,7 +141,7 @@ class CUDAPlugin(AbstractComputePlugin):
         self._mig_parents = {}
         self._gpus = {}
         if library is not None:
-            _shutdown(library)
+            _shutdown(library.system)
 
     async def list_devices(self) -> Sequence[ComputeDevice]:
         found = discover_devices(
@@ -145,7 +154,7 @@ class CUDAPlugin(AbstractComputePlugin):
             if f.parent_handle is not None
         }
         self._gpus = _physical_gpus(found)
-        self.topology = await asyncio.to_thread(_read_topology, self.library, found)
+        self.topology = await asyncio.to_thread(_read_topology, self.library.links, found)
         devices = tuple(f.device for f in found)
         if self.settings.allocation is AllocationMode.FRACTIONAL:
             devices = tuple(with_enforcement(d, self.mps, self.settings.shares) for d in devices)
@@ -225,21 +234,21 @@ class CUDAPlugin(AbstractComputePlugin):
         handle = self._handles.get(device_id)
         if handle is None or self._library is None:
             return False
-        library = self._library
+        processes = self._library.processes
         try:
-            return await asyncio.to_thread(library.set_memory_limit, handle, name_space, limit)
-        except library.error_type as exc:
+            return await asyncio.to_thread(processes.set_memory_limit, handle, name_space, limit)
+        except processes.error_type as exc:
             log.warning("cuda: memory limit of %s on %s failed: %s", name_space, device_id, exc)
             return False
 
     async def get_node_info(self) -> NodeInfo:
         """Driver, NVML and CUDA driver versions, and the GPU topology where NVML tells it."""
-        library = self.library
-        cuda = library.cuda_driver_version()
-        facts = {"nvml_version": library.nvml_version(), "cuda_driver_version": cuda}
+        system = self.library.system
+        cuda = system.cuda_driver_version()
+        facts = {"nvml_version": system.nvml_version(), "cuda_driver_version": cuda}
         if self.topology is not None:
             facts["topology"] = self.topology.describe()
-        return NodeInfo(driver_version=library.driver_version(), runtime_version=cuda, facts=facts)
+        return NodeInfo(driver_version=system.driver_version(), runtime_version=cuda, facts=facts)
 
     async def gather_node_metrics(self, ctx: MetricContext) -> Sequence[NodeMetric]:
         """Utilisation, memory, power, temperature and SM clock of every discovered device.
@@ -247,8 +256,9 @@ class CUDAPlugin(AbstractComputePlugin):
         GPUs with MIG mode on are read too: their power and temperature are reported per GPU
         and count in the node's.
         """
-        readings = await asyncio.to_thread(read_devices, self.library, dict(self._handles))
-        parents = await asyncio.to_thread(read_devices, self.library, dict(self._mig_parents))
+        nvml = self.library.readings
+        readings = await asyncio.to_thread(read_devices, nvml, dict(self._handles))
+        parents = await asyncio.to_thread(read_devices, nvml, dict(self._mig_parents))
         found = node_metrics(readings, parents)
         if self.mps is not None:
             found += await asyncio.to_thread(mps_metrics, self.mps, self.devices)
@@ -277,7 +287,7 @@ class CUDAPlugin(AbstractComputePlugin):
                         await events.stop()
                     gpus = self._gpus
                     handles = {key: gpu.handle for key, gpu in gpus.items()}
-                    events = EventThread(self.library, handles, queue)
+                    events = EventThread(self.library.health, handles, queue)
                     events.start()
                 try:
                     event = await asyncio.wait_for(queue.get(), interval)
@@ -297,7 +307,7 @@ class CUDAPlugin(AbstractComputePlugin):
                 await events.stop()
 
     def _read_health(self) -> dict[DeviceId, DeviceHealth]:
-        return self._health.read(self.library, self._gpus.values())
+        return self._health.read(self.library.health, self._gpus.values())
 
     def _tell(self, found: Mapping[DeviceId, DeviceHealth]) -> dict[DeviceId, DeviceHealth]:
         """``found``, keeping the time of a device's last report where nothing changed."""
@@ -325,18 +335,18 @@ def _physical_gpus(found: Sequence[FoundDevice]) -> dict[str, GPU]:
     return gpus
 
 
-def _read_topology(library: NVMLLibrary, found: Sequence[FoundDevice]) -> Topology | None:
+def _read_topology(links: NVMLLinks, found: Sequence[FoundDevice]) -> Topology | None:
     """The topology of the whole GPUs found (MIG instances are granted one at a time)."""
     places = [
         GPUPlace(f.device.device_id, f.handle, f.device.extra["pci_bus_id"], f.device.numa_node)
         for f in found
         if f.parent_handle is None
     ]
-    return read_topology(library, places)
+    return read_topology(links, places)
 
 
-def _shutdown(library: NVMLLibrary) -> None:
+def _shutdown(system: NVMLSystem) -> None:
     try:
-        library.shutdown()
-    except library.error_type as exc:
+        system.shutdown()
+    except system.error_type as exc:
         log.warning("cuda: nvmlShutdown failed: %s", exc)

@@ -26,7 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 import attrs
 
 from accelkit.types import DeviceId
-from accelkit_cuda.nvml import Handle, NVMLLibrary
+from accelkit_cuda.nvml import Handle
+from accelkit_cuda.nvml.inventory import NVMLLinks
 
 NVLINK, PCIE_SWITCH, NUMA, SYSTEM = 0, 1, 2, 3
 LEVEL_NAMES = {NVLINK: "NVLink", PCIE_SWITCH: "PCIe switch", NUMA: "NUMA node", SYSTEM: "system"}
@@ -138,7 +139,7 @@ def _same_bus(bus_id: str) -> str:
         return bus_id.strip().lower()
 
 
-def read_topology(lib: NVMLLibrary, gpus: Iterable[GPUPlace]) -> Topology | None:
+def read_topology(lib: NVMLLinks, gpus: Iterable[GPUPlace]) -> Topology | None:
     """The topology of ``gpus``; ``None`` when NVML tells nothing of it (no NVLink, no PCIe
     path: a VM, a single GPU), so placement stays as it is without it. An NVML error on one
     GPU's links leaves that GPU without NVLink."""
@@ -186,7 +187,7 @@ def read_topology(lib: NVMLLibrary, gpus: Iterable[GPUPlace]) -> Topology | None
     return Topology(tuple(p.device_id for p in places), levels, pcie_levels)
 
 
-def _pcie_level(lib: NVMLLibrary, a: GPUPlace, b: GPUPlace) -> int | None:
+def _pcie_level(lib: NVMLLinks, a: GPUPlace, b: GPUPlace) -> int | None:
     try:
         ancestor = lib.common_ancestor(a.handle, b.handle)
     except lib.error_type:

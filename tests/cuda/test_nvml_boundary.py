@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import ast
+import re
+from pathlib import Path
+
 import pynvml  # nvidia-ml-py, a dependency of accelkit-cuda: no driver needed here
 import pytest
 
+import accelkit_cuda
 from accelkit_cuda.nvml import NVMLCalls, text
 from accelkit_cuda.nvml.library import NVMLLibrary
 
@@ -181,3 +186,18 @@ def test_memory_limits_are_skipped_where_the_driver_lacks_them():
     library, gpu = started(fk.FakeNVML([lost], missing=set()))
     with pytest.raises(fk.NVMLError):
         library.processes.set_memory_limit(gpu, "w1", fk.GIB)
+
+
+def test_only_the_nvml_package_calls_pynvml():
+    """The rest of the plugin reads NVML through a part of the boundary, never the module."""
+    package = Path(accelkit_cuda.__file__).parent
+    outside = [p for p in package.rglob("*.py") if "nvml" not in p.relative_to(package).parts]
+    assert len(outside) > 10, "the plugin's modules were found"
+    calls = {
+        f"{path.name}:{node.lineno}"
+        for path in outside
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute)
+        and (node.attr == "module" or re.match(r"(c_)?nvml[A-Z]", node.attr))
+    }
+    assert calls == set()

@@ -7,7 +7,8 @@ import logging
 import pytest
 
 from accelkit.types import SlotType
-from accelkit_cuda.discovery import mig_minors, sysfs_bus_id
+from accelkit_cuda.discovery import mig_minors
+from accelkit_cuda.nvml import sysfs_bus_id
 
 from . import fake_nvml as fk
 from .support import run, write_numa_node

@@ -59,6 +59,16 @@ def test_the_two_island_node_reads_as_two_islands(start):
     )
 
 
+def test_a_link_naming_its_far_end_in_the_legacy_form_joins_that_gpu(start):
+    made = [fk.FakeGpu(i, bus_id=f"00000000:{0xB0 + i:02X}:00.0", numa_node=0) for i in range(4)]
+    for a, b in ((0, 1), (2, 3)):  # the far end as ``busIdLegacy`` writes it: 0000:B1:00.0
+        made[a].nvlinks = [(f"0000:{made[b].bus_id[9:]}", ft.NVML_NVLINK_DEVICE_TYPE_GPU)]
+        made[b].nvlinks = [(f"0000:{made[a].bus_id[9:]}", ft.NVML_NVLINK_DEVICE_TYPE_GPU)]
+    topology = start(made).topology
+    assert topology is not None
+    assert topology.groups(NVLINK) == [["cuda0", "cuda1"], ["cuda2", "cuda3"]]
+
+
 def test_a_four_gpu_grant_lands_on_one_island(start):
     plugin = start(ft.two_island_node())
     taken = alloc_map(plugin)

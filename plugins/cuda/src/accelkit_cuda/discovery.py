@@ -28,7 +28,7 @@ import attrs
 from accelkit.types import ComputeDevice, DeviceId, DeviceName
 from accelkit_cuda.config import DeviceIdMode
 from accelkit_cuda.mig import profile_from_attributes, profile_from_name
-from accelkit_cuda.nvml import Handle
+from accelkit_cuda.nvml import Handle, sysfs_bus_id
 from accelkit_cuda.nvml.library import NVMLLibrary
 
 log = logging.getLogger(__name__)
@@ -62,17 +62,6 @@ def mig_minors(proc_root: Path) -> dict[str, int]:
         if name and minor.isdecimal():
             minors[name] = int(minor)
     return minors
-
-
-def sysfs_bus_id(nvml_bus_id: str) -> str:
-    """NVML's ``00000000:3B:00.0`` in the form sysfs uses: ``0000:3b:00.0``."""
-    domain, sep, rest = nvml_bus_id.strip().partition(":")
-    if not sep:
-        return nvml_bus_id.strip().lower()
-    try:
-        return f"{int(domain, 16):04x}:{rest.lower()}"
-    except ValueError:
-        return nvml_bus_id.strip().lower()
 
 
 def sysfs_numa_node(sysfs_root: Path, bus_id: str) -> int | None:

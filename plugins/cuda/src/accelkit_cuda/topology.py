@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import attrs
 
 from accelkit.types import DeviceId
-from accelkit_cuda.nvml import Handle
+from accelkit_cuda.nvml import Handle, sysfs_bus_id
 from accelkit_cuda.nvml.inventory import NVMLLinks
 
 NVLINK, PCIE_SWITCH, NUMA, SYSTEM = 0, 1, 2, 3
@@ -128,17 +128,6 @@ def _span(topology: Topology, group: list[DeviceId], count: int, level: int) -> 
     return out
 
 
-def _same_bus(bus_id: str) -> str:
-    """NVML bus ids compared whatever their domain width and case."""
-    domain, sep, rest = bus_id.strip().partition(":")
-    if not sep:
-        return bus_id.strip().lower()
-    try:
-        return f"{int(domain, 16):08x}:{rest.lower()}"
-    except ValueError:
-        return bus_id.strip().lower()
-
-
 def read_topology(lib: NVMLLinks, gpus: Iterable[GPUPlace]) -> Topology | None:
     """The topology of ``gpus``; ``None`` when NVML tells nothing of it (no NVLink, no PCIe
     path: a VM, a single GPU), so placement stays as it is without it. An NVML error on one
@@ -146,7 +135,8 @@ def read_topology(lib: NVMLLinks, gpus: Iterable[GPUPlace]) -> Topology | None:
     places = list(gpus)
     if len(places) < 2:
         return None
-    by_bus = {_same_bus(p.bus_id): p.device_id for p in places}
+    # NVML's bus ids compared whatever their domain width and case
+    by_bus = {sysfs_bus_id(p.bus_id): p.device_id for p in places}
     root: dict[str, str] = {}
 
     def find(node: str) -> str:
@@ -163,7 +153,7 @@ def read_topology(lib: NVMLLinks, gpus: Iterable[GPUPlace]) -> Topology | None:
         except lib.error_type:
             continue
         for remote, _switch in peers:
-            far = _same_bus(remote)
+            far = sysfs_bus_id(remote)
             # another GPU, or a switch (whose other links join further GPUs)
             node = f"gpu:{by_bus[far]}" if far in by_bus else f"far:{far}"
             root[find(f"gpu:{place.device_id}")] = find(node)

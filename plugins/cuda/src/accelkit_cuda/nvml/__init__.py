@@ -82,6 +82,21 @@ def text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def sysfs_bus_id(nvml_bus_id: str) -> str:
+    """NVML's ``00000000:3B:00.0`` in the form sysfs uses: ``0000:3b:00.0``.
+
+    NVML writes a bus id with an 8- or a 4-digit domain (``busId``, ``busIdLegacy``); the
+    sysfs form is the same for both, so two ids compare equal in it.
+    """
+    domain, sep, rest = nvml_bus_id.strip().partition(":")
+    if not sep:
+        return nvml_bus_id.strip().lower()
+    try:
+        return f"{int(domain, 16):04x}:{rest.lower()}"
+    except ValueError:
+        return nvml_bus_id.strip().lower()
+
+
 class NVMLCalls:
     """One part of the boundary over ``module``: the error handling every part shares."""
 

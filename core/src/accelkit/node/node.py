@@ -71,7 +71,8 @@ class Node:
         self.host = PartitionHost(config, loader)
         self._own_runtimes = runtimes is None
         #: by name; without ``runtimes``, every registered runtime, built when the node starts
-        self.runtimes: Mapping[str, Runtime] = {} if runtimes is None else dict(runtimes)
+        #: (a mapping given is used as it is: one that builds its runtimes on first use does)
+        self.runtimes: Mapping[str, Runtime] = {} if runtimes is None else runtimes
         self._bookkeeper: Bookkeeper | None = None
         self._health: HealthKeeper | None = None
         self._rediscoverer: Rediscoverer | None = None
@@ -267,8 +268,10 @@ class Node:
         :func:`accelkit.workload.orphans.sweep_orphans` for ``grace`` and ``min_age``. An
         engine that cannot be reached is a problem in the report, never an error.
         """
-        from accelkit.workload.orphans import SweepReport, sweep_orphans
+        from accelkit.workload.orphans import SweepReport, container_engines, sweep_orphans
 
+        if not container_engines(self.bookkeeper.ledger):
+            return SweepReport()  # no container was made: no runtime need be asked or built
         docker = self._docker()
         if docker is None:
             return SweepReport()

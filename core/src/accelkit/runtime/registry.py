@@ -11,6 +11,8 @@ naming both. What is refused is said as a warning and leaves the rest working.
 from __future__ import annotations
 
 import functools
+import logging
+from collections.abc import Callable, Iterator, Mapping
 from decimal import Decimal
 
 import pluggy
@@ -19,7 +21,10 @@ from accelkit.runtime import builtin
 from accelkit.runtime.base import Runtime, TrackingRuntime
 from accelkit.runtime.class_register import DEFAULT_TIMEOUT, Warn, collect_classes, log_warning
 
+log = logging.getLogger(__name__)
+
 __all__ = [
+    "RuntimesOnDemand",
     "default_runtimes",
     "installed_runtimes",
     "launching_names",
@@ -65,6 +70,45 @@ def installed_runtimes(
         except Exception as exc:
             warn(f"runtime {name!r} ({cls.__name__}) failed to start: {type(exc).__name__}: {exc}")
     return runtimes
+
+
+class RuntimesOnDemand(Mapping[str, Runtime]):
+    """Runtimes by name, built by ``build`` (say, :func:`installed_runtimes`) on first use.
+
+    A command that may need no runtime at all (``status``, where every workload's owner
+    process runs and the ledger noted no container engine) then imports and builds none.
+    """
+
+    def __init__(self, build: Callable[[], Mapping[str, Runtime]]) -> None:
+        self._build = build
+        self._built: Mapping[str, Runtime] | None = None
+
+    def _runtimes(self) -> Mapping[str, Runtime]:
+        if self._built is None:
+            self._built = self._build()
+        return self._built
+
+    def __getitem__(self, name: str) -> Runtime:
+        return self._runtimes()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._runtimes())
+
+    def __len__(self) -> int:
+        return len(self._runtimes())
+
+    @property
+    def built(self) -> bool:
+        """Whether the runtimes were asked for (and so built)."""
+        return self._built is not None
+
+    async def close(self) -> None:
+        """Close the runtimes built, if any; a failure is logged, the others still closed."""
+        for runtime in (self._built or {}).values():
+            try:
+                await runtime.close()
+            except Exception:
+                log.warning("closing runtime %r failed", runtime.name, exc_info=True)
 
 
 def launching_names(classes: dict[str, type[Runtime]]) -> list[str]:

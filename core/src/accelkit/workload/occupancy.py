@@ -170,8 +170,15 @@ def held_now(ledger: Ledger) -> dict[tuple[str, str], dict[str, dict[str, str]]]
     found: dict[tuple[str, str], dict[str, dict[str, str]]] = {}
     for agent, workload, plugin, device, ns in rows:
         per_plugin = found.setdefault((agent, workload), {}).setdefault(plugin, {})
-        per_plugin[device] = format(Decimal(int(ns)) / _NS, "f")
+        per_plugin[device] = _seconds_text(int(ns))
     return found
+
+
+def _seconds_text(ns: int) -> str:
+    """``format(Decimal(ns) / _NS, "f")`` for ``ns >= 0``, without decimal arithmetic
+    (``status --json`` writes one for every device of thousands of workloads)."""
+    whole, fraction = divmod(ns, 10**9)
+    return f"{whole}.{fraction:09d}".rstrip("0") if fraction else str(whole)
 
 
 def read_held(

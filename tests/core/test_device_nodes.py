@@ -197,3 +197,27 @@ def test_every_plugin_is_asked_at_once(monkeypatch):
     denied, problems = asyncio.run(denied_device_nodes(plugins, {}, Decimal(2 * MEET)))
     assert problems == []
     assert denied == {"/dev/meet0", "/dev/meetctl", "/dev/meet20", "/dev/meet2ctl"}
+
+
+class Counting(NodePlugin):
+    """Answers ``answer`` and counts the questions."""
+
+    key = DeviceName("counted")
+
+    def device_nodes(self, devices: Sequence[ComputeDevice]) -> Sequence[str]:
+        self.asked = [*getattr(self, "asked", []), [d.device_id for d in devices]]
+        return super().device_nodes(devices)
+
+
+def test_a_plugin_whose_devices_have_no_nodes_is_not_asked_about_the_grant():
+    empty = Counting(2)
+    empty.answer = []
+    plugins = {DeviceName("counted"): empty}
+    denied, problems = asyncio.run(denied_device_nodes(plugins, one("counted", "counted0"), LIMIT))
+    assert (denied, problems) == (frozenset(), [])
+    assert empty.asked == [["counted0", "counted1"]]  # every device, once; no grant asked
+    named = Counting(2)
+    plugins = {DeviceName("counted"): named}
+    denied, _ = asyncio.run(denied_device_nodes(plugins, one("counted", "counted0"), LIMIT))
+    assert denied == {"/dev/counted1"}
+    assert named.asked == [["counted0", "counted1"], ["counted0"]]

@@ -201,22 +201,34 @@ class Node:
         *,
         affinity_policy: AffinityPolicy | str | None = None,
         leader: ProcessStamp | None = None,
+        started: bool = False,
     ) -> LedgerRecord:
         """Allocate ``slots`` to a new workload and record it, atomically across processes.
 
         Raises ``InsufficientResource`` (naming who holds the devices) with nothing booked,
         ``InvalidResourceArgument`` for an unknown agent or a workload id already in use.
+        ``started=True``: the hooks run next, the first one's intent goes with the booking.
         """
         self.health_keeper.sync_cordons()  # one stat unless another process changed them
         return await self.bookkeeper.book(
-            agent_id, workload, slots, leader=leader, affinity_policy=affinity_policy
+            agent_id,
+            workload,
+            slots,
+            leader=leader,
+            affinity_policy=affinity_policy,
+            started=started,
         )
 
     def lifecycle(
-        self, record: LedgerRecord, *, on_phase: PhaseListener | None = None
+        self,
+        record: LedgerRecord,
+        *,
+        on_phase: PhaseListener | None = None,
+        handle_next: bool = False,
     ) -> WorkloadLifecycle:
-        """The lifecycle driver of a booked workload; each hook call is recorded."""
-        return self.bookkeeper.lifecycle(record, on_phase=on_phase)
+        """The lifecycle driver of a booked workload; each hook call is recorded
+        (``handle_next``: the caller records a handle once it is prepared)."""
+        return self.bookkeeper.lifecycle(record, on_phase=on_phase, handle_next=handle_next)
 
     def record_handle(self, key: RecordKey, handle: WorkloadHandle | None) -> None:
         """Record what identifies the workload in its runtime (liveness, release use it)."""

@@ -44,19 +44,19 @@ from accelkit.types import (
     DeviceName,
     SlotName,
     Workload,
-    WorkloadConfig,
     WorkloadType,
 )
 from accelkit.workload import stopping
 from accelkit.workload.holders import naming_holders
 from accelkit.workload.ledger import Ledger, LedgerScan
 from accelkit.workload.ledger_peek import catch_up_early
-from accelkit.workload.lifecycle import HookTarget, PhaseListener, WorkloadLifecycle
+from accelkit.workload.lifecycle import PhaseListener, WorkloadLifecycle
 from accelkit.workload.liveness import Liveness
 from accelkit.workload.node_wide import NodeWideAgents
 from accelkit.workload.reconcile import Reconciler
 from accelkit.workload.reconcile_report import ReconcileReport, RecordKey, TornDown, merged
 from accelkit.workload.record import LedgerRecord
+from accelkit.workload.recorded_lifecycle import recorded_lifecycle, result_waits
 
 if TYPE_CHECKING:  # status and release are imported by the operators' commands only
     from accelkit.host import AgentView
@@ -103,6 +103,8 @@ class Bookkeeper:
         self._syncing = asyncio.Lock()
         #: the records of the workloads this bookkeeper manages
         self.owned: dict[RecordKey, LedgerRecord] = {}
+        #: bookings whose handle is recorded next (a run's): pre_create's result goes with it
+        self.handle_next: set[RecordKey] = set()
         #: dead workloads this process claimed and is finishing
         self._finishing: set[RecordKey] = set()
         #: the ledger's change counter at the last sync (-1: never synced)
@@ -234,6 +236,7 @@ class Bookkeeper:
         *,
         leader: ProcessStamp | None = None,
         affinity_policy: AffinityPolicy | str | None = None,
+        started: bool = False,
     ) -> LedgerRecord:
         """Allocate ``slots`` to a new workload and record it; atomic across processes.
 
@@ -241,18 +244,21 @@ class Bookkeeper:
         the allocation is tried once more. Raises what the agent's ``allocate`` raises
         (``InsufficientResource``, naming who holds the devices …) with nothing booked, and
         ``InvalidResourceArgument`` for an unknown agent or a workload id in use.
+        ``started=True`` records the first hook's ``pre_create`` intent in the booking's
+        write, synced (as :meth:`book_devices`), for a caller that runs the hooks next.
         """
         agent = self._agent(agent_id)
         full = None
+        book = (agent, workload, slots, leader, affinity_policy)
         if self._seq < 0:  # never synced: judge every record once
             full = await self.reconcile()
         else:
             try:
-                return await self._book_once(agent, workload, slots, leader, affinity_policy)
+                return await self._book_once(*book, started=started)
             except InsufficientResource:
                 full = await self.reconcile()  # dead workloads finished: try once more
         try:
-            return await self._book_once(agent, workload, slots, leader, affinity_policy)
+            return await self._book_once(*book, started=started)
         except InsufficientResource as exc:
             raise naming_holders(self.ledger, agent, exc) from None
         finally:
@@ -265,12 +271,14 @@ class Bookkeeper:
         slots: Mapping[SlotName, Decimal],
         leader: ProcessStamp | None,
         affinity_policy: AffinityPolicy | str | None,
+        *,
+        started: bool,
     ) -> LedgerRecord:
         async with self._syncing:
             # others' changes applied from a snapshot first: the transaction reads the rest
             self._seq, early = catch_up_early(self.ledger, self._seq, self, self.reconciler)
             # unsynced: the first pre_create intent syncs it before any hook or workload runs
-            with self.ledger.transaction(durable=False):
+            with self.ledger.transaction(durable=started):
                 self.last_report = merged(early, self._catch_up())
                 key = (agent.agent_id, workload.id)
                 if key in self.owned or self.ledger.exists(*key):
@@ -281,6 +289,8 @@ class Bookkeeper:
                 record = LedgerRecord(
                     agent.agent_id, workload, allocation, order, owner=self.owner, leader=leader
                 )
+                if started and order:  # the first hook's intent: note_start finds it there
+                    record = record.with_started(order[0], WorkloadPhase.PRE_CREATE)
                 try:
                     self.ledger.write(record)
                 except BaseException:
@@ -362,40 +372,16 @@ class Bookkeeper:
     # -- the workloads this process manages ----------------------------------------------------
 
     def lifecycle(
-        self, record: LedgerRecord, *, on_phase: PhaseListener | None = None
+        self,
+        record: LedgerRecord,
+        *,
+        on_phase: PhaseListener | None = None,
+        handle_next: bool = False,
     ) -> WorkloadLifecycle:
         """The driver of a booked workload: the intent and the result of every hook call are
-        recorded; release frees and forgets (or, with an unfinished teardown, leaves it)."""
-        agent = self._agent(record.agent_id)
-        targets = [
-            HookTarget(key, agent.contexts[key], record.allocation[key]) for key in record.order
-        ]
-
-        def started(plugin: DeviceName, phase: WorkloadPhase) -> None:
-            self.note_start(record.key, plugin, phase)
-
-        def recorded(plugin: DeviceName, phase: WorkloadPhase) -> None:
-            self.note_phase(record.key, plugin, phase)
-            if on_phase is not None:
-                on_phase(plugin, phase)
-
-        def configured(plugin: DeviceName, config: WorkloadConfig) -> None:
-            # kept with the next write of the record (post_create's), not a write of its own
-            if config.resource_data and record.key in self.owned:
-                owned = self.owned[record.key]
-                self.owned[record.key] = owned.with_data(plugin, config.resource_data)
-
-        return WorkloadLifecycle(
-            record.agent_id,
-            record.workload,
-            targets,
-            release=lambda: self.release(record.key),
-            on_phase=recorded,
-            on_start=started,
-            notify=self.notify,
-            hook_timeout=self.hook_timeout,
-            on_config=configured,
-        )
+        recorded (:mod:`.recorded_lifecycle`); release frees and forgets (or, with an
+        unfinished teardown, leaves it). ``handle_next``: a handle is recorded next."""
+        return recorded_lifecycle(self, record, on_phase=on_phase, handle_next=handle_next)
 
     def note_start(self, key: RecordKey, plugin: DeviceName, phase: WorkloadPhase) -> None:
         """Record the intent: ``plugin``'s hook call for ``phase`` begins (synced for
@@ -410,14 +396,11 @@ class Bookkeeper:
 
         Not synced to disk (``durable=False``): a power loss that undoes it leaves the intent,
         and every hook whose call began gets ``post_terminate`` again, which it must tolerate;
-        the next intent or handle recorded syncs it anyway. ``pre_terminate``'s goes with the
-        next write, which follows at once (the next intent of the teardown; no hook is called
-        again for it: reconciliation gives post_terminate to a started pre_create either way),
-        as does ``pre_create``'s for a booking made with its handle (the hand-over's write).
+        the next intent or handle recorded syncs it anyway. A result goes with the record's
+        next write where that follows at once (:func:`.recorded_lifecycle.result_waits`).
         """
         record = self.owned[key].with_phase(plugin, phase)
-        later = phase is WorkloadPhase.PRE_CREATE and record.handle is not None
-        if phase is WorkloadPhase.PRE_TERMINATE or later:
+        if result_waits(record, plugin, phase, handle_next=key in self.handle_next):
             self.owned[key] = record
         else:
             self._update(key, record, durable=False)
@@ -429,6 +412,7 @@ class Bookkeeper:
     def set_handle(self, key: RecordKey, handle: WorkloadHandle | None) -> None:
         """Record what identifies the workload in its runtime (not synced: a container left by
         a power loss carries this ledger's label, which the orphan sweep removes)."""
+        self.handle_next.discard(key)
         self._update(key, self.owned[key].with_handle(handle), durable=False)
 
     def release(self, key: RecordKey) -> None:
@@ -439,6 +423,7 @@ class Bookkeeper:
         reconciliation, of this process or another, tries the hook again. Synced: the last
         write of a run, which makes every unsynced one before it durable too.
         """
+        self.handle_next.discard(key)
         with self.ledger.transaction():
             record = self.owned.pop(key)
             if record.pending_teardown():

@@ -1,11 +1,11 @@
 """The accelerator device nodes of a node, and those one allocation grants, as plugins name them.
 
 A plugin whose devices are device nodes says which through its optional ``device_nodes(devices)``
-method: asked once over all of its devices (every node of the node) and once over the devices
-the workload was given (the nodes it may open), on the plugin's own worker under the time limit,
-every plugin at once. The process runtime denies the difference. Nothing else of the plugin
-runs: no lifecycle hook is asked about a workload that does not exist (a hook that blocks would
-stall every run).
+method: asked once over all of its devices (every node of the node) and, where those have any,
+once over the devices the workload was given (the nodes it may open), on the plugin's own worker
+under the time limit, every plugin at once. The process runtime denies the difference. Nothing
+else of the plugin runs: no lifecycle hook is asked about a workload that does not exist (a hook
+that blocks would stall every run).
 """
 
 from __future__ import annotations
@@ -89,7 +89,10 @@ async def _denied_by(
     """The nodes of ``plugin``'s devices ``alloc`` does not grant, or none and the problem."""
     try:
         every = await device_nodes_of(key, plugin, plugin.devices, timeout)
-        granted = await device_nodes_of(key, plugin, _granted(plugin, alloc), timeout)
+        # none to deny when its devices have none: the grant's nodes need no asking
+        granted = (
+            await device_nodes_of(key, plugin, _granted(plugin, alloc), timeout) if every else []
+        )
     except Exception as exc:  # a plugin's failure must not stop the run
         return set(), f"cannot tell the device nodes of plugin {key!r}: {exc}"
     return set(every) - set(granted), ""

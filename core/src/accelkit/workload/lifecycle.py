@@ -21,6 +21,8 @@ Order and guarantees:
 ``on_start(plugin, phase)`` is called before each hook call (the bookkeeper records the intent in
 the ledger, so a crash during the call is known), ``on_phase(plugin, phase)`` after each hook
 finishes a phase; ``notify(event)`` after a whole phase completes (node-wide observers). A hook
+that keeps the base class's empty ``post_create``, ``pre_terminate`` or ``post_terminate`` is not
+called for it (:func:`implements`): ``on_phase`` alone says the phase is done. A hook
 whose ``pre_create`` was *started* counts as prepared: when it fails (or times out) it gets
 ``post_terminate`` too (hooks must take ``post_terminate`` without a finished ``pre_create``).
 ``pre_create``'s intent is recorded before the hook is made, and the plugin's worker makes the
@@ -210,6 +212,9 @@ class WorkloadLifecycle:
             raise WorkloadError(msg)
         self.state = LifecycleState.CREATED
         for key, hook in self._prepared:
+            if not implements(hook, WorkloadPhase.POST_CREATE):
+                self._phase_done(key, WorkloadPhase.POST_CREATE)
+                continue
             self._phase_start(key, WorkloadPhase.POST_CREATE)
             await self._call(key, WorkloadPhase.POST_CREATE, hook.post_create)
             self._phase_done(key, WorkloadPhase.POST_CREATE)
@@ -226,6 +231,9 @@ class WorkloadLifecycle:
         if not was_created:
             return
         for key, hook in reversed(self._prepared):
+            if not implements(hook, WorkloadPhase.PRE_TERMINATE):
+                self._safe_phase_done(key, WorkloadPhase.PRE_TERMINATE)
+                continue
             try:
                 self._phase_start(key, WorkloadPhase.PRE_TERMINATE)
                 await self._call(key, WorkloadPhase.PRE_TERMINATE, hook.pre_terminate)
@@ -260,6 +268,9 @@ class WorkloadLifecycle:
     async def _finish(self, *, cause: BaseException | None) -> None:
         hooks, self._prepared = self._prepared, []
         for key, hook in reversed(hooks):
+            if not implements(hook, WorkloadPhase.POST_TERMINATE):
+                self._safe_phase_done(key, WorkloadPhase.POST_TERMINATE)
+                continue
             try:
                 self._phase_start(key, WorkloadPhase.POST_TERMINATE)
             except Exception as exc:  # the intent is not recorded: do not call the hook
@@ -370,6 +381,15 @@ class WorkloadLifecycle:
             self._notify(event)
         except Exception:
             log.warning("workload observers failed on %s", phase.value, exc_info=True)
+
+
+def implements(hook: AbstractLifecycleHook, phase: WorkloadPhase) -> bool:
+    """Whether ``hook`` has code of its own for ``phase``: the base class's empty
+    ``post_create``, ``pre_terminate`` and ``post_terminate`` need no call, so no hand-off to
+    the plugin's worker and no intent to record."""
+    name = phase.value
+    mine = getattr(hook, "__dict__", {}).get(name, getattr(type(hook), name, None))
+    return mine is not getattr(AbstractLifecycleHook, name, None)
 
 
 #: refusals that keep their type when named, so callers can still tell "never" from "later"

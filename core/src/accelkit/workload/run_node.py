@@ -58,13 +58,19 @@ class RunNode(Protocol):
         *,
         affinity_policy: AffinityPolicy | str | None = None,
         leader: ProcessStamp | None = None,
+        started: bool = False,
     ) -> LedgerRecord:
-        """Allocate ``slots`` to a new workload and record it."""
+        """Allocate ``slots`` to a new workload and record it (``started``: with the first
+        hook's intent)."""
 
     def lifecycle(
-        self, record: LedgerRecord, *, on_phase: PhaseListener | None = None
+        self,
+        record: LedgerRecord,
+        *,
+        on_phase: PhaseListener | None = None,
+        handle_next: bool = False,
     ) -> WorkloadLifecycle:
-        """The lifecycle driver of a booked workload."""
+        """The lifecycle driver of a booked workload (``handle_next``: a handle follows)."""
 
     def record_handle(self, key: RecordKey, handle: WorkloadHandle | None) -> None:
         """Record what identifies the workload in its runtime."""

@@ -236,7 +236,7 @@ class _Run:
         try:
             try:
                 record = await self.node.book(
-                    agent_id, workload, slots, leader=_leader_of(workload)
+                    agent_id, workload, slots, leader=_leader_of(workload), started=True
                 )
             finally:
                 for line in self.node.last_report.messages():
@@ -247,7 +247,7 @@ class _Run:
             def on_phase(plugin: DeviceName, phase: WorkloadPhase) -> None:
                 checkpoint(f"{phase.value}:{plugin}")
 
-            driver = self.node.lifecycle(record, on_phase=on_phase)
+            driver = self.node.lifecycle(record, on_phase=on_phase, handle_next=True)
             config = await driver.prepare()
         except BaseException:
             await _to_the_end(self.runtime.discard(workload, None))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import json
 from collections.abc import Callable, Iterator, Mapping
@@ -158,26 +159,39 @@ def _short(workload_id: str) -> str:
 
 def _devices(row: dict[str, Any], roles: Roles) -> str:
     """``cpu:1-3 mem:1G cuda:cuda0-1``: ids as ranges, memory as a size, fractions shown."""
-    from accelkit.cli.output import compact_ids
-    from accelkit.sizes import format_human_size
-
-    parts = []
 
     def order(plugin: str) -> int:
         return _ORDER.get(roles.get(plugin, PluginRole.ACCELERATOR), 2)
 
-    for plugin in sorted(row["amounts"], key=order):
-        held = {device: Decimal(amount) for device, amount in row["amounts"][plugin].items()}
-        if roles.get(plugin) is PluginRole.MEMORY:
-            text = format_human_size(int(sum(held.values())))
-        else:
-            whole = [d for d, a in held.items() if a == a.to_integral_value()]
-            how = share_enforcement(row.get("resource_data", {}).get(plugin, {}))
-            held_as = f"({how})" if how else ""
-            shares = [f"{d}:{a.normalize():f}{held_as}" for d, a in held.items() if d not in whole]
-            text = ",".join(([compact_ids(whole)] if whole else []) + shares)
-        parts.append(f"{plugin}:{text}")
+    parts = [
+        _held_text(
+            plugin,
+            tuple(row["amounts"][plugin].items()),
+            roles.get(plugin),
+            share_enforcement(row.get("resource_data", {}).get(plugin, {})),
+        )
+        for plugin in sorted(row["amounts"], key=order)
+    ]
     return " ".join(parts) or "-"
+
+
+@functools.lru_cache(maxsize=1024)  # workloads of one shape (1 GiB, 1 GPU...) show alike
+def _held_text(
+    plugin: str, amounts: tuple[tuple[str, str], ...], role: PluginRole | None, how: str | None
+) -> str:
+    """What a workload holds of one plugin, as :func:`_devices` shows it."""
+    from accelkit.cli.output import compact_ids
+    from accelkit.sizes import format_human_size
+
+    held = {device: Decimal(amount) for device, amount in amounts}
+    if role is PluginRole.MEMORY:
+        text = format_human_size(int(sum(held.values())))
+    else:
+        whole = [d for d, a in held.items() if a == a.to_integral_value()]
+        held_as = f"({how})" if how else ""
+        shares = [f"{d}:{a.normalize():f}{held_as}" for d, a in held.items() if d not in whole]
+        text = ",".join(([compact_ids(whole)] if whole else []) + shares)
+    return f"{plugin}:{text}"
 
 
 def _health_lines(row: dict[str, Any]) -> list[str]:

@@ -7,6 +7,10 @@ of each kind, are given the same random calls, including refusals, hints, malfor
 frees of copies, double frees and devices made unavailable: after every call both must have
 answered alike (the same grant, or the same error with the same message) and hold the same
 allocations.
+
+FILL's fast paths run FILL's one rule written out for their layout
+(:mod:`accelkit.allocmap.fillrule`); a layout written out to break ties otherwise must be
+caught by the same comparison (``test_a_fast_path_that_breaks_fill_is_caught``).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -26,6 +31,7 @@ from accelkit.allocmap import (
     AllocationStrategy,
     DiscretePropertyAllocMap,
     FractionAllocMap,
+    fillrule,
 )
 from accelkit.errors import ResourceError
 from accelkit.types import DeviceAllocation, DeviceId, DeviceSlotInfo, SlotName, SlotType
@@ -62,14 +68,22 @@ def devices(slot: str, caps: list[str], kind: SlotType = SlotType.COUNT) -> dict
 
 
 GPUS = devices("cuda", ["3", "3", "2", "3", "1"])
+# more devices than a FILL map scans (pool.SCAN_LIMIT): it keeps buckets
+MANY_GPUS = devices("cuda", ["3", "3", "2", "3", "1"] * 4)
 SHARES = devices("shares", ["1.0", "1.0", "0.5", "1.0"])
 ROOT = {DeviceId("root"): DeviceSlotInfo(SlotType.BYTES, SlotName("mem"), D(64))}
 
 # name -> (the slot requests go to, a map with fast paths, the same map with general methods)
 Maker = Callable[[type[Any]], AbstractAllocMap]
 CONFIGS: dict[str, tuple[str, Maker, Maker]] = {
-    # discrete over several devices: fastpath's one-pool closures, FILL's one-pass split
+    # discrete FILL over a few devices: fillscan's closures; over many: fastpath's one-pool
+    # closures with FILL written out for buckets
     "discrete-fill": ("cuda", lambda c: c(GPUS, strategy=FILL), lambda c: c(GPUS, strategy=FILL)),
+    "discrete-fill-many": (
+        "cuda",
+        lambda c: c(MANY_GPUS, strategy=FILL),
+        lambda c: c(MANY_GPUS, strategy=FILL),
+    ),
     "discrete-evenly": (
         "cuda",
         lambda c: c(GPUS, strategy=EVENLY),
@@ -97,6 +111,7 @@ CONFIGS: dict[str, tuple[str, Maker, Maker]] = {
 }
 GENERAL = {
     "discrete-fill": GeneralDiscrete,
+    "discrete-fill-many": GeneralDiscrete,
     "discrete-evenly": GeneralDiscrete,
     "fraction-fill": GeneralFraction,
     "fraction-evenly": GeneralFraction,
@@ -152,6 +167,11 @@ def copy_of(grant: DeviceAllocation) -> dict[SlotName, dict[DeviceId, Decimal]]:
 def test_fast_and_general_paths_answer_alike(
     config: str, warm: bool, steps: list[tuple[Any, ...]]
 ) -> None:
+    answer_alike(config, warm, steps)
+
+
+def answer_alike(config: str, warm: bool, steps: list[tuple[Any, ...]]) -> None:
+    """Give both maps of ``config`` the same ``steps``; assert they answered alike."""
     slot, make_fast, make_general = CONFIGS[config]
     fast, general = make_fast(FAST[config]), make_general(GENERAL[config])
     assert "allocate" in vars(fast)  # the fast closures are installed on one map only
@@ -199,3 +219,43 @@ def test_fast_and_general_paths_answer_alike(
             general.set_unavailable(chosen)
         assert fast.allocations == general.allocations
         assert fast.allocatable() == general.allocatable()
+
+
+# FILL's rule written out with the last device on a tie instead of the first (fillrule's
+# stores): a fast path built from it must be caught disagreeing with the general placement
+LAST_IN_BUCKET = {
+    "first": "rest = buckets[most]\nbit = 1 << rest.bit_length() - 1\n"
+    "rest ^= bit\ni = bit.bit_length() - 1"
+}
+LAST_ON_A_TIE = {
+    "_SCANNED_SHARED": (
+        fillrule.FREE_LIST,
+        fillrule.SHARED,
+        {"first": "i = len(free) - 1 - free[::-1].index(most)"},
+    ),
+    "_POOL_SHARED": (fillrule.POOL_BUCKETS, fillrule.SHARED, LAST_IN_BUCKET),
+    "_POOL_GRANTS": (fillrule.POOL_BUCKETS, fillrule.GRANTS, LAST_IN_BUCKET),
+}
+
+
+@pytest.mark.parametrize(
+    ("config", "factory"),
+    [
+        ("fraction-fill", "_SCANNED_SHARED"),
+        ("discrete-fill", "_SCANNED_SHARED"),
+        ("discrete-fill-many", "_POOL_SHARED"),
+        ("two-slots", "_POOL_GRANTS"),
+    ],
+)
+def test_a_fast_path_that_breaks_fill_is_caught(
+    config: str, factory: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, result, change = LAST_ON_A_TIE[factory]
+    # a request of one GPU (or 0.05 share) once every amount was seen: several devices tie
+    # for the most free, and the fast path places it
+    steps: list[tuple[Any, ...]] = [("allocate", 0, 0, False)]
+    answer_alike(config, True, steps)  # the rule as written: alike
+    mutant = fillrule.build(attrs.evolve(store, **change), result, "last on a tie")
+    monkeypatch.setattr(fillrule, factory, mutant)
+    with pytest.raises(AssertionError):
+        answer_alike(config, True, steps)

@@ -21,8 +21,8 @@ The special cases kept inside the closures, and the benchmark rows they buy
 - a grant on one device keeps the caller's own Decimal and updates one bucket inline: W3 EVENLY
   (most requests fit one device), W1/W2 single-core and single-GPU requests;
 - FILL (discrete, and fraction with fragmentation allowed) places a request without a hint
-  itself: the most free device, or the most free devices in turn, placed and committed in one
-  pass (:func:`_take_most_free`): the W1/W2 FILL rows;
+  with FILL's one rule written out for the pool's buckets (:mod:`accelkit.allocmap.fillrule`),
+  placed and taken in one pass: the W1/W2 FILL rows;
 - freeing several devices of one slot validates in the same frame: W3 EVENLY's split grants and
   every W1/W2 multi-device grant;
 - the map's lock is taken and given back inline, as a ``list.pop`` and a ``list.append``
@@ -42,7 +42,7 @@ from decimal import Decimal
 
 from frozendict import frozendict
 
-from accelkit.allocmap import fillscan, onedevice
+from accelkit.allocmap import fillrule, fillscan, onedevice
 from accelkit.allocmap.affinity import AffinityHint
 from accelkit.allocmap.maplock import MapLock, inlined
 from accelkit.allocmap.operations import MapOperations
@@ -96,7 +96,7 @@ def _install_one_pool(m: MapOperations, pool: SlotPool, quick_place: QuickPlace)
     vars(m).update(allocate=allocate, free=free_)
 
 
-def _one_pool_allocate(  # noqa: PLR0915 - the hot path and its cells in one function
+def _one_pool_allocate(
     m: MapOperations,
     pool: SlotPool,
     shared: SharedGrants,
@@ -108,7 +108,8 @@ def _one_pool_allocate(  # noqa: PLR0915 - the hot path and its cells in one fun
     by_device, make, live, adopt = shared.by_device, shared.make, shared.live, shared.adopt
     amount, place = m._amount, m._place
     take, put, wait, wake, waiters = inlined(m._lock)
-    fills = m._fills_most_free()
+    # FILL's rule (fillrule), written out for this pool's buckets and shared grants
+    fill = fillrule.taking_shared(pool, shared, amount) if m._fills_most_free() else None
 
     def allocate(  # noqa: PLR0912 - one frame for the hot path (module docstring)
         slots: Mapping[SlotName, Decimal],
@@ -132,37 +133,26 @@ def _one_pool_allocate(  # noqa: PLR0915 - the hot path and its cells in one fun
                         wait()
                     try:
                         if units <= pool.total_free:
-                            if fills and affinity_hint is None:
-                                # FILL: the most free device, else the most free in turn
-                                most = max(buckets)
-                                if most < units:
-                                    taken: Grants = []
-                                    result = {slot: _take_most_free(pool, units, amount, taken)}
-                                    if len(live) < CACHE_LIMIT:
-                                        live[id(result)] = (result, taken)
-                                    return result
-                                rest = buckets[most]
-                                bit = rest & -rest
-                                i = bit.bit_length() - 1
-                            else:
-                                grants = (
-                                    quick_place(pool, units, raw)
-                                    if affinity_hint is None
-                                    else place(pool, units, affinity_hint, raw)
-                                )
-                                if len(grants) > 1:
-                                    pool.shift(grants, 1)
-                                    result = {
-                                        slot: {
-                                            ids[i]: amount_of.get(u) or amount(pool, u)
-                                            for i, u in grants
-                                        }
+                            if fill is not None and affinity_hint is None:
+                                return fill(units)  # FILL, placed and taken in one pass
+                            grants = (
+                                quick_place(pool, units, raw)
+                                if affinity_hint is None
+                                else place(pool, units, affinity_hint, raw)
+                            )
+                            if len(grants) > 1:
+                                pool.shift(grants, 1)
+                                result = {
+                                    slot: {
+                                        ids[i]: amount_of.get(u) or amount(pool, u)
+                                        for i, u in grants
                                     }
-                                    if len(live) < CACHE_LIMIT:
-                                        live[id(result)] = (result, grants)
-                                    return result
-                                ((i, _),) = grants
-                                bit = bits[i]
+                                }
+                                if len(live) < CACHE_LIMIT:
+                                    live[id(result)] = (result, grants)
+                                return result
+                            ((i, _),) = grants
+                            bit = bits[i]
                             # one device, one bucket move
                             old = free[i]
                             free[i] = new = old - units
@@ -264,7 +254,8 @@ def _general_allocate(  # noqa: PLR0915 - the hot path and its cells in one func
     take, put, wait, wake, waiters = inlined(m._lock)
     amount = m._amount
     place = m._place
-    fills = m._fills_most_free()
+    # FILL's rule (fillrule), written out for each pool's buckets
+    fills = {n: fillrule.taking_grants(p) for n, p in quick.items() if m._fills_most_free()}
 
     def allocate(  # noqa: PLR0912 - one frame for the hot path (module docstring)
         slots: Mapping[SlotName, Decimal],
@@ -294,28 +285,25 @@ def _general_allocate(  # noqa: PLR0915 - the hot path and its cells in one func
                     try:
                         if units <= pool.total_free:
                             buckets = pool.buckets
-                            if fills and affinity_hint is None:
-                                # FILL: the most free device, else the most free in turn
-                                most = max(buckets)
-                                if most < units:
-                                    return {slot: _take_most_free(pool, units, amount, [])}
-                                bits = buckets[most]
-                                i = (bits & -bits).bit_length() - 1
+                            fill = fills.get(slot) if affinity_hint is None else None
+                            if fill is not None:
+                                grants = fill(units)  # FILL, placed and taken in one pass
                             else:
                                 grants = (
                                     quick_place(pool, units, raw)
                                     if affinity_hint is None
                                     else place(pool, units, affinity_hint, raw)
                                 )
-                                if len(grants) > 1:
+                            if len(grants) > 1:
+                                if fill is None:
                                     pool.shift(grants, 1)
-                                    ids, cached = pool.ids, pool.amount_of.get
-                                    return {
-                                        slot: {
-                                            ids[i]: cached(u) or amount(pool, u) for i, u in grants
-                                        }
-                                    }
-                                ((i, _),) = grants
+                                ids, cached = pool.ids, pool.amount_of.get
+                                return {
+                                    slot: {ids[i]: cached(u) or amount(pool, u) for i, u in grants}
+                                }
+                            ((i, _),) = grants
+                            if fill is not None:
+                                return {slot: {pool.ids[i]: raw}}
                             # W3 EVENLY, W1/W2 requests of one unit: one bucket move.
                             free, bit = pool.free, pool.bits[i]
                             old = free[i]
@@ -337,47 +325,6 @@ def _general_allocate(  # noqa: PLR0915 - the hot path and its cells in one func
         return general(slots, affinity_hint=affinity_hint, context_tag=context_tag)
 
     return allocate
-
-
-def _take_most_free(
-    pool: SlotPool, units: int, amount: Callable[[SlotPool, int], Decimal], taken: Grants
-) -> dict[DeviceId, Decimal]:
-    """Allocate ``units`` from the most free devices in turn (FILL's split) and return the grant;
-    ``taken`` gets each ``(device, units)`` it takes.
-
-    W1/W2 FILL's multi-device requests: :func:`~accelkit.allocmap.
-    placement.fill` and :meth:`~accelkit.allocmap.pool.SlotPool.shift` in one pass. Devices
-    given all they have leave the buckets whole; the caller holds the lock and has checked
-    that the pool has ``units`` free.
-    """
-    buckets, free, ids = pool.buckets, pool.free, pool.ids
-    cached = pool.amount_of.get
-    out: dict[DeviceId, Decimal] = {}
-    pool.total_free -= units
-    for v in sorted(buckets, reverse=True):
-        rest = buckets[v]
-        while rest:
-            low = rest & -rest
-            rest ^= low
-            i = low.bit_length() - 1
-            if v >= units:  # the last device: it gives what is left of the request
-                out[ids[i]] = cached(units) or amount(pool, units)
-                taken.append((i, units))
-                free[i] = left = v - units
-                if rest:
-                    buckets[v] = rest
-                else:
-                    del buckets[v]
-                if left:
-                    buckets[left] = buckets.get(left, 0) | low
-                return out
-            out[ids[i]] = cached(v) or amount(pool, v)
-            taken.append((i, v))
-            free[i] = 0
-            units -= v
-        del buckets[v]  # every device of this free amount gave all it had
-    msg = "the pool had less free than its total said"  # the caller checked total_free
-    raise AssertionError(msg)
 
 
 def _general_free(

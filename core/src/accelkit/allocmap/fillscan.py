@@ -3,11 +3,12 @@
 FILL takes the most free device, or the most free devices in turn when none holds the
 request. Over a few devices sorting ``free`` and ``free.index`` find it for less than keeping
 free-amount buckets up to date costs on every allocate and free, so the pool keeps none and
-an allocate or free changes two numbers per device. The free amounts are sorted once per
-allocate (sorting a few costs what one ``max`` does), and a split takes them most first,
-finding each device with ``free.index``: W3 FILL splits 2,928 of its 7,193 grants, three
-devices each on average. Splits and requests with a hint are closures of their own, which
-keeps the frame of ``allocate`` small: its cells and locals are set up on every call and
+an allocate or free changes two numbers per device. Placing and taking is FILL's one rule
+written out for that list (:data:`accelkit.allocmap.fillrule.FREE_LIST`): the free amounts
+are sorted once per allocate (sorting a few costs what one ``max`` does), and a split takes
+them most first, finding each device with ``free.index``: W3 FILL splits 2,928 of its 7,193
+grants, three devices each on average. FILL and requests with a hint are closures of their
+own, which keeps the frame of ``allocate`` small: its cells and locals are set up on every call and
 copied once more when a refusal unwinds it (5,625 of W3's 12,818 calls). Everything
 unusual goes to the general, validating methods, exactly as in
 :mod:`accelkit.allocmap.fastpath`, whose rules (one slot, a Decimal amount converted before,
@@ -21,13 +22,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 
+from accelkit.allocmap import fillrule
 from accelkit.allocmap.affinity import AffinityHint
 from accelkit.allocmap.maplock import inlined
 from accelkit.allocmap.operations import MapOperations
-from accelkit.allocmap.pool import CACHE_LIMIT, ScannedPool
+from accelkit.allocmap.pool import ScannedPool
 from accelkit.allocmap.shared import SharedGrants
 from accelkit.errors import InsufficientResource, refusal
-from accelkit.types import DeviceAllocation, DeviceId, SlotName
+from accelkit.types import DeviceAllocation, SlotName
 
 
 def install(m: MapOperations, pool: ScannedPool) -> None:
@@ -48,11 +50,10 @@ def _allocate(
     general: Callable[..., DeviceAllocation],
 ) -> Callable[..., DeviceAllocation]:
     slot, units_of, amount_of = pool.name, pool.units_of, pool.amount_of
-    by_device, make, adopt = shared.by_device, shared.make, shared.adopt
-    free, where = pool.free, pool.free.index
+    adopt = shared.adopt
     amount, lock = m._amount, m._lock
     take, put, waiters = lock.take, lock.put, lock.waiters
-    split = _split(pool, shared, amount)
+    fill = fillrule.scanning_shared(pool, shared, amount)
     hinted = _hinted(m, pool, shared, general)
 
     def allocate(
@@ -80,15 +81,7 @@ def _allocate(
                 lock.wait()
             try:
                 if units <= pool.total_free:
-                    pool.total_free -= units
-                    # the free amounts, least first: sorting a few costs what max() does
-                    order = sorted(free)
-                    most = order[-1]
-                    if most >= units:
-                        i = where(most)  # the first device of the most free
-                        free[i] = most - units
-                        return by_device[i].get(units) or make(i, units)
-                    return split(order, units)
+                    return fill(units)
             finally:
                 put(True)
                 if waiters:
@@ -97,47 +90,6 @@ def _allocate(
         return adopt(general(slots, affinity_hint=affinity_hint, context_tag=context_tag))
 
     return allocate
-
-
-def _split(
-    pool: ScannedPool, shared: SharedGrants, amount: Callable[[ScannedPool, int], Decimal]
-) -> Callable[[list[int], int], DeviceAllocation]:
-    """W3 FILL's splits: ``units`` from the most free devices in turn (the caller holds the
-    lock, has taken ``units`` off ``total_free`` and gives ``order``, ``free`` sorted)."""
-    slot, amount_of, free, ids, where, live = (
-        pool.name,
-        pool.amount_of,
-        pool.free,
-        pool.ids,
-        pool.free.index,
-        shared.live,
-    )
-
-    def split(order: list[int], units: int) -> DeviceAllocation:
-        out: dict[DeviceId, Decimal] = {}
-        taken = []
-        # (a device given all it had drops to 0, so ``where`` finds the next device of an
-        # amount shared by several)
-        for most in reversed(order):
-            if not most:  # cannot be: total_free said there was room
-                msg = "the pool had less free than its total said"
-                raise AssertionError(msg)
-            i = where(most)
-            if most >= units:
-                free[i] = most - units
-                out[ids[i]] = amount_of.get(units) or amount(pool, units)
-                taken.append((i, units))
-                break
-            out[ids[i]] = amount_of.get(most) or amount(pool, most)
-            taken.append((i, most))
-            free[i] = 0
-            units -= most
-        result = {slot: out}
-        if len(live) < CACHE_LIMIT:
-            live[id(result)] = (result, taken)
-        return result
-
-    return split
 
 
 def _hinted(

@@ -176,15 +176,7 @@ class FractionAllocMap(AbstractAllocMap):
 
     def _quick_place(self, pool: SlotPool, units: int, requested: Decimal) -> Grants:
         # A request without a hint on a pool of several devices (not UNIQUE, not whole).
-        buckets = pool.buckets
-        if self._fill:
-            most = max(buckets)
-            if most >= units:
-                bits = buckets[most]
-                return [((bits & -bits).bit_length() - 1, units)]
-            if self._allow_fragmentation:
-                return fill(pool, pool.all_mask, units)
-        else:
+        if not self._fill:
             fit = best_fit(pool, pool.all_mask, units)
             if fit >= 0:
                 return [(fit, units)]

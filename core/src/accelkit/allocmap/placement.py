@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from accelkit.allocmap import fillrule
 from accelkit.allocmap.affinity import AffinityHint, AffinityPolicy
 from accelkit.allocmap.pool import Node, SlotPool, iter_bits
 from accelkit.errors import InvalidResourceArgument
@@ -52,25 +53,9 @@ def spread(frees: Sequence[int], amount: int) -> list[int]:
     return out
 
 
-def fill(pool: SlotPool, mask: int, amount: int) -> Grants:
-    """Take from the most free device first, then the next most free one, and so on."""
-    out: Grants = []
-    groups = (
-        sorted(pool.buckets.items(), reverse=True)
-        if mask == pool.all_mask
-        else reversed(pool.groups(mask))
-    )
-    for v, bits in groups:
-        rest = bits
-        while rest:
-            low = rest & -rest
-            rest ^= low
-            if v >= amount:
-                out.append((low.bit_length() - 1, amount))
-                return out
-            out.append((low.bit_length() - 1, v))
-            amount -= v
-    return out
+#: Take from the most free device first, then the next most free one, and so on: FILL's one
+#: rule (:mod:`accelkit.allocmap.fillrule`) written out for a copy of the buckets in ``mask``
+fill = fillrule.fill
 
 
 def evenly(pool: SlotPool, mask: int, amount: int) -> Grants:
@@ -116,10 +101,6 @@ def fraction_fill(pool: SlotPool, mask: int, amount: int, limit: int | None) -> 
     Taking from the most free devices first uses the fewest devices, so when this needs more
     than ``limit`` no other placement fits in ``limit`` either.
     """
-    most = pool.most_free(mask)
-    if most >= amount:
-        bits = pool.buckets[most] & mask
-        return [((bits & -bits).bit_length() - 1, amount)]
     out = fill(pool, mask, amount)
     return None if limit is not None and len(out) > limit else out
 

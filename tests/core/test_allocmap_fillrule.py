@@ -1,0 +1,121 @@
+"""FILL's one rule, written out for every layout, places as FILL is defined.
+
+:mod:`accelkit.allocmap.fillrule` writes FILL's rule out once per layout of free amounts; the
+differential tests compare the fast paths with the general placement, which comes from the
+same rule. Here every layout is checked against FILL's definition itself, written the plain
+way: devices ordered most free first (the first listed on a tie), each giving what it has
+until one holds what is left.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from accelkit.allocmap import fillrule
+from accelkit.allocmap.placement import fill
+from accelkit.allocmap.pool import ScannedPool, SlotPool
+from accelkit.allocmap.shared import SharedGrants
+from accelkit.types import DeviceId, SlotName, SlotType
+
+
+def by_definition(frees: list[int], mask: int, units: int) -> list[tuple[int, int]]:
+    """FILL as its definition reads."""
+    order = sorted((i for i, f in enumerate(frees) if f and mask >> i & 1), key=lambda i: -frees[i])
+    out = []
+    for i in order:
+        n = min(frees[i], units)
+        out.append((i, n))
+        units -= n
+        if not units:
+            return out
+    raise AssertionError
+
+
+def pool_of(caps: list[int], frees: list[int], *, scanned: bool = False) -> SlotPool:
+    cls = ScannedPool if scanned else SlotPool
+    ids = [DeviceId(f"d{i}") for i in range(len(caps))]
+    pool = cls(SlotName("s"), SlotType.COUNT, ids, caps, [0] * len(caps))
+    pool.shift([(i, c - f) for i, (c, f) in enumerate(zip(caps, frees, strict=True))], 1)
+    return pool
+
+
+def amount(_pool: object, units: int) -> object:
+    return units
+
+
+def state(pool: SlotPool) -> tuple[list[int], dict[int, int], int]:
+    return list(pool.free), dict(pool.buckets), pool.total_free
+
+
+layouts = st.lists(st.tuples(st.integers(1, 6), st.integers(0, 6)), min_size=2, max_size=20).map(
+    lambda pairs: ([c for c, _ in pairs], [min(c, f) for c, f in pairs])
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(layout=layouts, mask_bits=st.integers(0, 2**20 - 1), share=st.integers(1, 100))
+def test_the_general_placement_is_fill_by_definition(
+    layout: tuple[list[int], list[int]], mask_bits: int, share: int
+) -> None:
+    caps, frees = layout
+    for scanned in (False, True):
+        pool = pool_of(caps, frees, scanned=scanned)
+        mask = mask_bits & pool.all_mask or pool.all_mask
+        have = sum(f for i, f in enumerate(frees) if mask >> i & 1)
+        if not have:
+            continue
+        units = 1 + (share - 1) * have // 100
+        before = state(pool)
+        assert fill(pool, mask, units) == by_definition(frees, mask, units)
+        assert state(pool) == before  # the general placement changes nothing
+
+
+@settings(max_examples=300, deadline=None)
+@given(layout=layouts, share=st.integers(1, 100))
+def test_the_fast_paths_take_what_fill_places_by_definition(
+    layout: tuple[list[int], list[int]], share: int
+) -> None:
+    caps, frees = layout
+    if not sum(frees):
+        return
+    units = 1 + (share - 1) * sum(frees) // 100
+    want = by_definition(frees, (1 << len(caps)) - 1, units)
+    after = list(frees)
+    for i, n in want:
+        after[i] -= n
+    expected = pool_of(caps, after)
+
+    pool = pool_of(caps, frees)
+    assert fillrule.taking_grants(pool)(units) == want
+    assert state(pool) == state(expected)
+    for scanned in (False, True):
+        pool = pool_of(caps, frees, scanned=scanned)
+        shared = SharedGrants(pool, amount)
+        taking = fillrule.scanning_shared if scanned else fillrule.taking_shared
+        got = taking(pool, shared, amount)(units)
+        assert got == {"s": {f"d{i}": n for i, n in want}}
+        assert state(pool) == state(expected)
+        if len(want) > 1:  # a split is noted until it is freed
+            assert shared.live[id(got)] == (got, want)
+
+
+@pytest.mark.parametrize("scanned", [False, True])
+def test_a_pool_that_has_less_free_than_its_total_says_is_a_bug_caught(scanned: bool) -> None:
+    pool = pool_of([2, 2], [1, 1], scanned=scanned)
+    pool.total_free = 5  # a lie: the devices have 2
+    taking = fillrule.scanning_shared if scanned else fillrule.taking_shared
+    with pytest.raises(AssertionError, match="less free than the total said"):
+        taking(pool, SharedGrants(pool, amount), amount)(3)
+    with pytest.raises(AssertionError, match="less free than the total said"):
+        fill(pool, pool.all_mask, 3)
+
+
+def test_the_written_out_rule_can_be_read_where_it_runs() -> None:
+    # tracebacks and inspect show the generated lines, as attrs does for its __init__
+    text = inspect.getsource(fill)
+    assert "the most free devices in turn give all they have" in text
+    assert text in fillrule.source(fillrule.MASKED_BUCKETS, fillrule.GRANTS)

@@ -178,4 +178,5 @@ async def serving(config_path: Path, root: Path) -> AsyncIterator[Served]:
                 yield Served(node, preparer, claims, stub)
         finally:
             await server.stop(0)
+            preparer.hand_overs.write()  # as the driver does before it ends
             await asyncio.sleep(0)

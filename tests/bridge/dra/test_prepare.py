@@ -26,6 +26,12 @@ def booked(served: Any) -> dict[str, Any]:
     return {w: r for (_a, w), r in records.items()}
 
 
+async def handed_over(served: Any) -> None:
+    """Wait until the claims answered are handed over (the write follows the answer)."""
+    while served.preparer.hand_overs.pending:
+        await asyncio.sleep(0.01)
+
+
 def test_a_claim_is_booked_prepared_and_answered_with_its_cdi_device(
     dra_node: Path, short_root: Path
 ) -> None:
@@ -36,6 +42,7 @@ def test_a_claim_is_booked_prepared_and_answered_with_its_cdi_device(
                 pb.NodePrepareResourcesRequest(claims=[ref(one)])
             )
             spec = json.loads(served.specs.path("uid-1").read_text())
+            await handed_over(served)
             after_first = booked(served)
             again = await served.stub.NodePrepareResources(
                 pb.NodePrepareResourcesRequest(claims=[ref(one)])

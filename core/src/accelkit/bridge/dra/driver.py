@@ -276,6 +276,7 @@ class DraDriver:
 
     async def tick(self) -> None:
         """Serve what is missing, refresh health, publish, free the bookings of gone claims."""
+        self.preparer.hand_overs.write()  # the reconciliation judges them by their handle
         await self.ensure_serving()
         await self.node.refresh_health()
         await self.publish()
@@ -320,6 +321,7 @@ class DraDriver:
             with contextlib.suppress(asyncio.CancelledError):
                 await follower
             self.claims.stop()
+            self.preparer.hand_overs.write()
             await self.close()
 
     async def close(self) -> None:

@@ -9,9 +9,12 @@ retries). :meth:`ClaimPreparer.unprepare` runs the teardown, frees the devices a
 spec; a claim not prepared here is done already. Every refusal is one line naming the claim,
 and nothing stays booked.
 
-A prepare syncs the ledger once: the booking and the intent of the first ``pre_create`` are one
-synced write, durable before any hook runs (a hook made for it that fails leaves nothing
-held). A driver killed after answering leaves the claim booked and handed over.
+A prepare writes the ledger once, synced: the booking and the intent of the first
+``pre_create`` are one write, durable before any hook runs (a hook made for it that fails
+leaves nothing held). The hand-over is written after the answer, with the others answered
+meanwhile (:mod:`accelkit.bridge.hand_over`); :meth:`ClaimPreparer.unprepare` writes the pending
+ones first. A driver killed after answering leaves the claim booked, under its dead process
+until then, which every accelkit process judges through the claim's handle.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import attrs
 from accelkit.bridge.dra.claim_cdi import ClaimSpecs
 from accelkit.bridge.dra.claims import ClaimBooking, ClaimRefused, claim_booking, claim_workload_id
 from accelkit.bridge.dra.devices import DraDevice
+from accelkit.bridge.hand_over import HandOvers
 from accelkit.errors import AccelkitError
 from accelkit.node import Node
 from accelkit.runtime.k8s_claims import claim_handle
@@ -87,6 +91,8 @@ class ClaimPreparer:
         self._read_claim = read_claim
         self._devices = devices
         self._locks: dict[str, asyncio.Lock] = {}
+        #: the claims answered and not handed over yet
+        self.hand_overs = HandOvers(node.bookkeeper)
 
     def _lock(self, uid: str) -> asyncio.Lock:
         return self._locks.setdefault(uid, asyncio.Lock())
@@ -152,7 +158,7 @@ class ClaimPreparer:
             await lifecycle.terminate()
             msg = f"claim {ref.label}: cannot write its CDI spec in {self.specs.directory}: {exc}"
             raise ClaimRefused(msg) from None
-        self.node.bookkeeper.hand_over(record.key)
+        self.hand_overs.add(record.key)
 
     def _holders(self, booking: ClaimBooking) -> str:
         """``" (held by ...)"``: the ledger's workloads holding any of the claim's devices."""
@@ -173,6 +179,7 @@ class ClaimPreparer:
         """Tear down and free the claim's booking, remove its spec; whether one was booked.
         Raises :class:`ClaimRefused` while a live pod on the node still holds it."""
         async with self._lock(ref.uid):
+            self.hand_overs.write()  # the release finds the claim handed over
             bookkeeper = self.node.bookkeeper
             if not bookkeeper.ledger.exists(self.agent_id, ref.workload_id):
                 self.specs.remove(ref.uid)

@@ -9,12 +9,13 @@ retries). :meth:`ClaimPreparer.unprepare` runs the teardown, frees the devices a
 spec; a claim not prepared here is done already. Every refusal is one line naming the claim,
 and nothing stays booked.
 
-A prepare writes the ledger once, synced: the booking and the intent of the first
-``pre_create`` are one write, durable before any hook runs (a hook made for it that fails
+Before its answer a prepare writes the ledger once, synced: the booking and the intent of the
+first ``pre_create`` are one write, durable before any hook runs (a hook made for it that fails
 leaves nothing held). The hand-over is written after the answer, with the others answered
 meanwhile (:mod:`accelkit.bridge.hand_over`); :meth:`ClaimPreparer.unprepare` writes the pending
-ones first. A driver killed after answering leaves the claim booked, under its dead process
-until then, which every accelkit process judges through the claim's handle.
+ones first. A driver killed after answering and before that write leaves the claim booked
+under its dead process, which every accelkit process judges through the claim's handle, as
+it does a claim handed over.
 """
 
 from __future__ import annotations

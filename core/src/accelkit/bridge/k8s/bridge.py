@@ -23,6 +23,7 @@ from typing import Any
 
 import grpc
 
+from accelkit.bridge.hand_over import HandOvers
 from accelkit.bridge.k8s.device_plugin import OPTIONS, DevicePluginService
 from accelkit.bridge.k8s.holders import ForeignHolders, name_pods
 from accelkit.bridge.k8s.registration import KubeletWatch, RegistrationFailed, register
@@ -73,6 +74,8 @@ class K8sBridge:
         self._listings: dict[str, tuple[int, list[K8sDevice]]] = {}
         self.pods = pod_resources(str(config.pod_resources_socket))
         self.foreign = ForeignHolders(node, agent_id, self.resources)
+        #: the bookings every server answered, handed over after the answers
+        self.hand_overs = HandOvers(node.bookkeeper)
 
     # -- what ListAndWatch streams ----------------------------------------------------------------
 
@@ -123,6 +126,7 @@ class K8sBridge:
             listing=self.listing,
             changed=self.next_generation,
             held=lambda: self.foreign.held.get(resource.name, {}),
+            hand_overs=self.hand_overs,
         )
         pb_grpc.add_DevicePluginServicer_to_server(service, server)  # type: ignore[no-untyped-call]
         try:
@@ -162,6 +166,7 @@ class K8sBridge:
             self.echo(event)
 
     async def _tick(self) -> None:
+        self.hand_overs.write()  # naming pods and the reconciliation read them handed over
         try:
             await self.ensure_registered()
             self._said = {k for k in self._said if not k.startswith("registration:")}
@@ -221,6 +226,7 @@ class K8sBridge:
             follower.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await follower
+            self.hand_overs.write()
             await self.close()
 
     async def close(self) -> None:

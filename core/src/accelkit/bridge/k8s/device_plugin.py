@@ -1,11 +1,13 @@
 """One kubelet device plugin service (v1beta1) for one extended resource of an agent.
 
 ``Allocate`` books each container's devices in the ledger (workload type container, id
-``k8s:<resource>:<ids>``, a ``kubelet-pods`` handle written with the booking) and runs the
-plugins' ``pre_create``; the merged config becomes the container's envs, mounts, device specs
-and CDI device names. Once every container of the request is booked, the records are handed
-over: no process owns them, and the full reconciliation of any accelkit process finishes their
-teardown when the kubelet no longer lists their devices.
+``k8s:<resource>:<ids>``, a ``kubelet-pods`` handle and the intent of the first ``pre_create``
+in the booking's one synced write, so no crash leaves a booking whose hook may have run
+unrecorded) and runs the plugins' ``pre_create``; the merged config becomes the container's
+envs, mounts, device specs and CDI device names. Once every container of the request is
+booked, the records are handed over after the answer (:mod:`accelkit.bridge.hand_over`): no
+process owns them, and the full reconciliation of any accelkit process finishes their teardown
+when the kubelet no longer lists their devices.
 
 The kubelet hands out a device of its resource only when no running container holds it, so a
 booking of this resource that holds a device the kubelet hands out again is over (its pod left,
@@ -26,6 +28,7 @@ from typing import Any
 import attrs
 import grpc
 
+from accelkit.bridge.hand_over import HandOvers
 from accelkit.bridge.k8s.holders import pod_booking
 from accelkit.bridge.k8s.preferred import preferred_devices
 from accelkit.bridge.k8s.resources import HEALTHY, UNHEALTHY, K8sDevice, K8sResource
@@ -95,6 +98,7 @@ class DevicePluginService:
         listing: Callable[[K8sResource], list[K8sDevice]],
         changed: Callable[[int], Any],
         held: Callable[[], Mapping[str, str]] = dict,
+        hand_overs: HandOvers | None = None,
     ) -> None:
         self.node = node
         self.agent_id = agent_id
@@ -107,6 +111,8 @@ class DevicePluginService:
         self._held = held
         #: ``await changed(seen)`` returns the next generation after ``seen``
         self._changed = changed
+        #: the bookings answered, handed over after the answer (shared by the process's servers)
+        self.hand_overs = hand_overs if hand_overs is not None else HandOvers(node.bookkeeper)
 
     def _list(self) -> pb.ListAndWatchResponse:
         held = self._held()
@@ -176,7 +182,7 @@ class DevicePluginService:
             log.warning("Allocate of %s refused: %s", self.resource.name, exc)
             await context.abort(exc.code, str(exc))
         for booked in done:
-            self.node.bookkeeper.hand_over(booked.key)
+            self.hand_overs.add(booked.key)
         return pb.AllocateResponse(container_responses=[b.response for b in done])
 
     async def PreStartContainer(
@@ -215,7 +221,7 @@ class DevicePluginService:
                 Workload.container(workload_id),
                 self.resource.allocation(devices),
                 handle=handle,
-                durable=False,  # the intent of pre_create, synced next, syncs it too
+                started=True,  # pre_create's intent in the same write, synced
             )
         except AccelkitError as exc:
             holders = self._holders(ids)
@@ -243,6 +249,7 @@ class DevicePluginService:
         found: list[str] = []
         if not ledger.holders(self.resource.plugin, ids):  # the usual case: no write lock
             return found
+        self.hand_overs.write()  # a booking of this process answered just now is one too
         with ledger.transaction():
             keys = {(h.agent_id, h.workload_id) for h in ledger.holders(self.resource.plugin, ids)}
             for key in sorted(keys):

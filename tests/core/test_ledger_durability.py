@@ -10,6 +10,9 @@ result, handle and later intent before it), counted with ``strace`` where it is 
 from __future__ import annotations
 
 import asyncio
+import errno
+import fcntl
+import os
 import shutil
 import signal
 import subprocess
@@ -21,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from accelkit.config import load_host_config
+from accelkit.errors import ConfigError
 from accelkit.node import Node
 from accelkit.types import AgentId, DeviceName, SlotName, Workload
 from accelkit.workload import Ledger, LedgerRecord
@@ -35,34 +39,84 @@ def record(workload: str = "pid:42") -> LedgerRecord:
     )
 
 
-def _level(ledger: Ledger) -> int:
-    return int(ledger.db.execute("PRAGMA synchronous").fetchone()[0])
+def _synced(monkeypatch) -> list[bool]:
+    """For each WAL sync from now on: whether another process could take the lock then."""
+    calls: list[bool] = []
+    original = os.fdatasync
+
+    def fdatasync(fd: int) -> None:
+        calls.append(_lock_free())
+        original(fd)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    return calls
+
+
+LOCK_PATH: list[Path] = []
+
+
+def _lock_free() -> bool:
+    fd = os.open(LOCK_PATH[0], os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return True
+    finally:
+        os.close(fd)
 
 
 def _write_then_fail(ledger: Ledger) -> None:
-    with ledger.transaction(durable=False):
+    with ledger.transaction():
         ledger.write(record("pid:43"))
         msg = "undone"
         raise RuntimeError(msg)
 
 
-def test_the_sync_level_is_full_again_after_a_transaction_that_is_not_durable(tmp_path):
+def test_a_durable_commit_syncs_the_wal_once_the_lock_is_handed_on(tmp_path, monkeypatch):
     ledger = Ledger(tmp_path)
-    assert _level(ledger) == 2  # FULL
+    ledger.write(record("pid:1"))  # the database, the lock files and the WAL exist
+    LOCK_PATH[:] = [tmp_path / "ledger.lock"]
+    synced = _synced(monkeypatch)
     ledger.write(record(), durable=False)
-    assert _level(ledger) == 2
+    assert synced == []
+    ledger.write(record("pid:44"))
+    assert synced == [True]  # after the commit, the lock free for the others
     with pytest.raises(RuntimeError, match="undone"):
         _write_then_fail(ledger)
-    assert _level(ledger) == 2
-    assert set(Ledger(tmp_path).read_all()) == {("agent-1", "pid:42")}
+    assert synced == [True]  # nothing committed, nothing to sync
+    assert set(Ledger(tmp_path).read_all()) == {
+        ("agent-1", "pid:1"),
+        ("agent-1", "pid:42"),
+        ("agent-1", "pid:44"),
+    }
 
 
-def test_a_nested_block_follows_the_outermost(tmp_path):
+def test_a_nested_block_follows_the_outermost(tmp_path, monkeypatch):
     ledger = Ledger(tmp_path)
+    ledger.write(record("pid:1"))
+    LOCK_PATH[:] = [tmp_path / "ledger.lock"]
+    synced = _synced(monkeypatch)
     with ledger.transaction(durable=False):
         ledger.write(record())  # durable by default, but inside a block that is not
-        assert _level(ledger) == 1  # NORMAL until the outer block commits
-    assert _level(ledger) == 2
+    assert synced == []
+    with ledger.transaction():
+        ledger.write(record("pid:43"), durable=False)
+    assert synced == [True]
+
+
+def test_a_wal_that_cannot_be_synced_is_an_error_naming_the_ledger(tmp_path, monkeypatch):
+    ledger = Ledger(tmp_path)
+    ledger.write(record("pid:1"))
+
+    def broken(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", broken)
+    with pytest.raises(ConfigError, match=r"ledger\.db'?: cannot sync it to disk: .*Input/output"):
+        ledger.write(record())
 
 
 WRITER = """
@@ -105,6 +159,7 @@ RUNS = """
 import asyncio, os, sys
 from decimal import Decimal
 from accelkit.config import load_host_config
+from accelkit.errors import ConfigError
 from accelkit.node import Node
 from accelkit.types import AgentId, SlotName
 

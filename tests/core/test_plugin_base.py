@@ -87,3 +87,24 @@ def test_class_attributes_build_the_context_and_the_hook():
     assert set(hook.devices) == set(alloc["npu.shares"])
     config = asyncio.run(hook.pre_create())
     assert set(config.env_vars["DEVICES"].split(",")) == set(alloc["npu.shares"])
+
+
+class ManyPlugin(Plugin):
+    async def list_devices(self):
+        return [ComputeDevice("npu", f"npu{i}", "here", 0, 0, 1) for i in range(40)]
+
+
+@pytest.mark.parametrize("count", [1, 3, 10, 40])
+def test_the_devices_of_an_allocation_come_in_the_agents_order_however_many(count):
+    plugin = ManyPlugin()
+    asyncio.run(plugin.discover())
+    ctx = plugin.create_agent_context(
+        AgentId("a"), DevicePartition.of(*(f"npu{i}" for i in range(40)))
+    )
+    ids = [f"npu{i}" for i in range(0, 40, 40 // count)][:count]
+    alloc = {"npu.shares": {DeviceId(i): Decimal(1) for i in reversed(ids)}}
+    assert [d.device_id for d in ctx.alloc_to_devices(alloc)] == ids
+    ctx.devices = tuple(reversed(ctx.devices))  # a context's devices replaced: looked up anew
+    assert [d.device_id for d in ctx.alloc_to_devices(alloc)] == list(reversed(ids))
+    zero = {"npu.shares": {DeviceId("npu1"): Decimal(0)}}
+    assert ctx.alloc_to_devices(zero) == ()

@@ -476,7 +476,12 @@ class MaskedAgentContext(AbstractAgentContext):
             for d, amount in per_device.items()
             if amount > 0
         }
-        return tuple(d for d in self.devices if d.device_id in wanted)
+        if len(wanted) * 8 >= len(self.devices):
+            return tuple(d for d in self.devices if d.device_id in wanted)
+        devices = self.devices  # few of many (a booking's): looked up, in the same order
+        if (by_id := vars(self).get("_by_id")) is None or by_id[0] is not devices:
+            by_id = self._by_id = (devices, {d.device_id: (n, d) for n, d in enumerate(devices)})
+        return tuple(d for _, d in sorted(by_id[1][i] for i in wanted if i in by_id[1]))
 
     def create_lifecycle_hook(
         self, workload: Workload, device_alloc: DeviceAllocation

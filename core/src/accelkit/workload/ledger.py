@@ -14,23 +14,21 @@ Conventions:
   ``removals`` with their counter value, so :meth:`Ledger.changes` returns exactly what changed
   since a given value (a sync reads only that, not every record); when the removals needed were
   pruned, it says so and the caller scans everything;
-* ``holdings`` lists every record's amounts per device, indexed by device, so a refused booking
-  can name who holds the device (:meth:`Ledger.holders`) without reading every record;
+* ``holdings``, every record's amounts per device indexed by device, names who holds a device
+  (:meth:`Ledger.holders`) without reading every record;
 * SQLite's journal makes every transaction atomic: ``kill -9`` at any instant leaves the ledger
-  as it was before or after the transaction, committed ones included; ``synchronous = FULL``
-  makes a committed one durable against a power loss too (one ``fdatasync`` of the WAL). A
-  transaction begun with ``durable=False`` skips that sync: it is for what a power loss may undo
-  without harm, since no workload survives one and reconciliation redoes what is missing (a
-  booking no hook has run for, a hook's result, the intents after ``pre_create``'s, a handle).
-  The WAL is a sequence, so the next durable commit makes every earlier one durable too, and a
-  power loss keeps a prefix of the commits: a run syncs the intent of each ``pre_create`` and
-  its release only;
-* writers queue for the lock in turn (:mod:`.ledger_queue`) instead of sleeping in SQLite's busy
-  handler;
-* the ledger's identity (``identity`` table, :attr:`Ledger.ledger_id`) is 32 random hex digits
-  made when the database is created (or first opened by a version that knows it) and never
-  changed: the docker runtime labels every container with it, so that the orphan sweep
-  (:mod:`accelkit.workload.orphans`) tells this ledger's containers from another's;
+  as it was before or after the transaction, committed ones included. A durable one survives a
+  power loss too: the WAL is synced once it committed and the lock is handed on, before the
+  caller goes on (:mod:`.ledger_sync`). ``durable=False`` skips the sync, for what a power loss
+  may undo without harm, since no workload survives one and reconciliation redoes what is
+  missing (a booking no hook has run for, a hook's result, the intents after ``pre_create``'s,
+  a handle). The WAL is a sequence, so a sync makes every earlier commit durable too: a run
+  syncs the intent of each ``pre_create`` and its release only;
+* writers queue for the lock in turn (:mod:`.ledger_queue`), not in SQLite's busy handler;
+* the ledger's identity (``identity`` table, :attr:`Ledger.ledger_id`), 32 random hex digits
+  made with the database (or first opened by a version that knows it), never changes: the
+  docker runtime labels every container with it, so that the orphan sweep tells this ledger's
+  containers from another's (:mod:`accelkit.workload.orphans`);
 * a row that cannot be read as a record (not JSON, wrong format, over :data:`MAX_RECORD_BYTES`,
   nested deeper than :data:`MAX_RECORD_DEPTH`) is moved to ``set_aside`` and reported, never
   raised and never parsed into a crash;
@@ -78,6 +76,7 @@ from accelkit.workload.ledger_rows import (
     parse_record,
     record_text,
 )
+from accelkit.workload.ledger_sync import WalSync
 from accelkit.workload.occupancy import note_booking, note_release
 from accelkit.workload.record import LedgerFormatError, LedgerRecord
 from accelkit.workload.state_dir import KEY, dir_path, open_state_dir
@@ -109,6 +108,7 @@ class Ledger:
         self._dir_fd: int | None = None  # the state directory, opened once (open_state_dir)
         #: the writer queue (:mod:`.ledger_queue`); False: not opened yet
         self._queue: WriterQueue | Literal[False] | None = False
+        self._wal: WalSync | None = None  # opened at the first durable commit
         #: wall-clock nanoseconds of the held-device intervals (:mod:`.occupancy`)
         self.clock: Callable[[], int] = time.time_ns
 
@@ -146,7 +146,7 @@ class Ledger:
                 raise
             try:
                 _patiently(lambda: db.execute("PRAGMA journal_mode = WAL"))
-                db.execute("PRAGMA synchronous = FULL")
+                db.execute("PRAGMA synchronous = NORMAL")  # durable ones: _sync_level
                 _patiently(lambda: db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} COMMIT;"))
             except sqlite3.Error as exc:
                 db.close()
@@ -159,7 +159,7 @@ class Ledger:
                 except OSError as exc:
                     msg = "cannot record its identity in ledger.id"
                     raise self._error(msg, exc) from exc
-            self._import_legacy()
+            import_legacy(self, dir_path(dir_fd))
         return self._db
 
     def _unusable(self, exc: sqlite3.Error) -> ConfigError:
@@ -182,9 +182,6 @@ class Ledger:
         self._dir_closer = weakref.finalize(self, os.close, fd)
         return fd
 
-    def _import_legacy(self) -> None:
-        import_legacy(self, dir_path(self._open_dir()))
-
     def close(self) -> None:
         """Close the connection and the state directory (a later use opens them again)."""
         if self._db is not None:
@@ -193,6 +190,9 @@ class Ledger:
         if self._queue:
             self._queue.close()
         self._queue = False
+        if self._wal is not None:
+            self._wal.close()
+            self._wal = None
         if self._dir_fd is not None:
             self._dir_closer()
             self._dir_fd = None
@@ -216,9 +216,8 @@ class Ledger:
             return
         db = self.db
         queue = self._writer_queue()
-        with self._sync_level(durable):  # SQLite allows no change inside the transaction
-            if queue is not None:
-                # processes take turns (ledger_queue.py), then SQLite's lock
+        with self._sync_level(durable):  # synced after the queue is left
+            if queue is not None:  # processes take turns (ledger_queue.py), then SQLite's lock
                 queue.enter(BUSY_TIMEOUT_MS / 1000)
             try:
                 with self._begun(db):
@@ -265,17 +264,16 @@ class Ledger:
 
     @contextlib.contextmanager
     def _sync_level(self, durable: bool) -> Iterator[None]:
+        """The outermost block (the queue, the transaction), then, when it committed and is
+        ``durable``, the WAL synced: after the lock is handed on, before the caller goes on."""
+        yield
         if durable:
-            yield
-            return
-        self.db.execute("PRAGMA synchronous = NORMAL")
-        try:
-            yield
-        finally:
-            self.db.execute("PRAGMA synchronous = FULL")
-
-    #: the name the file ledger used; the same lock
-    locked = transaction
+            self._wal = self._wal or WalSync(self._open_dir())
+            try:
+                self._wal.sync()
+            except OSError as exc:
+                msg = "cannot sync it to disk"
+                raise self._error(msg, exc) from exc
 
     def _execute(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Cursor:
         try:

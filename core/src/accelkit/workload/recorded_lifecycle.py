@@ -9,7 +9,8 @@ transactions as the guarantees allow (one a phase, where the next write follows 
 * a hook's ``pre_create`` result goes with the next write when one follows at once: the next
   plugin's intent, or the handle when the caller records one next (``handle_next``);
 * ``pre_terminate``'s result goes with the next intent of the teardown; ``post_terminate``'s
-  is written at once, so that a crash after it does not call the hook a second time;
+  is written at once, so that a crash after it does not call the hook a second time (unless
+  the hook was not called: it kept the base class's empty one);
 * a hook that keeps the base class's empty ``post_create``, ``pre_terminate`` or
   ``post_terminate`` is not called (:func:`accelkit.workload.lifecycle.implements`) and has no
   intent to record.
@@ -35,11 +36,14 @@ def result_waits(
     record: LedgerRecord, plugin: DeviceName, phase: WorkloadPhase, *, handle_next: bool
 ) -> bool:
     """Whether ``plugin``'s result for ``phase`` can wait for the record's next write, which
-    follows at once: after ``pre_terminate`` the teardown's next intent, after ``pre_create``
+    follows at once: after ``pre_terminate`` the teardown's next intent (or the release), after
+    a ``post_terminate`` that was not called (the base class's) the same, after ``pre_create``
     the next plugin's intent or the handle (``handle_next``; or the record names it already:
     the hand-over's write)."""
     if phase is WorkloadPhase.PRE_TERMINATE:
         return True
+    if phase is WorkloadPhase.POST_TERMINATE:  # not called (no intent): nothing to repeat
+        return phase not in record.started.get(plugin, ())
     if phase is not WorkloadPhase.PRE_CREATE:
         return False
     later = record.order[record.order.index(plugin) + 1 :] if plugin in record.order else ()

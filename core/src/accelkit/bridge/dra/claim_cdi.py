@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 from pathlib import Path
 
@@ -45,15 +46,15 @@ class ClaimSpecs:
         """Write the claim's spec (temp file, rename); ``OSError`` when it cannot."""
         env = {**config.env_vars, "ACCELKIT_CLAIM": label}
         spec = render_cdi_spec(self.kind, [(uid, attrs.evolve(config, env_vars=env))])
-        text = json.dumps(spec, sort_keys=True) + "\n"
+        data = (json.dumps(spec, sort_keys=True) + "\n").encode()
         path = self.path(uid)
-        temp = path.with_name(f".{path.name}.tmp")
+        temp = f"{self.directory}/.{path.name}.tmp"
         try:
-            temp.write_text(text, encoding="utf-8")
+            _write(temp, data)
         except FileNotFoundError:  # the directory is made on the first write (again if gone)
             self.directory.mkdir(parents=True, exist_ok=True)
-            temp.write_text(text, encoding="utf-8")
-        temp.replace(path)  # atomic; no fsync: the CDI directory is a tmpfs (/var/run)
+            _write(temp, data)
+        os.replace(temp, path)  # atomic; no fsync: the CDI directory is a tmpfs (/var/run)
         return path
 
     def exists(self, uid: str) -> bool:
@@ -73,3 +74,13 @@ class ClaimSpecs:
             for p in self.directory.iterdir()
             if p.name.startswith(self._prefix) and p.name.endswith(".json")
         )
+
+
+def _write(path: str, data: bytes) -> None:
+    """``data`` as the whole of the file ``path`` (made or emptied first), one system call
+    each: a prepare waits for it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)

@@ -187,7 +187,7 @@ def _one_pool_free(
     issued, live = shared.issued, shared.live
 
     def free_(alloc: DeviceAllocation) -> None:  # noqa: PLR0912 - one frame for the hot path (fastpath's module docstring)
-        hit = issued.get(id(alloc))
+        hit = issued.get(key := id(alloc))
         if hit is not None:  # a shared grant of this map: one device, one bucket move
             i, units = hit
             try:
@@ -213,7 +213,7 @@ def _one_pool_free(
                 put(True)
                 if waiters:
                     wake()
-        elif (split := live.pop(id(alloc), None)) is not None:  # a split this map handed out
+        elif (split := live.pop(key, None)) is not None:  # a split this map handed out
             taken = split[1]
             try:
                 take()

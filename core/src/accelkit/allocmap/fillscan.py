@@ -137,7 +137,7 @@ def _free(
     issued, live = shared.issued, shared.live
 
     def free_(alloc: DeviceAllocation) -> None:  # noqa: PLR0912 - one frame for the hot path
-        hit = issued.get(id(alloc))
+        hit = issued.get(key := id(alloc))
         if hit is not None:  # a shared grant of this map: its device and units are known
             i, units = hit
             try:
@@ -154,7 +154,7 @@ def _free(
                 put(True)
                 if waiters:
                     wake()
-        elif (split := live.pop(id(alloc), None)) is not None:  # a split this map handed out
+        elif (split := live.pop(key, None)) is not None:  # a split this map handed out
             taken = split[1]
             try:
                 take()

@@ -248,12 +248,22 @@ class _Run:
                 checkpoint(f"{phase.value}:{plugin}")
 
             driver = self.node.lifecycle(record, on_phase=on_phase, handle_next=True)
-            config = await driver.prepare()
+            # the plugins' device nodes are asked while the hooks prepare, on their workers
+            nodes = asyncio.ensure_future(self._denied(record))
+            try:
+                config = await driver.prepare()
+            except BaseException:
+                nodes.cancel()
+                raise
         except BaseException:
             await _to_the_end(self.runtime.discard(workload, None))
             raise
         checkpoint("prepared")
-        return await self.supervise(record, driver, config, argv)
+        return await self.supervise(record, driver, config, argv, nodes)
+
+    async def _denied(self, record: LedgerRecord) -> tuple[frozenset[str], list[str]]:
+        timeout = self.node.config.plugins.hook_timeout
+        return await denied_device_nodes(self.node.host.plugins, record.allocation, timeout)
 
     async def supervise(
         self,
@@ -261,13 +271,14 @@ class _Run:
         driver: WorkloadLifecycle,
         config: WorkloadConfig,
         argv: Sequence[str],
+        nodes: Awaitable[tuple[frozenset[str], list[str]]] | None = None,
     ) -> int:
         echo, checkpoint = self.options.echo, self.options.checkpoint
         status = EXIT_FAILED
         handle: WorkloadHandle | None = None
         terminal = _open_terminal(echo) if self.options.terminal else None
         try:
-            handle = await self.create(record, config, argv, terminal)
+            handle = await self.create(record, config, argv, terminal, nodes)
             try:
                 await self.runtime.start(handle)
             except WorkloadError as exc:
@@ -327,12 +338,12 @@ class _Run:
         config: WorkloadConfig,
         argv: Sequence[str],
         terminal: Terminal | None = None,
+        nodes: Awaitable[tuple[frozenset[str], list[str]]] | None = None,
     ) -> WorkloadHandle:
-        """Contain the workload and record its handle before anything of the user's runs."""
+        """Contain the workload and record its handle before anything of the user's runs
+        (``nodes``: the device nodes to deny and the problems, asked already)."""
         echo = self.options.echo
-        denied, problems = await denied_device_nodes(
-            self.node.host.plugins, record.allocation, self.node.config.plugins.hook_timeout
-        )
+        denied, problems = await (self._denied(record) if nodes is None else nodes)
         for problem in problems:
             echo(f"warning: {problem}")
         spec = LaunchSpec(

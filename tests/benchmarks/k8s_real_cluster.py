@@ -7,6 +7,9 @@ Needs root and the single-node cluster of ``../shared/k8s`` beside the repositor
     .venv/bin/python tests/benchmarks/k8s_real_cluster.py --starts 3 --allocations 100 --runs 6 \
         --churn 120
 
+``--cluster DIR`` uses a cluster already running (``start-cluster.sh DIR``) instead of starting
+any (no ``startup``); ``--no-rollout``, ``--churn 0`` and ``--pods 0`` leave those parts out.
+
 - ``startup``: seconds from ``start-cluster.sh`` until pods can be made (node Ready, untainted,
   default service account), each a fresh cluster folder (binaries unpacked once before), and
   ``stop-cluster.sh``; the last cluster stays up for the rest.
@@ -237,18 +240,26 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=6)
     parser.add_argument("--churn", type=float, default=120.0, help="seconds of pod churn")
     parser.add_argument("--pods", type=int, default=100, help="pods judged at once (0: none)")
+    parser.add_argument("--rollout", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--cluster", type=Path, default=None, help="a running cluster's DIR")
     args = parser.parse_args()
     reason = real_cluster.missing()
     if reason is not None:
         sys.exit(f"error: {reason}")
-    starts, cluster = startup(args.starts)
+    if args.cluster is None:
+        starts, cluster = startup(args.starts)
+    else:
+        env = real_cluster.read_env(args.cluster / "env")
+        starts = []
+        cluster = real_cluster.Cluster(args.cluster, env, real_cluster.binaries() / "bin", 0.0)
     try:
         runs = allocate_runs(cluster, args.allocations, args.runs)
-        restart = rollout(cluster)
-        churned = churn(cluster, args.churn)
+        restart = rollout(cluster) if args.rollout else None
+        churned = churn(cluster, args.churn) if args.churn else None
         many = many_pods(cluster, args.pods) if args.pods else None
     finally:
-        cluster.stop()
+        if args.cluster is None:
+            cluster.stop()
     ratios = [r["ratio"] for r in runs]
     print(
         json.dumps(

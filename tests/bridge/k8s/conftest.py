@@ -4,6 +4,8 @@
 started on first use and stopped at the end. Where it cannot run (not root, no containerd, no
 ``../shared/k8s`` beside the repository) its tests skip with the reason; with
 ``ACCELKIT_REQUIRE_K8S=1`` (set by ``.ci/run`` as root) that is a failure instead.
+``ACCELKIT_K8S_CLUSTER=DIR`` uses the cluster already running in ``DIR`` (``start-cluster.sh
+DIR``) and leaves it running, for a developer running these tests more than once.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pytest
 from . import real_cluster
 
 REQUIRE_K8S = "ACCELKIT_REQUIRE_K8S"
+RUNNING_CLUSTER = "ACCELKIT_K8S_CLUSTER"
 
 
 def unavailable(reason: str) -> None:
@@ -54,6 +57,10 @@ def k8s_cluster() -> Iterator[real_cluster.Cluster]:
     reason = real_cluster.missing()
     if reason is not None:
         unavailable(reason)
+    if running := os.environ.get(RUNNING_CLUSTER):
+        env = real_cluster.read_env(Path(running) / "env")
+        yield real_cluster.Cluster(Path(running), env, real_cluster.binaries() / "bin", 0.0)
+        return
     try:
         cluster = real_cluster.start()
     except (OSError, RuntimeError, subprocess.SubprocessError) as exc:

@@ -110,8 +110,9 @@ def test_a_pool_that_has_less_free_than_its_total_says_is_a_bug_caught(scanned: 
     taking = fillrule.scanning_shared if scanned else fillrule.taking_shared
     with pytest.raises(AssertionError, match="less free than the total said"):
         taking(pool, SharedGrants(pool, amount), amount)(3)
+    pool = pool_of([2, 2], [1, 1], scanned=scanned)
     with pytest.raises(AssertionError, match="less free than the total said"):
-        fill(pool, pool.all_mask, 3)
+        fill(pool, pool.all_mask, 3)  # a caller that did not check
 
 
 def test_the_written_out_rule_can_be_read_where_it_runs() -> None:

@@ -66,8 +66,9 @@ class Store:
 
     ``cells`` binds, from ``pool``, names the other snippets use; ``params`` are the
     generated function's parameters (``units`` among them); ``prepare`` runs once per call.
-    ``most`` is the largest free amount (0 when no device has any) and ``first`` sets ``i``
-    to the first device listed with that much free. A split readies its walk with ``walk``;
+    ``most`` is the largest free amount (the caller checked there is some: ``max`` with a
+    default costs twice as much) and ``first`` sets ``i`` to the first device listed with
+    that much free. A split readies its walk with ``walk``;
     ``pick`` then sets ``i`` to the next device in the order, ``give_all`` takes all of its
     ``most`` and ``after`` sets ``most`` to what the next device has free. ``give`` takes
     ``n`` of device ``i``'s ``most`` and ends a split.
@@ -104,7 +105,7 @@ _NEXT_IN_BUCKET = "bit = rest & -rest\nrest ^= bit\ni = bit.bit_length() - 1"
 _NEXT_BUCKET = """\
 if not rest:
     del buckets[most]
-    most = max(buckets, default=0)
+    most = max(buckets) if buckets else 0
     if most:
         rest = buckets[most]"""
 
@@ -114,7 +115,7 @@ MASKED_BUCKETS = Store(
     params="pool, mask, units",
     cells="",
     prepare="buckets = {v: bits & mask for v, bits in pool.buckets.items() if bits & mask}",
-    most="max(buckets, default=0)",
+    most="max(buckets)",
     first=_FIRST_IN_BUCKET,
     give="",
     walk="rest = buckets.get(most, 0)",
@@ -129,7 +130,7 @@ POOL_BUCKETS = Store(
     params="units",
     cells="buckets, free = pool.buckets, pool.free",
     prepare="pool.total_free -= units",
-    most="max(buckets, default=0)",
+    most="max(buckets)",
     first=_FIRST_IN_BUCKET,
     give="""\
 free[i] = left = most - n

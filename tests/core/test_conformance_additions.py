@@ -3,84 +3,29 @@ registration: a sound plugin passes, and each broken rule fails naming plugin, r
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import itertools
 import sys
 import textwrap
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable
 from importlib.metadata import EntryPoint
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
 from accelkit.plugin import AbstractComputePlugin, AbstractLifecycleHook
-from accelkit.testing import AgentSetup, PluginConformance, registration_checks
-from accelkit.testing.agent_setup import copier, start_plugin
+from accelkit.testing import registration_checks
 from accelkit.testing.workload_checks import exposure_problems
-from accelkit.types import (
-    ComputeDevice,
-    DeviceId,
-    DeviceName,
-    DeviceSlotInfo,
-    Mount,
-    SlotSpec,
-    SlotType,
-    WorkloadConfig,
-    WorkloadType,
+from accelkit.types import ComputeDevice, Mount, WorkloadConfig, WorkloadType
+
+from .conformance_support import (
+    Hook,
+    Plugin,
+    Skipped,
+    expect_broken,
+    run_check,
+    with_health,
 )
-
-Failed = pytest.fail.Exception
-Skipped = pytest.skip.Exception
-
-
-class Hook(AbstractLifecycleHook):
-    async def pre_create(self) -> WorkloadConfig:
-        ids = self.allocated_device_ids
-        return WorkloadConfig(
-            env_vars={"NPUS": ",".join(ids)},
-            mounts=[Mount.device(f"/dev/{i}") for i in ids],
-            cdi_devices=[f"acme.example/npu={i}" for i in ids],
-        )
-
-
-class Plugin(AbstractComputePlugin):
-    key = DeviceName("npu")
-    api_version = "2.0"
-    lifecycle_hook_class: ClassVar[type[AbstractLifecycleHook]] = Hook
-    exclusive_slot_types = ("npu.device", "npu.mig-*")
-    count = 3
-
-    async def list_devices(self) -> Sequence[ComputeDevice]:
-        return [
-            ComputeDevice("npu", f"npu{i}", f"pci:{i}", 0, 1024, 8, uuid=f"NPU-{i}")
-            for i in range(self.count)
-        ]
-
-    def configurable_slots(self) -> Sequence[SlotSpec]:
-        return [SlotSpec("npu.device", SlotType.COUNT)]
-
-    def device_slots(self, devices: Iterable[ComputeDevice]) -> Mapping[DeviceId, DeviceSlotInfo]:
-        return {d.device_id: DeviceSlotInfo("count", "npu.device", 1) for d in devices}
-
-
-def run_check(
-    name: str,
-    plugin: AbstractComputePlugin,
-    factory: Callable[[], AbstractComputePlugin] | None = None,
-) -> None:
-    """Run one check of the suite with the fixtures it asks for, as pytest would."""
-    check = getattr(PluginConformance(), name)
-    wanted = inspect.signature(check).parameters
-    factory = factory or copier(plugin)
-    with asyncio.Runner() as runner:
-        args: dict[str, Any] = {"plugin": plugin, "runner": runner, "plugin_factory": factory}
-        if "started" in wanted or "agent" in wanted:
-            args["started"] = start_plugin(runner, plugin)
-        if "agent" in wanted:
-            args["agent"] = AgentSetup.build(plugin)
-        check(**{k: args[k] for k in wanted})
 
 
 def with_hook(pre_create: Callable[[AbstractLifecycleHook], WorkloadConfig], **more: Any) -> Plugin:
@@ -90,16 +35,6 @@ def with_hook(pre_create: Callable[[AbstractLifecycleHook], WorkloadConfig], **m
     hook = type("CustomHook", (Hook,), {"pre_create": pre, **more})
     plugin_class = type("CustomPlugin", (Plugin,), {"lifecycle_hook_class": hook})
     return plugin_class()
-
-
-def expect_broken(check: str, plugin: AbstractComputePlugin, rule: str, *details: str) -> None:
-    with pytest.raises(Failed) as failure:
-        run_check(check, plugin)
-    message = str(failure.value)
-    assert f"plugin 'npu' ({type(plugin).__name__}) breaks the rule {rule!r}" in message
-    assert "\nFix: " in message
-    for detail in details:
-        assert detail in message
 
 
 NEW_CHECKS = [
@@ -282,13 +217,6 @@ def test_exclusive_patterns_of_another_plugins_slots_fail():
 
 
 # -- health -------------------------------------------------------------------------------------
-
-
-def with_health(report: object) -> Plugin:
-    async def device_health(self: AbstractComputePlugin) -> object:
-        return report
-
-    return type("HealthPlugin", (Plugin,), {"device_health": device_health})()
 
 
 def test_the_default_health_of_every_device_passes():

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,14 +13,7 @@ from accelkit.plugin import AbstractComputePlugin
 from accelkit.testing import health_checks
 from accelkit.types import DeviceId
 
-_spec = importlib.util.spec_from_file_location(
-    "conformance_additions", Path(__file__).with_name("test_conformance_additions.py")
-)
-assert _spec is not None
-assert _spec.loader is not None
-additions = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("conformance_additions", additions)
-_spec.loader.exec_module(additions)
+from . import conformance_support as kit
 
 WATCH = "test_watch_health_can_be_cancelled"
 VALUES = "test_health_reports_are_device_health_values"
@@ -36,9 +26,7 @@ def short_watch(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def with_watch(watch: Any) -> AbstractComputePlugin:
-    plugin: AbstractComputePlugin = type(
-        "WatchPlugin", (additions.Plugin,), {"watch_health": watch}
-    )()
+    plugin: AbstractComputePlugin = type("WatchPlugin", (kit.Plugin,), {"watch_health": watch})()
     return plugin
 
 
@@ -49,9 +37,9 @@ async def polling(self: AbstractComputePlugin) -> AsyncIterator[HealthEvent]:
 
 
 def test_the_default_watch_and_a_polling_watch_pass() -> None:
-    additions.run_check(WATCH, additions.Plugin())
-    additions.run_check(WATCH, with_watch(polling))
-    additions.run_check(VALUES, additions.Plugin())
+    kit.run_check(WATCH, kit.Plugin())
+    kit.run_check(WATCH, with_watch(polling))
+    kit.run_check(VALUES, kit.Plugin())
 
 
 def test_a_watch_that_swallows_cancellation_fails() -> None:
@@ -62,8 +50,8 @@ def test_a_watch_that_swallows_cancellation_fails() -> None:
             await asyncio.sleep(10)
         yield HealthEvent(DeviceId("npu0"), HealthState.HEALTHY, DeviceHealth.healthy())
 
-    with pytest.raises(additions.Failed) as failure:
-        additions.run_check(WATCH, with_watch(stubborn))
+    with pytest.raises(kit.Failed) as failure:
+        kit.run_check(WATCH, with_watch(stubborn))
     assert "still running 0.5 s after it was cancelled" in str(failure.value)
 
 
@@ -74,7 +62,7 @@ def test_a_watch_that_raises_fails() -> None:
         raise RuntimeError(msg)
         yield  # pragma: no cover
 
-    additions.expect_broken(
+    kit.expect_broken(
         WATCH, with_watch(broken), "watch_health() can be cancelled cleanly", "nvml gone"
     )
 
@@ -86,7 +74,7 @@ def test_a_watch_that_leaves_a_task_running_fails() -> None:
             await asyncio.sleep(10)
             yield HealthEvent(DeviceId("npu0"), HealthState.HEALTHY, DeviceHealth.healthy())
 
-    additions.expect_broken(
+    kit.expect_broken(
         WATCH, with_watch(leaky), "watch_health() can be cancelled cleanly", "['poller']"
     )
 
@@ -97,15 +85,15 @@ def test_a_watch_yielding_something_else_fails() -> None:
             await asyncio.sleep(0.005)
             yield "npu0 is fine"
 
-    additions.expect_broken(
+    kit.expect_broken(
         WATCH, with_watch(chatty), "watch_health() can be cancelled cleanly", "not HealthEvent"
     )
 
 
 def test_reports_that_are_not_device_health_fail() -> None:
-    additions.expect_broken(
+    kit.expect_broken(
         VALUES,
-        additions.with_health({"npu0": "ok"}),
+        kit.with_health({"npu0": "ok"}),
         "health reports are DeviceHealth values",
         "['npu0']",
     )

@@ -21,7 +21,8 @@ from accelkit.types import (
     SlotType,
     WorkloadConfig,
 )
-from tests.core.test_conformance_additions import expect_broken, run_check
+
+from .conformance_support import expect_broken, run_check
 
 D = Decimal
 DEVICE = SlotName("npu.device")

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import itertools
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, ClassVar
 
@@ -20,8 +18,7 @@ from accelkit.plugin import (
     MaskedAgentContext,
     PluginRole,
 )
-from accelkit.testing import AgentSetup, PluginConformance
-from accelkit.testing.agent_setup import copier, start_plugin
+from accelkit.testing import PluginConformance
 from accelkit.types import (
     ComputeDevice,
     DeviceAllocation,
@@ -34,8 +31,7 @@ from accelkit.types import (
     WorkloadConfig,
 )
 
-Failed = pytest.fail.Exception
-Skipped = pytest.skip.Exception
+from .conformance_support import Failed, Skipped, run_check
 
 
 class GoodHook(AbstractLifecycleHook):
@@ -61,24 +57,6 @@ class GoodPlugin(AbstractComputePlugin):
         self, workload: Workload, device_alloc: DeviceAllocation, devices: Any
     ) -> AbstractLifecycleHook:
         return GoodHook(workload, device_alloc, devices=devices)
-
-
-def run_check(
-    name: str,
-    plugin: AbstractComputePlugin,
-    factory: Callable[[], AbstractComputePlugin] | None = None,
-) -> None:
-    """Run one check of the suite with the fixtures it asks for, as pytest would."""
-    check = getattr(PluginConformance(), name)
-    wanted = inspect.signature(check).parameters
-    factory = factory or copier(plugin)
-    with asyncio.Runner() as runner:
-        args: dict[str, Any] = {"plugin": plugin, "runner": runner, "plugin_factory": factory}
-        if "started" in wanted or "agent" in wanted:
-            args["started"] = start_plugin(runner, plugin)
-        if "agent" in wanted:
-            args["agent"] = AgentSetup.build(plugin)
-        check(**{k: args[k] for k in wanted})
 
 
 CHECKS = sorted(n for n in dir(PluginConformance) if n.startswith("test_"))

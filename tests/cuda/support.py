@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import pytest
+
+from accelkit.errors import PluginUnavailable
+from accelkit_cuda import CUDAPlugin
 
 T = TypeVar("T")
 
@@ -23,6 +27,18 @@ def no_gpu(reason: str) -> NoReturn:
     pytest.skip(f"no usable NVIDIA GPU: {reason}")
 
 
+#: the start of a CUDA program through the driver's own library (``libcuda.so.1`` with ctypes):
+#: ``check`` exits naming a call that failed, and the driver is initialised
+DRIVER_API = r"""
+import ctypes, sys
+cuda = ctypes.CDLL("libcuda.so.1")
+def check(result, call):
+    if result:
+        sys.exit(f"{call} failed: CUresult {result}")
+check(cuda.cuInit(0), "cuInit")
+"""
+
+
 def run(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run one coroutine to completion (the plugin's methods are async)."""
     return asyncio.run(coroutine)
@@ -33,3 +49,19 @@ def write_numa_node(sysfs: Path, bus_id: str, node: str) -> None:
     path = sysfs / "bus" / "pci" / "devices" / bus_id
     path.mkdir(parents=True, exist_ok=True)
     (path / "numa_node").write_text(f"{node}\n")
+
+
+@contextlib.contextmanager
+def real_gpus(config: Mapping[str, Any]) -> Iterator[CUDAPlugin]:
+    """The plugin over this machine's driver, discovered and cleaned up after; where no GPU
+    answers, the check is skipped (failed under ``REQUIRE_GPU=1``)."""
+    plugin = CUDAPlugin(config)
+    try:
+        run(plugin.init())
+    except PluginUnavailable as exc:
+        no_gpu(str(exc))
+    try:
+        run(plugin.discover())
+        yield plugin
+    finally:
+        run(plugin.cleanup())

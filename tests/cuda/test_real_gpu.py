@@ -22,7 +22,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-from accelkit.errors import PluginUnavailable
 from accelkit.health import HealthState
 from accelkit.metrics import MetricContext
 from accelkit.partition import DevicePartition
@@ -30,7 +29,7 @@ from accelkit.testing.cli_runner import ACCELKIT, cli_env, run_accelkit
 from accelkit.types import Workload
 from accelkit_cuda import CUDAPlugin
 
-from .support import no_gpu, run
+from .support import DRIVER_API, real_gpus, run
 
 pytestmark = pytest.mark.gpu
 
@@ -39,13 +38,10 @@ HELD = 256 * 1024**2
 
 #: a CUDA program through the driver API: prints the device count and the first device's UUID
 #: (hex), then holds argv[1] bytes until its stdin closes (or for argv[2] seconds)
-CUDA_PROGRAM = r"""
-import ctypes, sys, time
-cuda = ctypes.CDLL("libcuda.so.1")
-def check(result, call):
-    if result:
-        sys.exit(f"{call} failed: CUresult {result}")
-check(cuda.cuInit(0), "cuInit")
+CUDA_PROGRAM = (
+    DRIVER_API
+    + r"""
+import time
 count = ctypes.c_int()
 check(cuda.cuDeviceGetCount(ctypes.byref(count)), "cuDeviceGetCount")
 device = ctypes.c_int()
@@ -63,20 +59,13 @@ if len(sys.argv) > 2:
 else:
     sys.stdin.read()
 """
+)
 
 
 @pytest.fixture
 def plugin() -> Iterator[CUDAPlugin]:
-    plugin = CUDAPlugin({"health-interval": "30"})
-    try:
-        run(plugin.init())
-    except PluginUnavailable as exc:
-        no_gpu(str(exc))
-    try:
-        run(plugin.discover())
+    with real_gpus({"health-interval": "30"}) as plugin:
         yield plugin
-    finally:
-        run(plugin.cleanup())
 
 
 def whole_gpu(plugin: CUDAPlugin):

@@ -22,27 +22,22 @@ from decimal import Decimal
 
 import pytest
 
-from accelkit.errors import PluginUnavailable
 from accelkit.partition import DevicePartition
 from accelkit.types import Workload
 from accelkit_cuda import CUDAPlugin
 from accelkit_cuda.mps import MPS, find_control
 
 from .spin_kernel import time_together
-from .support import no_gpu, run
+from .support import DRIVER_API, real_gpus, run
 
 pytestmark = pytest.mark.gpu
 
 BLOCK = 256 * 1024**2
 #: allocates BLOCK bytes at a time until refused; prints the bytes it got and the CUresult
 #: that ended it, then holds them until its stdin closes
-GREEDY_PROGRAM = r"""
-import ctypes, sys
-cuda = ctypes.CDLL("libcuda.so.1")
-def check(result, call):
-    if result:
-        sys.exit(f"{call} failed: CUresult {result}")
-check(cuda.cuInit(0), "cuInit")
+GREEDY_PROGRAM = (
+    DRIVER_API
+    + r"""
 device = ctypes.c_int()
 check(cuda.cuDeviceGet(ctypes.byref(device), 0), "cuDeviceGet")
 context = ctypes.c_void_p()
@@ -58,6 +53,7 @@ while True:
 print(got, result, flush=True)
 sys.stdin.read()
 """
+)
 CUDA_ERROR_OUT_OF_MEMORY = 2
 
 
@@ -67,16 +63,11 @@ def shares() -> Iterator[CUDAPlugin]:
         pytest.skip("no nvidia-cuda-mps-control on PATH: shares cannot be enforced here")
     # pytest's tmp_path is too long for the daemon's sockets under <dir>/<GPU UUID>/pipe
     short = tempfile.mkdtemp(prefix="mps-", dir="/tmp")
-    plugin = CUDAPlugin({"allocation": "fractional", "shares": "enforced", "mps-directory": short})
+    config = {"allocation": "fractional", "shares": "enforced", "mps-directory": short}
     try:
-        run(plugin.init())
-    except PluginUnavailable as exc:
-        no_gpu(str(exc))
-    try:
-        run(plugin.discover())
-        yield plugin
+        with real_gpus(config) as plugin:
+            yield plugin
     finally:
-        run(plugin.cleanup())
         shutil.rmtree(short, ignore_errors=True)
 
 

@@ -82,6 +82,9 @@ def test_a_durable_commit_syncs_the_wal_once_the_lock_is_handed_on(tmp_path, mon
     synced = _synced(monkeypatch)
     ledger.write(record(), durable=False)
     assert synced == []
+    ledger.scan()  # a transaction that only reads: nothing to sync
+    assert not ledger.remove("agent-1", "pid:999")
+    assert synced == []
     ledger.write(record("pid:44"))
     assert synced == [True]  # after the commit, the lock free for the others
     with pytest.raises(RuntimeError, match="undone"):

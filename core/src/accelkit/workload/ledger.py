@@ -264,10 +264,12 @@ class Ledger:
 
     @contextlib.contextmanager
     def _sync_level(self, durable: bool) -> Iterator[None]:
-        """The outermost block (the queue, the transaction), then, when it committed and is
-        ``durable``, the WAL synced: after the lock is handed on, before the caller goes on."""
+        """The outermost block (the queue, the transaction), then, when it committed a change
+        and is ``durable``, the WAL synced: after the lock is handed on, before the caller goes
+        on (a block that only read has nothing to sync)."""
+        changes = self.db.total_changes
         yield
-        if durable:
+        if durable and self.db.total_changes != changes:
             self._wal = self._wal or WalSync(self._open_dir())
             try:
                 self._wal.sync()

@@ -51,3 +51,21 @@ def runtime_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def bridge_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``tests/fixtures/bridge-plugin``, which registers the bridge ``hello-scheduler`` alone."""
     return install_fixture(tmp_path_factory, "bridge-plugin")
+
+
+@pytest.fixture(scope="session")
+def hanging_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``tests/fixtures/hanging-plugin``, which hangs or blocks where ``HANGING_PLUGIN_*`` say."""
+    return install_fixture(tmp_path_factory, "hanging-plugin")
+
+
+@pytest.fixture(scope="session")
+def broken_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``tests/fixtures/broken-plugin``, a plugin distribution that fails on import."""
+    return install_fixture(tmp_path_factory, "broken-plugin")
+
+
+@pytest.fixture(scope="session")
+def observer_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``tests/fixtures/observer-plugin``, which logs the workload events to ``OBSERVER_LOG``."""
+    return install_fixture(tmp_path_factory, "observer-plugin")

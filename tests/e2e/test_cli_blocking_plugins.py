@@ -14,7 +14,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -24,58 +23,18 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from accelkit.testing.cli_runner import ACCELKIT, run_accelkit
 
-ROOT = Path(__file__).resolve().parents[2]
-HANGING = ROOT / "tests" / "fixtures" / "hanging-plugin"
-DEVICES = ROOT / "docs" / "examples" / "mock-devices.toml"
+from .node_configs import beside_mock
+
 LIMIT = 2  # call-timeout and hook-timeout of the node, in seconds
 WITHIN = 60.0  # generous: the hang is an hour, the limit 2 s
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def hanging_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The hanging plugin distribution, really installed into a directory of its own."""
-    target = tmp_path_factory.mktemp("blocking-site")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "--disable-pip-version-check",
-            "--target",
-            str(target),
-            str(HANGING),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    return target
-
-
 def node_config(directory: Path, *, hook_timeout: int = LIMIT) -> str:
     """Mock devices (cpu, mem, cuda) plus the hanging plugin, each call limited to 2 s."""
-    path = directory / "node.toml"
-    path.write_text(
-        f"""
-[resource]
-state-dir = "{directory / "state"}"
-
-[plugins]
-allowed = ["mock", "hanging"]
-call-timeout = {LIMIT}
-hook-timeout = {hook_timeout}
-
-[plugins.config.mock]
-config-file = "{DEVICES}"
-"""
-    )
-    return str(path)
+    limits = f"call-timeout = {LIMIT}\nhook-timeout = {hook_timeout}\n"
+    return str(beside_mock(directory, "hanging", settings=limits))
 
 
 def environment(site: Path, **misdeeds: str) -> dict[str, str]:

@@ -5,46 +5,17 @@ from __future__ import annotations
 import importlib
 import json
 import subprocess
-import sys
 from pathlib import Path
-
-import pytest
 
 from accelkit.cli.app import main
 from accelkit.testing.cli_runner import run_accelkit
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "docs" / "examples"
-BROKEN = ROOT / "tests" / "fixtures" / "broken-plugin"
 
 
 def accelkit(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return run_accelkit(*args, env=env)
-
-
-@pytest.fixture(scope="module")
-def broken_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The broken plugin distribution, really installed into a directory of its own."""
-    target = tmp_path_factory.mktemp("broken-site")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "--disable-pip-version-check",
-            "--target",
-            str(target),
-            str(BROKEN),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    return target
 
 
 def test_plugins_json_lists_the_shipped_plugins_from_package_metadata():

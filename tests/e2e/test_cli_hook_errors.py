@@ -16,8 +16,8 @@ import pytest
 from accelkit.testing.cli_runner import run_accelkit
 from accelkit.workload import Ledger
 
-ROOT = Path(__file__).resolve().parents[2]
-DEVICES = ROOT / "docs" / "examples" / "mock-devices.toml"
+from .node_configs import beside_mock
+
 MESSAGES = {
     "deny": "no refuse device for you",
     "defer": "busy, try again later",
@@ -26,24 +26,8 @@ MESSAGES = {
 
 
 def node_config(directory: Path, phase: str, how: str) -> Path:
-    path = directory / "node.toml"
-    path.write_text(
-        f"""
-[resource]
-state-dir = "{directory / "state"}"
-
-[plugins]
-allowed = ["mock", "refusing"]
-
-[plugins.config.mock]
-config-file = "{DEVICES}"
-
-[plugins.config.refusing]
-fail-in = "{phase}"
-how = "{how}"
-"""
-    )
-    return path
+    refusing = f'[plugins.config.refusing]\nfail-in = "{phase}"\nhow = "{how}"\n'
+    return beside_mock(directory, "refusing", tables=f"\n{refusing}")
 
 
 def run(site: Path, config: Path, *args: str) -> subprocess.CompletedProcess[str]:

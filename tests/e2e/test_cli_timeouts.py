@@ -10,7 +10,6 @@ import concurrent.futures
 import json
 import re
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -20,57 +19,17 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from accelkit.testing.cli_runner import ACCELKIT, cli_env, run_accelkit
 
-ROOT = Path(__file__).resolve().parents[2]
-HANGING = ROOT / "tests" / "fixtures" / "hanging-plugin"
-DEVICES = ROOT / "docs" / "examples" / "mock-devices.toml"
+from .node_configs import beside_mock
+
 WITHIN = 20.0  # seconds: a hang of an hour must not be waited for (the limit is 1 s)
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def hanging_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The hanging plugin distribution, really installed into a directory of its own."""
-    target = tmp_path_factory.mktemp("hanging-site")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "--disable-pip-version-check",
-            "--target",
-            str(target),
-            str(HANGING),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    return target
-
-
 def node_config(directory: Path, *, strict: bool = False) -> Path:
     """Mock devices plus the hanging plugin, each call limited to 1 s."""
-    path = directory / "node.toml"
-    path.write_text(
-        f"""
-[resource]
-state-dir = "{directory / "state"}"
-
-[plugins]
-allowed = ["mock", "hanging"]
-call-timeout = 1
-strict = {"true" if strict else "false"}
-
-[plugins.config.mock]
-config-file = "{DEVICES}"
-"""
-    )
-    return path
+    limits = f"call-timeout = 1\nstrict = {'true' if strict else 'false'}\n"
+    return beside_mock(directory, "hanging", settings=limits)
 
 
 def accelkit(

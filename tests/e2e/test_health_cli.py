@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,32 +19,6 @@ import pytest
 from accelkit.testing.cli_runner import ACCELKIT, cli_env, run_accelkit
 
 pytestmark = pytest.mark.slow  # real `accelkit run` processes
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-
-
-@pytest.fixture(scope="module")
-def observer_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("observer-site")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "--disable-pip-version-check",
-            "--target",
-            str(target),
-            str(FIXTURES / "observer-plugin"),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    return target
 
 
 class Node:

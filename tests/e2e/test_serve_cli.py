@@ -10,7 +10,6 @@ import json
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -23,9 +22,6 @@ from accelkit.testing.cli_runner import ACCELKIT, cli_env, run_accelkit
 
 pytestmark = pytest.mark.slow  # real `accelkit serve` and `accelkit run` processes
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-PIP_INSTALL = (sys.executable, "-m", "pip", "install", "--quiet", "--no-deps")
-PIP_INSTALL += ("--no-build-isolation", "--disable-pip-version-check")
 WITHIN = 60.0  # a guard against hanging, not an assertion on time
 INTERVAL = "0.2"
 PRINT_GPUS = ("sh", "-c", "echo $MOCK_CUDA_DEVICES")
@@ -293,19 +289,6 @@ def test_a_port_in_use_is_refused(node: Node) -> None:
     assert result.stderr.startswith(f"error: cannot serve metrics on 127.0.0.1:{port}: ")
     assert "address already in use" in result.stderr.lower()
     assert "Traceback" not in result.stderr
-
-
-@pytest.fixture(scope="module")
-def hanging_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The hanging plugin distribution, really installed into a directory of its own."""
-    target = tmp_path_factory.mktemp("hanging-site")
-    subprocess.run(
-        [*PIP_INSTALL, "--target", str(target), str(FIXTURES / "hanging-plugin")],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    return target
 
 
 def test_a_plugin_hanging_in_list_devices_during_rediscovery(

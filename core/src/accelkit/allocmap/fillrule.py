@@ -64,14 +64,14 @@ SHORT = "the devices had less free than the total said"
 class Store:
     """How one layout of free amounts finds the most free devices and takes units from them.
 
-    ``cells`` binds, from ``pool``, names the other snippets use; ``params`` are the
-    generated function's parameters (``units`` among them); ``prepare`` runs once per call.
-    ``most`` is the largest free amount (the caller checked there is some: ``max`` with a
-    default costs twice as much) and ``first`` sets ``i`` to the first device listed with
-    that much free. A split readies its walk with ``walk``;
-    ``pick`` then sets ``i`` to the next device in the order, ``give_all`` takes all of its
-    ``most`` and ``after`` sets ``most`` to what the next device has free. ``give`` takes
-    ``n`` of device ``i``'s ``most`` and ends a split.
+    ``cells`` binds, from ``pool``, names the other snippets use; ``params`` are the generated
+    function's parameters (``units`` among them); ``prepare`` runs once per call. ``most`` is
+    the largest free amount (the caller checked that there is some, so ``max`` needs no
+    default, which would double its cost) and ``first`` sets ``i`` to the first device listed
+    with that much free. A split readies its walk with ``walk``; then ``pick`` sets ``i`` to
+    the next device in the order, ``give_all`` takes all of its ``most`` and ``after`` sets
+    ``most`` to what the next device has free (0 when none has any). ``give`` takes ``n`` of
+    device ``i``'s ``most`` and ends the request.
     """
 
     params: str
@@ -118,7 +118,7 @@ MASKED_BUCKETS = Store(
     most="max(buckets)",
     first=_FIRST_IN_BUCKET,
     give="",
-    walk="rest = buckets.get(most, 0)",
+    walk="rest = buckets[most]",
     pick=_NEXT_IN_BUCKET,
     give_all="",
     after=_NEXT_BUCKET,
@@ -140,7 +140,7 @@ else:
     del buckets[most]
 if left:
     buckets[left] = buckets.get(left, 0) | bit""",
-    walk="rest = buckets.get(most, 0)",
+    walk="rest = buckets[most]",
     pick=_NEXT_IN_BUCKET,
     give_all="free[i] = 0",
     after=_NEXT_BUCKET,

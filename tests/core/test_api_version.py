@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import types
-from collections.abc import Sequence
-from decimal import Decimal
 from typing import Any, ClassVar
 
 import pytest
@@ -17,41 +15,16 @@ from accelkit import hookimpl
 from accelkit.apiversion import PLUGIN_API_VERSION, ApiVersion, check_api_version
 from accelkit.discovery import PluginLoader
 from accelkit.errors import PluginContractError
-from accelkit.plugin import AbstractComputePlugin, AbstractLifecycleHook
+from accelkit.plugin import AbstractComputePlugin
 from accelkit.registry import PluginStatus
-from accelkit.types import (
-    ComputeDevice,
-    DeviceId,
-    DeviceName,
-    DeviceSlotInfo,
-    SlotName,
-    SlotSpec,
-    SlotType,
-    WorkloadConfig,
-)
+from accelkit.types import DeviceName
+
+from .one_device_plugin import OneDevicePlugin
 
 
-class Hook(AbstractLifecycleHook):
-    async def pre_create(self) -> WorkloadConfig:
-        return WorkloadConfig()
-
-
-class VersionedPlugin(AbstractComputePlugin):
+class VersionedPlugin(OneDevicePlugin):
     key: ClassVar[DeviceName] = DeviceName("ver")
     api_version: ClassVar[str] = PLUGIN_API_VERSION
-    lifecycle_hook_class = Hook
-
-    async def list_devices(self) -> Sequence[ComputeDevice]:
-        return [ComputeDevice(self.key, DeviceId("ver0"), "here", 0, 0, 1)]
-
-    def configurable_slots(self) -> Sequence[SlotSpec]:
-        return [SlotSpec(SlotName("ver.device"), SlotType.COUNT)]
-
-    def device_slots(self, devices: Any) -> dict[DeviceId, DeviceSlotInfo]:
-        return {
-            d.device_id: DeviceSlotInfo(SlotType.COUNT, SlotName("ver.device"), Decimal(1))
-            for d in devices
-        }
 
 
 def written_for(version: str | None) -> type[VersionedPlugin]:

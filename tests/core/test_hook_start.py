@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, ClassVar
 
@@ -18,20 +18,11 @@ import pytest
 from accelkit.calls import PluginWorker, worker_of
 from accelkit.errors import PluginTimeout, WorkloadError
 from accelkit.partition import DevicePartition
-from accelkit.plugin import AbstractAgentContext, AbstractComputePlugin, AbstractLifecycleHook
-from accelkit.types import (
-    AgentId,
-    ComputeDevice,
-    DeviceId,
-    DeviceName,
-    DeviceSlotInfo,
-    SlotName,
-    SlotSpec,
-    SlotType,
-    Workload,
-    WorkloadConfig,
-)
+from accelkit.plugin import AbstractAgentContext, AbstractLifecycleHook
+from accelkit.types import AgentId, DeviceId, DeviceName, SlotName, Workload, WorkloadConfig
 from accelkit.workload.lifecycle import HookTarget, WorkloadLifecycle
+
+from .one_device_plugin import OneDevicePlugin
 
 KEY = DeviceName("w")
 LIMIT = Decimal("0.2")
@@ -47,7 +38,7 @@ class Hook(AbstractLifecycleHook):
         journal.append(("post_terminate", threading.current_thread().name))
 
 
-class Plugin(AbstractComputePlugin):
+class Plugin(OneDevicePlugin):
     key: ClassVar[DeviceName] = KEY
     api_version: ClassVar[str] = "2.0"
     lifecycle_hook_class = Hook
@@ -56,17 +47,6 @@ class Plugin(AbstractComputePlugin):
         super().__init__(config)
         self.fault: Exception | None = None
         self.block: threading.Event | None = None
-
-    async def list_devices(self) -> Sequence[ComputeDevice]:
-        return [ComputeDevice(self.key, DeviceId("w0"), "here", 0, 0, 1)]
-
-    def configurable_slots(self) -> Sequence[SlotSpec]:
-        return [SlotSpec(SlotName("w.device"), SlotType.COUNT)]
-
-    def device_slots(self, devices: Iterable[ComputeDevice]) -> Mapping[DeviceId, DeviceSlotInfo]:
-        return {
-            d.device_id: DeviceSlotInfo(SlotType.COUNT, "w.device", Decimal(1)) for d in devices
-        }
 
 
 def made_by(plugin: Plugin, context: AbstractAgentContext) -> None:

@@ -6,7 +6,6 @@ import asyncio
 import logging
 import types
 from collections.abc import Generator
-from decimal import Decimal
 from typing import Any, ClassVar
 
 import pytest
@@ -15,43 +14,15 @@ from accelkit import hookimpl
 from accelkit.cli.app import main
 from accelkit.discovery import PluginLoader, make_plugin_manager
 from accelkit.events import WorkloadEvent, WorkloadPhase
-from accelkit.plugin import AbstractComputePlugin, AbstractLifecycleHook
 from accelkit.registry import PluginStatus
 from accelkit.selection import PluginSelection
-from accelkit.types import (
-    AgentId,
-    ComputeDevice,
-    DeviceId,
-    DeviceName,
-    DeviceSlotInfo,
-    SlotName,
-    SlotSpec,
-    SlotType,
-    Workload,
-    WorkloadConfig,
-)
+from accelkit.types import AgentId, DeviceName, Workload
+
+from .one_device_plugin import OneDevicePlugin
 
 
-class Hook(AbstractLifecycleHook):
-    async def pre_create(self) -> WorkloadConfig:
-        return WorkloadConfig()
-
-
-class Plugin(AbstractComputePlugin):
+class Plugin(OneDevicePlugin):
     key: ClassVar[DeviceName] = DeviceName("wrapped")
-
-    async def list_devices(self) -> list[ComputeDevice]:
-        return [ComputeDevice(self.key, DeviceId(f"{self.key}0"), "here", 0, 0, 1)]
-
-    def configurable_slots(self) -> list[SlotSpec]:
-        return [SlotSpec(SlotName(f"{self.key}.device"), SlotType.COUNT)]
-
-    def device_slots(self, devices: Any) -> dict[DeviceId, DeviceSlotInfo]:
-        slot = SlotName(f"{self.key}.device")
-        return {d.device_id: DeviceSlotInfo(SlotType.COUNT, slot, Decimal(1)) for d in devices}
-
-    def create_lifecycle_hook(self, workload: Workload, device_alloc: Any, devices: Any) -> Hook:
-        return Hook(workload, device_alloc, devices=devices)
 
 
 def named(key: str) -> type[Plugin]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, ClassVar
 
@@ -20,27 +19,13 @@ from accelkit.host import PartitionHost
 from accelkit.metrics import Measurement, MetricContext, MetricType, NodeMetric, WorkloadMetric
 from accelkit.metrics_export import MetricsGatherer, MetricsSnapshot
 from accelkit.metrics_export.gather import checked
-from accelkit.plugin import AbstractComputePlugin, AbstractLifecycleHook, MaskedAgentContext
+from accelkit.plugin import MaskedAgentContext
 from accelkit.selection import PluginSelection
-from accelkit.types import (
-    AgentId,
-    ComputeDevice,
-    DeviceId,
-    DeviceName,
-    DeviceSlotInfo,
-    SlotName,
-    SlotSpec,
-    SlotType,
-    Workload,
-    WorkloadConfig,
-)
+from accelkit.types import AgentId, DeviceName, Workload
+
+from .one_device_plugin import OneDevicePlugin
 
 GOOD = NodeMetric("answered", MetricType.GAUGE, "", Measurement(Decimal(1)))
-
-
-class Hook(AbstractLifecycleHook):
-    async def pre_create(self) -> WorkloadConfig:
-        return WorkloadConfig()
 
 
 class Context(MaskedAgentContext):
@@ -48,23 +33,12 @@ class Context(MaskedAgentContext):
         return getattr(self.plugin, "workload_answer", ())
 
 
-class Plugin(AbstractComputePlugin):
+class Plugin(OneDevicePlugin):
     key: ClassVar[DeviceName] = DeviceName("good")
     api_version: ClassVar[str] = "2.0"
-    lifecycle_hook_class = Hook
     agent_context_class = Context
     answer: ClassVar[Any] = (GOOD,)
     workload_answer: ClassVar[Any] = ()
-
-    async def list_devices(self) -> Sequence[ComputeDevice]:
-        return [ComputeDevice(self.key, DeviceId(f"{self.key}0"), "here", 0, 0, 1)]
-
-    def configurable_slots(self) -> Sequence[SlotSpec]:
-        return [SlotSpec(SlotName(f"{self.key}.device"), SlotType.COUNT)]
-
-    def device_slots(self, devices: Iterable[ComputeDevice]) -> Mapping[DeviceId, DeviceSlotInfo]:
-        slot = SlotName(f"{self.key}.device")
-        return {d.device_id: DeviceSlotInfo(SlotType.COUNT, slot, Decimal(1)) for d in devices}
 
     async def gather_node_metrics(self, ctx: MetricContext) -> Any:
         return self.answer

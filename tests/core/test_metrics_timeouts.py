@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any, ClassVar
 
@@ -27,42 +27,18 @@ from accelkit.metrics_export import (
     ScrapeErrorCollector,
 )
 from accelkit.metrics_export.exposition import scrape_budget
-from accelkit.plugin import AbstractComputePlugin, AbstractLifecycleHook
 from accelkit.selection import PluginSelection
-from accelkit.types import (
-    ComputeDevice,
-    DeviceId,
-    DeviceName,
-    DeviceSlotInfo,
-    SlotName,
-    SlotSpec,
-    SlotType,
-    WorkloadConfig,
-)
+from accelkit.types import DeviceName
+
+from .one_device_plugin import OneDevicePlugin
 
 HANG = 30.0  # far above every limit below: a test that waited for it would show
 
 
-class Hook(AbstractLifecycleHook):
-    async def pre_create(self) -> WorkloadConfig:
-        return WorkloadConfig()
-
-
-class Plugin(AbstractComputePlugin):
+class Plugin(OneDevicePlugin):
     key: ClassVar[DeviceName] = DeviceName("fast")
     hangs: ClassVar[bool] = False
-    lifecycle_hook_class = Hook
     calls: ClassVar[list[str]]
-
-    async def list_devices(self) -> Sequence[ComputeDevice]:
-        return [ComputeDevice(self.key, DeviceId(f"{self.key}0"), "here", 0, 0, 1)]
-
-    def configurable_slots(self) -> Sequence[SlotSpec]:
-        return [SlotSpec(SlotName(f"{self.key}.device"), SlotType.COUNT)]
-
-    def device_slots(self, devices: Iterable[ComputeDevice]) -> Mapping[DeviceId, DeviceSlotInfo]:
-        slot = SlotName(f"{self.key}.device")
-        return {d.device_id: DeviceSlotInfo(SlotType.COUNT, slot, Decimal(1)) for d in devices}
 
     async def gather_node_metrics(self, ctx: MetricContext) -> Sequence[NodeMetric]:
         self.calls.append(self.key)

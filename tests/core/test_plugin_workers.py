@@ -12,7 +12,7 @@ import gc
 import threading
 import time
 import types
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, ClassVar
 
@@ -33,21 +33,12 @@ from accelkit.calls import (
 from accelkit.discovery import PluginLoader
 from accelkit.errors import PluginTimeout
 from accelkit.partition import DevicePartition
-from accelkit.plugin import AbstractComputePlugin, AbstractLifecycleHook
+from accelkit.plugin import AbstractLifecycleHook
 from accelkit.registry import PluginStatus
 from accelkit.selection import PluginSelection
-from accelkit.types import (
-    AgentId,
-    ComputeDevice,
-    DeviceId,
-    DeviceName,
-    DeviceSlotInfo,
-    SlotName,
-    SlotSpec,
-    SlotType,
-    Workload,
-    WorkloadConfig,
-)
+from accelkit.types import AgentId, DeviceName, Workload, WorkloadConfig
+
+from .one_device_plugin import OneDevicePlugin
 
 LIMIT = Decimal("0.2")
 HANG = 3600.0  # what a blocked call would take if nobody cut it off
@@ -65,7 +56,7 @@ class Hook(AbstractLifecycleHook):
         return WorkloadConfig(env_vars={"THREAD": threading.current_thread().name})
 
 
-class Plugin(AbstractComputePlugin):
+class Plugin(OneDevicePlugin):
     key: ClassVar[DeviceName] = DeviceName("w")
     api_version: ClassVar[str] = "2.0"
     lifecycle_hook_class = Hook
@@ -73,16 +64,6 @@ class Plugin(AbstractComputePlugin):
     def __init__(self, config: Mapping[str, Any] | None = None) -> None:
         super().__init__(config)
         self.cancelled = threading.Event()
-
-    async def list_devices(self) -> Sequence[ComputeDevice]:
-        return [ComputeDevice(self.key, DeviceId("w0"), "here", 0, 0, 1)]
-
-    def configurable_slots(self) -> Sequence[SlotSpec]:
-        return [SlotSpec(SlotName(f"{self.key}.device"), SlotType.COUNT)]
-
-    def device_slots(self, devices: Iterable[ComputeDevice]) -> Mapping[DeviceId, DeviceSlotInfo]:
-        slot = SlotName(f"{self.key}.device")
-        return {d.device_id: DeviceSlotInfo(SlotType.COUNT, slot, Decimal(1)) for d in devices}
 
     async def where(self) -> str:
         return threading.current_thread().name

@@ -16,6 +16,8 @@ from accelkit.cgroup import CgroupFS
 from accelkit.testing.cli_runner import ACCELKIT, cli_env, run_accelkit
 from accelkit.workload import Ledger
 
+from ..memory_limit_probes import RESERVE, THREADS
+
 
 @pytest.fixture
 def node(mock_node) -> Path:
@@ -423,30 +425,6 @@ def test_runtime_options_are_checked(node, options, message):
     assert result.returncode == 125
     assert message in result.stderr
     assert records(node) == []
-
-
-THREADS = """
-import threading
-ready = threading.Barrier(201)
-threads = [threading.Thread(target=ready.wait) for _ in range(200)]
-for t in threads:
-    t.start()
-ready.wait()
-for t in threads:
-    t.join()
-print("200 threads ok")
-"""
-
-RESERVE = """
-import ctypes
-libc = ctypes.CDLL(None, use_errno=True)
-libc.mmap.restype = ctypes.c_void_p
-libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                      ctypes.c_int, ctypes.c_long]
-area = libc.mmap(None, 4 * 1024**3, 0, 0x22, -1, 0)  # PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS
-assert area not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
-print("4 GiB reserved ok")
-"""
 
 
 @pytest.fixture

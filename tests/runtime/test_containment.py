@@ -9,11 +9,9 @@ Where this process cannot make cgroups or lacks ``CAP_SYS_ADMIN`` the tests skip
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +23,8 @@ from accelkit.runtime.cgroups import WorkloadCgroups
 from accelkit.runtime.launcher import DROPPED_CAPABILITIES
 from accelkit.runtime.process import ProcessRuntime
 from accelkit.types import AgentId
+
+from .unified_cgroup import drain_and_remove, fake_root
 
 pytestmark = pytest.mark.slow  # real processes, real cgroups
 
@@ -289,26 +289,10 @@ def unified_root(tmp_path) -> Iterator[Path]:
         pytest.skip("no cgroup v2 hierarchy is mounted here")
     group = mount / f"accelkit-test-{os.getpid()}-{tmp_path.name}"
     group.mkdir()
-    root = tmp_path / "root"
-    (root / "proc/self").mkdir(parents=True)
-    (root / "proc/self/mountinfo").write_text(
-        "41 31 0:38 / /sys/fs/cgroup rw,relatime - cgroup2 cgroup2 rw\n"
-    )
-    (root / "proc/self/cgroup").write_text(f"0::/{group.name}\n")
-    (root / "sys/fs").mkdir(parents=True)
-    (root / "sys/fs/cgroup").symlink_to(mount)
     try:
-        yield root
+        yield fake_root(tmp_path, mount, group)
     finally:
-        deadline = time.monotonic() + 10
-        while "populated 1" in (group / "cgroup.events").read_text():
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-        for level in sorted(group.rglob("*"), key=lambda p: len(p.parts), reverse=True):
-            with contextlib.suppress(OSError):
-                level.rmdir()
-        group.rmdir()
+        drain_and_remove(group)
 
 
 def test_on_the_unified_hierarchy_a_root_workload_cannot_leave_its_group(unified_root, capfd):

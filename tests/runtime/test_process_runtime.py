@@ -35,6 +35,9 @@ from accelkit.runtime.process_tree import ProcessTree
 from accelkit.runtime.render.process import ProcessPlan
 from accelkit.types import AgentId, Mount, WorkloadConfig
 
+from ..memory_limit_probes import RESERVE, THREADS
+from .unified_cgroup import drain_and_remove, fake_root
+
 pytestmark = pytest.mark.slow  # real processes, real cgroups
 
 AGENT = AgentId("agent-1")
@@ -349,6 +352,21 @@ def test_signal_reaches_every_process_of_the_workload(runtime, tmp_path):
     assert _gone(_pid_from(pidfile))
 
 
+def run_to_its_end(
+    runtime: ProcessRuntime, code: str, config: WorkloadConfig
+) -> tuple[int, list[str]]:
+    """Run ``code`` under ``config`` until it exits; its status and the runtime's notes on it."""
+
+    async def main() -> tuple[int, list[str]]:
+        handle = await launch(runtime, py(code), config=config)
+        status = await runtime.wait(handle)
+        notes = await runtime.exit_notes(handle)
+        await runtime.stop(handle, 0)
+        return status, notes
+
+    return run(main())
+
+
 FILL = """
 chunks = []
 while True:
@@ -358,16 +376,7 @@ while True:
 
 @contained
 def test_filling_the_memory_limit_is_an_oom_kill_with_status_137(runtime):
-    config = WorkloadConfig(memory_limit=64 * 1024**2)
-
-    async def main() -> tuple[int, list[str]]:
-        handle = await launch(runtime, py(FILL), config=config)
-        status = await runtime.wait(handle)
-        notes = await runtime.exit_notes(handle)
-        await runtime.stop(handle, 0)
-        return status, notes
-
-    status, notes = run(main())
+    status, notes = run_to_its_end(runtime, FILL, WorkloadConfig(memory_limit=64 * 1024**2))
     assert status == 137
     assert len(notes) == 1
     assert notes[0].startswith("out of memory at its limit of 64M: the kernel killed 1 process")
@@ -385,48 +394,15 @@ print("child", child.returncode, flush=True)
 def test_an_oom_kill_of_a_child_is_the_childs_not_the_workloads(runtime):
     """The command survives its child's OOM kill and exits 0: the note says so."""
     config = WorkloadConfig(memory_limit=64 * 1024**2)
-
-    async def main() -> tuple[int, list[str]]:
-        handle = await launch(runtime, py(CHILD_FILLS), config=config)
-        status = await runtime.wait(handle)
-        notes = await runtime.exit_notes(handle)
-        await runtime.stop(handle, 0)
-        return status, notes
-
-    status, notes = run(main())
+    status, notes = run_to_its_end(runtime, CHILD_FILLS, config)
     assert status == 0
     assert len(notes) == 1
     assert "the kernel killed 1 process(es) of the workload" in notes[0]
     assert notes[0].endswith("not the command itself, which exited with status 0")
 
 
-THREADS = """
-import threading
-ready = threading.Barrier(201)
-threads = [threading.Thread(target=ready.wait) for _ in range(200)]
-for t in threads:
-    t.start()
-ready.wait()
-for t in threads:
-    t.join()
-print("200 threads")
-"""
-
-RESERVE = """
-import ctypes
-libc = ctypes.CDLL(None, use_errno=True)
-libc.mmap.restype = ctypes.c_void_p
-libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                      ctypes.c_int, ctypes.c_long]
-PROT_NONE, MAP_PRIVATE, MAP_ANONYMOUS = 0, 0x02, 0x20
-area = libc.mmap(None, 4 * 1024**3, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-assert area not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
-print("reserved", 4 * 1024**3)
-"""
-
-
 @contained
-@pytest.mark.parametrize(("code", "said"), [(THREADS, "200 threads"), (RESERVE, "reserved")])
+@pytest.mark.parametrize(("code", "said"), [(THREADS, "200 threads ok"), (RESERVE, "reserved ok")])
 def test_a_1g_limit_bounds_memory_not_address_space(runtime, capfd, code, said):
     config = WorkloadConfig(memory_limit=GIB)
 
@@ -791,21 +767,6 @@ def _unified_mount() -> Path | None:
     return None
 
 
-def _drain_and_remove(group: Path) -> None:
-    """Kill whatever a failed test left in ``group`` and remove it with its subgroups."""
-    if (group / "cgroup.kill").exists():
-        with contextlib.suppress(OSError):
-            (group / "cgroup.kill").write_text("1")
-    deadline = time.monotonic() + 10
-    while "populated 1" in (group / "cgroup.events").read_text() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    levels = [p for p in group.rglob("*") if p.is_dir()]
-    for level in sorted(levels, key=lambda p: len(p.parts), reverse=True):
-        with contextlib.suppress(OSError):
-            level.rmdir()
-    group.rmdir()
-
-
 @pytest.fixture
 def unified_root(tmp_path) -> Iterator[tuple[Path, Path]]:
     """A root whose ``proc/self`` lists only the unified hierarchy, and a group of the test's
@@ -825,18 +786,11 @@ def unified_root(tmp_path) -> Iterator[tuple[Path, Path]]:
         group.mkdir()
     except OSError as exc:
         pytest.skip(f"cannot make a group in {mount}: {exc.strerror}")
-    root = tmp_path / "root"
-    (root / "proc/self").mkdir(parents=True)
-    (root / "proc/self/mountinfo").write_text(
-        "41 31 0:38 / /sys/fs/cgroup rw,relatime - cgroup2 cgroup2 rw\n"
-    )
-    (root / "proc/self/cgroup").write_text(f"0::/{group.name}\n")
-    (root / "sys/fs").mkdir(parents=True)
-    (root / "sys/fs/cgroup").symlink_to(mount)
+    root = fake_root(tmp_path, mount, group)
     try:
         yield root, group
     finally:
-        _drain_and_remove(group)
+        drain_and_remove(group)
 
 
 def test_on_the_unified_hierarchy_a_workload_is_contained_stopped_and_removed(

@@ -8,8 +8,8 @@ written out for that list (:data:`accelkit.allocmap.fillrule.FREE_LIST`): the fr
 are sorted once per allocate (sorting a few costs what one ``max`` does), and a split takes
 them most first, finding each device with ``free.index``: W3 FILL splits 2,928 of its 7,193
 grants, three devices each on average. FILL and requests with a hint are closures of their
-own, which keeps the frame of ``allocate`` small: its cells and locals are set up on every call and
-copied once more when a refusal unwinds it (5,625 of W3's 12,818 calls). Everything
+own, which keeps the frame of ``allocate`` small: its cells and locals are set up on every
+call and copied once more when a refusal unwinds it (5,625 of W3's 12,818 calls). Everything
 unusual goes to the general, validating methods, exactly as in
 :mod:`accelkit.allocmap.fastpath`, whose rules (one slot, a Decimal amount converted before,
 both paths under the map's lock) hold here too. Grants are those of

@@ -59,12 +59,15 @@ def mock_devices(*, cpus: int = 0, mem: str | None = None, gpus: int = 0) -> str
 def mock_node(tmp_path: Path) -> Callable[..., Path]:
     """Write a node of mock devices (nothing reserved, its ledger under ``tmp_path``).
 
-    Call it with ``cpus=``, ``mem=`` and ``gpus=`` (see :func:`mock_devices`); it returns the
-    host config's path.
+    Call it with ``cpus=``, ``mem=`` and ``gpus=`` (see :func:`mock_devices`), or with the text
+    of a mock device file as ``devices=``; it returns the host config's path.
     """
 
-    def write(*, cpus: int = 0, mem: str | None = None, gpus: int = 0) -> Path:
-        devices = mock_devices(cpus=cpus, mem=mem, gpus=gpus)
+    def write(
+        *, cpus: int = 0, mem: str | None = None, gpus: int = 0, devices: str | None = None
+    ) -> Path:
+        if devices is None:
+            devices = mock_devices(cpus=cpus, mem=mem, gpus=gpus)
         (tmp_path / "devices.toml").write_text(devices)
         config = tmp_path / "host.toml"
         config.write_text(_HOST.format(state=tmp_path / "state"))

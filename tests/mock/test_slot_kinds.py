@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import time
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 
@@ -165,24 +166,10 @@ def test_the_fraction_map_of_a_kind_keeps_its_whole_slot_whole() -> None:
 
 # -- through `accelkit run`, as the reproduction did ---------------------------------------
 
-HOST = """\
-[resource]
-reserved-cpu = 0
-reserved-mem = "0"
-state-dir = "{state}"
-[plugins]
-allowed = ["mock"]
-[plugins.config.mock]
-config-file = "devices.toml"
-"""
-
 
 @pytest.fixture
-def zeta_node(tmp_path: Path) -> Path:
-    (tmp_path / "devices.toml").write_text(ZETA)
-    config = tmp_path / "host.toml"
-    config.write_text(HOST.format(state=tmp_path / "state"))
-    return config
+def zeta_node(mock_node: Callable[..., Path]) -> Path:
+    return mock_node(devices=ZETA)
 
 
 def _run(config: Path, slots: str, *command: str) -> subprocess.Popen[str]:

@@ -63,4 +63,5 @@ class HandOvers:
                     if key in owned:  # released meanwhile (a request refused after all)
                         self.bookkeeper.hand_over(key)
         except AccelkitError as exc:
-            log.warning("cannot hand over %d bookings: %s", len(keys), exc)
+            names = ", ".join(workload for _agent, workload in keys)
+            log.warning("cannot hand over %s (kept by this process until it ends): %s", names, exc)

@@ -37,6 +37,7 @@ import argparse
 import asyncio
 import json
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -57,6 +58,15 @@ from accelkit.runtime.kubelet_api import deviceplugin_v1beta1_pb2 as dp  # noqa:
 from accelkit.runtime.kubelet_api import deviceplugin_v1beta1_pb2_grpc as dp_grpc  # noqa: E402
 from accelkit.runtime.kubelet_api import podresources_v1_pb2 as pr  # noqa: E402
 from accelkit.runtime.kubelet_api import podresources_v1_pb2_grpc as pr_grpc  # noqa: E402
+
+#: the folders of the bridges run here (ledger, config), removed at the end
+SCRATCH: list[Path] = []
+
+
+def scratch() -> Path:
+    root = Path(tempfile.mkdtemp(prefix="akb-", dir="/tmp"))
+    SCRATCH.append(root)
+    return root
 
 
 def ms(values: list[float]) -> dict[str, float]:
@@ -104,7 +114,7 @@ async def _allocate(socket: Path, calls: int) -> tuple[list[float], list[float]]
 def allocate_runs(cluster: real_cluster.Cluster, calls: int, runs: int) -> list[dict[str, Any]]:
     results: list[dict[str, Any]] = []
     for _ in range(runs):
-        root = Path(tempfile.mkdtemp(prefix="akb-", dir="/tmp"))
+        root = scratch()
         with bridge_on(cluster, root, gpus=calls, grace="600", interval="5"):
             socket = cluster.device_plugin_dir / "accelkit-accelkit.io_cuda.device.sock"
             floor, allocate = asyncio.run(_allocate(socket, calls))
@@ -120,7 +130,7 @@ def allocate_runs(cluster: real_cluster.Cluster, calls: int, runs: int) -> list[
 
 
 def rollout(cluster: real_cluster.Cluster) -> dict[str, Any]:
-    root = Path(tempfile.mkdtemp(prefix="akb-", dir="/tmp"))
+    root = scratch()
     with bridge_on(cluster, root, gpus=1):
         cluster.apply(deployment("bench", 1))
         first = cluster.wait_for(
@@ -158,7 +168,7 @@ def _holders(cluster: real_cluster.Cluster) -> dict[str, list[str]]:
 def churn(cluster: real_cluster.Cluster, seconds: float) -> dict[str, Any]:
     """8 pods over 4 GPUs; a running pod deleted (and recreated by its Deployment) every
     moment for ``seconds``: pods the kubelet rejected, GPUs listed in two pods at once."""
-    root = Path(tempfile.mkdtemp(prefix="akb-", dir="/tmp"))
+    root = scratch()
     deleted = samples = twice = 0
     failed: set[str] = set()
     rng = random.Random(7)
@@ -189,7 +199,7 @@ def churn(cluster: real_cluster.Cluster, seconds: float) -> dict[str, Any]:
 def many_pods(cluster: real_cluster.Cluster, count: int) -> dict[str, Any]:
     """``count`` one-GPU pods; ``accelkit status`` 3 times while another PodResources consumer
     asks 10 times a second: bookings not ``running``, the consumer's refused calls."""
-    root = Path(tempfile.mkdtemp(prefix="akb-", dir="/tmp"))
+    root = scratch()
     refused: list[str] = []
     not_running = 0
     took: list[float] = []
@@ -260,6 +270,8 @@ def main() -> None:
     finally:
         if args.cluster is None:
             cluster.stop()
+        for root in SCRATCH:
+            shutil.rmtree(root, ignore_errors=True)
     ratios = [r["ratio"] for r in runs]
     print(
         json.dumps(

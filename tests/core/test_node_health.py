@@ -22,26 +22,11 @@ from accelkit.node.health_board import DeviceChange
 from accelkit.node.health_notes import read_notes
 from accelkit.types import AgentId, DeviceId, DeviceName, SlotName, Workload, WorkloadType
 
+from ..mock_device_edits import set_health
+
 CUDA = DeviceName("cuda")
 AGENT = AgentId("agent-1")
 ONE_GPU = {SlotName("cuda.device"): Decimal(1)}
-
-
-def set_health(devices: Path, device: str, state: str, reason: str = "") -> None:
-    """Rewrite the mock device file with ``device``'s health (atomically, as an editor would)."""
-    lines: list[str] = []
-    current = None
-    for line in devices.read_text().splitlines():
-        if line.startswith("id = "):
-            current = line
-        if line.startswith(("health = ", "health-reason = ")) and current == f'id = "{device}"':
-            continue
-        lines.append(line)
-        if line == f'id = "{device}"':
-            lines += [f'health = "{state}"', f'health-reason = "{reason}"']
-    tmp = devices.with_suffix(".tmp")
-    tmp.write_text("\n".join(lines) + "\n")
-    tmp.replace(devices)
 
 
 @pytest.fixture

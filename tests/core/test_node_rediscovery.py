@@ -26,23 +26,14 @@ from accelkit.types import (
     WorkloadType,
 )
 
+from ..mock_device_edits import write_gpus
+
 CUDA = DeviceName("cuda")
 AGENT = AgentId("agent-1")
 
 
 def gpus(n: int) -> dict[SlotName, Decimal]:
     return {SlotName("cuda.device"): Decimal(n)}
-
-
-def write_gpus(devices: Path, ids: list[str]) -> None:
-    """The mock device file with one core and these GPUs (atomically, as an editor would)."""
-    lines = ["[[kinds]]", 'key = "cpu"', "[[kinds.devices]]", 'id = "0"', "numa-node = 0"]
-    lines += ["[[kinds]]", 'key = "cuda"']
-    for gpu in ids:
-        lines += ["[[kinds.devices]]", f'id = "{gpu}"', "numa-node = 0"]
-    tmp = devices.with_suffix(".tmp")
-    tmp.write_text("\n".join(lines) + "\n")
-    tmp.replace(devices)
 
 
 @pytest.fixture

@@ -18,6 +18,8 @@ import pytest
 
 from accelkit.testing.cli_runner import ACCELKIT, cli_env, run_accelkit
 
+from ..mock_device_edits import set_health
+
 pytestmark = pytest.mark.slow  # real `accelkit run` processes
 
 
@@ -51,19 +53,7 @@ class Node:
         return found
 
     def set_health(self, device: str, state: str, reason: str = "") -> None:
-        lines: list[str] = []
-        current = None
-        for line in self.devices.read_text().splitlines():
-            if line.startswith("id = "):
-                current = line
-            if line.startswith(("health = ", "health-reason = ")) and current == f'id = "{device}"':
-                continue
-            lines.append(line)
-            if line == f'id = "{device}"':
-                lines += [f'health = "{state}"', f'health-reason = "{reason}"']
-        tmp = self.devices.with_suffix(".tmp")
-        tmp.write_text("\n".join(lines) + "\n")
-        tmp.replace(self.devices)
+        set_health(self.devices, device, state, reason)
 
     def events(self) -> list[dict[str, Any]]:
         if not self.log.exists():

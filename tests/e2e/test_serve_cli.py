@@ -20,23 +20,14 @@ import pytest
 
 from accelkit.testing.cli_runner import ACCELKIT, cli_env, run_accelkit
 
+from ..mock_device_edits import write_gpus
+
 pytestmark = pytest.mark.slow  # real `accelkit serve` and `accelkit run` processes
 
 WITHIN = 60.0  # a guard against hanging, not an assertion on time
 INTERVAL = "0.2"
 PRINT_GPUS = ("sh", "-c", "echo $MOCK_CUDA_DEVICES")
 SERVE_ARGS = ("--listen", "127.0.0.1:0", "--rediscover-interval", INTERVAL)
-
-
-def write_gpus(devices: Path, ids: list[str]) -> None:
-    """One core and these GPUs, written atomically as an editor would."""
-    lines = ["[[kinds]]", 'key = "cpu"', "[[kinds.devices]]", 'id = "0"', "numa-node = 0"]
-    lines += ["[[kinds]]", 'key = "cuda"']
-    for gpu in ids:
-        lines += ["[[kinds.devices]]", f'id = "{gpu}"', "numa-node = 0"]
-    tmp = devices.with_suffix(".tmp")
-    tmp.write_text("\n".join(lines) + "\n")
-    tmp.replace(devices)
 
 
 class Node:

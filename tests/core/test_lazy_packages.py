@@ -10,10 +10,10 @@ metrics`` prints one snapshot: the HTTP server's aiohttp took longer than the re
 from __future__ import annotations
 
 import importlib
-import subprocess
-import sys
 
 import pytest
+
+from ..distribution_probes import loaded_by_importing
 
 LAZY = ["accelkit.metrics_export", "accelkit.node", "accelkit.workload"]
 
@@ -32,25 +32,13 @@ def test_every_exported_name_resolves_and_others_are_attribute_errors(package):
 
 
 def test_the_health_view_of_plan_and_devices_imports_no_node_ledger_or_runtime():
-    code = (
-        "import sys, accelkit.node.health_view, accelkit.workload.state_dir\n"
-        "heavy = ['accelkit.node.node', 'accelkit.workload.ledger', 'accelkit.runtime.process']\n"
-        "print([m for m in heavy if m in sys.modules])\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    )
-    assert result.stdout.strip() == "[]"
+    imports = "accelkit.node.health_view, accelkit.workload.state_dir"
+    heavy = ["accelkit.node.node", "accelkit.workload.ledger", "accelkit.runtime.process"]
+    assert loaded_by_importing(imports, heavy) == []
 
 
 def test_the_metrics_command_imports_no_http_server_or_prometheus_client():
     """Both are for other outputs: the server for ``serve-metrics``, the client for
     ``--prometheus`` (imported when that output is asked for)."""
-    code = (
-        "import sys, accelkit.cli.metrics_cmd\n"
-        "print([m for m in ('aiohttp', 'prometheus_client') if m in sys.modules])\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    )
-    assert result.stdout.strip() == "[]"
+    imports = "accelkit.cli.metrics_cmd"
+    assert loaded_by_importing(imports, ["aiohttp", "prometheus_client"]) == []

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import sys
 from decimal import Decimal
 from pathlib import Path
 
-import pluggy
 import pytest
 
 import accelkit_cpu
 from accelkit.errors import InvalidResourceArgument
-from accelkit.hookspecs import PROJECT_NAME
 from accelkit.partition import DevicePartition
 from accelkit.testing import PluginConformance
 from accelkit.testing.fakehost import FakeHost
@@ -30,6 +26,7 @@ from accelkit.types import (
 )
 from accelkit_cpu.hook import THREAD_COUNT_VARS, CPULifecycleHook
 from accelkit_cpu.plugin import CPUAgentContext, CPUPlugin
+from tests.distribution_probes import loaded_by_importing, plugin_of
 
 CPU = SlotName("cpu")
 
@@ -140,12 +137,7 @@ def test_hook_refuses_device_ids_that_are_not_cores() -> None:
 
 
 def test_hookimpl_returns_a_configured_plugin() -> None:
-    pm = pluggy.PluginManager(PROJECT_NAME)
-    from accelkit import hookspecs
-
-    pm.add_hookspecs(hookspecs)
-    pm.register(accelkit_cpu)
-    [[plugin]] = pm.hook.accelkit_compute_plugins(config={"overcommit-factor": 2})
+    plugin = plugin_of(accelkit_cpu, {"overcommit-factor": 2})
     assert isinstance(plugin, CPUPlugin)
     assert plugin.key == "cpu"
     assert plugin.settings.overcommit_factor == 2
@@ -155,13 +147,7 @@ def test_hookimpl_returns_a_configured_plugin() -> None:
 
 
 def test_importing_the_distribution_is_cheap() -> None:
-    code = (
-        "import sys, accelkit_cpu\n"
-        "heavy = [m for m in ('accelkit_cpu.plugin', 'psutil') if m in sys.modules]\n"
-        "print(heavy)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert loaded_by_importing("accelkit_cpu", ["accelkit_cpu.plugin", "psutil"]) == []
 
 
 def test_the_real_plugin_matches_the_affinity_mask() -> None:

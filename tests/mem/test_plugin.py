@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from decimal import Decimal
 from pathlib import Path
 
-import pluggy
 import pytest
 
 import accelkit_mem
-from accelkit import hookspecs
 from accelkit.allocmap import AllocationStrategy
 from accelkit.errors import InvalidResourceArgument
 from accelkit.partition import SlotPartition
@@ -29,6 +25,7 @@ from accelkit.types import (
 )
 from accelkit_mem.hook import MemLifecycleHook
 from accelkit_mem.plugin import MemAgentContext, MemPlugin
+from tests.distribution_probes import loaded_by_importing, plugin_of
 
 GiB = 2**30
 MEM = SlotName("mem")
@@ -107,11 +104,9 @@ def test_hook_refuses_amounts_that_are_not_bytes(amount: Decimal) -> None:
 
 
 def test_hookimpl_returns_a_configured_plugin() -> None:
-    pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
-    pm.add_hookspecs(hookspecs)
-    pm.register(accelkit_mem)
-    [[plugin]] = pm.hook.accelkit_compute_plugins(config={"overcommit-factor": 2})
+    plugin = plugin_of(accelkit_mem, {"overcommit-factor": 2})
     assert isinstance(plugin, MemPlugin)
+    assert plugin.key == "mem"
     assert plugin.settings.overcommit_factor == 2
     assert accelkit_mem.MemPlugin is MemPlugin
     with pytest.raises(AttributeError, match="has no attribute 'Nope'"):
@@ -119,12 +114,7 @@ def test_hookimpl_returns_a_configured_plugin() -> None:
 
 
 def test_importing_the_distribution_is_cheap() -> None:
-    code = (
-        "import sys, accelkit_mem\n"
-        "print([m for m in ('accelkit_mem.plugin', 'psutil') if m in sys.modules])\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert loaded_by_importing("accelkit_mem", ["accelkit_mem.plugin", "psutil"]) == []
 
 
 class TestConformance(PluginConformance):

@@ -5,14 +5,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Coroutine, Iterator, Mapping
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import pytest
 
+from accelkit import hookimpl
 from accelkit.errors import PluginUnavailable
 from accelkit_cuda import CUDAPlugin
+
+from . import fake_nvml as fk
 
 T = TypeVar("T")
 
@@ -65,3 +68,15 @@ def real_gpus(config: Mapping[str, Any]) -> Iterator[CUDAPlugin]:
         yield plugin
     finally:
         run(plugin.cleanup())
+
+
+class FakeCUDADistribution:
+    """What the accelkit-cuda entry point registers, over a fake NVML."""
+
+    def __init__(self, nvml: fk.FakeNVML, sysfs: Path) -> None:
+        self.nvml = nvml
+        self.sysfs = sysfs
+
+    @hookimpl
+    def accelkit_compute_plugins(self, config: Mapping[str, Any]) -> Sequence[CUDAPlugin]:
+        return [CUDAPlugin(config, nvml=self.nvml, sysfs_root=self.sysfs)]

@@ -69,15 +69,20 @@ def test_count_error_is_unavailable_and_nvml_is_shut_down():
     assert nvml.shutdown_calls == 1
 
 
-def test_real_pynvml_without_a_driver_is_unavailable():
+@pytest.fixture
+def no_driver() -> None:
+    """Skip where the real pynvml is missing or finds a working NVIDIA driver."""
     pynvml = pytest.importorskip("pynvml")
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError:
-        pass
-    else:
-        pynvml.nvmlShutdown()
-        pytest.skip("this machine has a working NVIDIA driver")
+        return
+    pynvml.nvmlShutdown()
+    pytest.skip("this machine has a working NVIDIA driver")
+
+
+@pytest.mark.usefixtures("no_driver")
+def test_real_pynvml_without_a_driver_is_unavailable():
     with pytest.raises(PluginUnavailable, match="NVML could not start"):
         run(CUDAPlugin({}).init())
 
@@ -109,15 +114,8 @@ def test_using_the_plugin_before_init_raises():
         run(plugin.get_node_info())
 
 
+@pytest.mark.usefixtures("no_driver")
 def test_accelkit_plugins_reports_cuda_unavailable_on_a_machine_without_nvml():
-    pynvml = pytest.importorskip("pynvml")
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        pass
-    else:
-        pynvml.nvmlShutdown()
-        pytest.skip("this machine has a working NVIDIA driver")
     command = Path(sys.executable).with_name("accelkit")
     if not command.exists():
         pytest.skip("the accelkit command is not installed")

@@ -4,19 +4,15 @@ in the devices, in ``accelkit devices`` and in the DCGM labels of the metrics.""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any
 
 import pytest
 
-from accelkit import hookimpl
 from accelkit.cli.app import main
 from accelkit.discovery import PluginLoader
 from accelkit.metrics_export.prometheus import device_labels
-from accelkit_cuda import CUDAPlugin
 
 from . import fake_nvml as fk
+from .support import FakeCUDADistribution as _FakeCUDA  # test_topology imports it here
 
 IDENTITY = {
     "serial": "1650921000000",
@@ -86,16 +82,6 @@ def test_metrics_labels_carry_the_serial(start):
     assert device_labels(plain)["UUID"] == plain.uuid
     assert device_labels(plain)["pci_bus_id"] == "00000000:10:00.0"
     assert "serial" not in device_labels(geforce)
-
-
-class _FakeCUDA:
-    def __init__(self, nvml: fk.FakeNVML, sysfs: Path) -> None:
-        self.nvml = nvml
-        self.sysfs = sysfs
-
-    @hookimpl
-    def accelkit_compute_plugins(self, config: Mapping[str, Any]) -> Sequence[CUDAPlugin]:
-        return [CUDAPlugin(config, nvml=self.nvml, sysfs_root=self.sysfs)]
 
 
 @pytest.fixture

@@ -3,23 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from accelkit import hookimpl
 from accelkit.config import load_host_config
 from accelkit.discovery import PluginLoader
 from accelkit.errors import InsufficientResource
 from accelkit.health import HealthState
 from accelkit.node import Node
 from accelkit.types import AgentId, DeviceName, SlotName, Workload, WorkloadType
-from accelkit_cuda import CUDAPlugin
 
 from . import fake_nvml as fk
+from .support import FakeCUDADistribution
 
 CUDA = DeviceName("cuda")
 AGENT = AgentId("agent-1")
@@ -35,18 +33,6 @@ allowed = ["cuda"]
 [plugins.config.cuda]
 health-interval = "0.05"
 """
-
-
-class FakeCUDADistribution:
-    """What the accelkit-cuda entry point registers, over a fake NVML."""
-
-    def __init__(self, nvml: fk.FakeNVML, sysfs: Path) -> None:
-        self.nvml = nvml
-        self.sysfs = sysfs
-
-    @hookimpl
-    def accelkit_compute_plugins(self, config: Mapping[str, Any]) -> Sequence[CUDAPlugin]:
-        return [CUDAPlugin(config, nvml=self.nvml, sysfs_root=self.sysfs)]
 
 
 def node_over(tmp_path: Path, nvml: fk.FakeNVML, sysfs: Path, cuda_config: str = "") -> Node:

@@ -17,17 +17,11 @@ from accelkit.config import Renamed, int_between, read_section
 from accelkit.config.converter import renamed_keys, structure
 from accelkit.discovery import PluginLoader
 from accelkit.errors import ConfigError, ConfigErrors
-from accelkit.plugin import AbstractComputePlugin, AbstractLifecycleHook
+from accelkit.plugin import AbstractComputePlugin
 from accelkit.selection import PluginSelection
-from accelkit.types import (
-    ComputeDevice,
-    DeviceId,
-    DeviceName,
-    DeviceSlotInfo,
-    SlotSpec,
-    SlotType,
-    WorkloadConfig,
-)
+from accelkit.types import DeviceName
+
+from .one_device_plugin import OneDevicePlugin
 
 
 @attrs.frozen
@@ -94,29 +88,14 @@ def test_old_and_new_spellings_read_the_same(factor: int):
     assert old == new == DialConfig(overcommit_factor=factor)
 
 
-class DialHook(AbstractLifecycleHook):
-    async def pre_create(self) -> WorkloadConfig:
-        return WorkloadConfig()
-
-
-class DialPlugin(AbstractComputePlugin):
+class DialPlugin(OneDevicePlugin):
     key: ClassVar[DeviceName] = DeviceName("dial")
     api_version: ClassVar[str] = "2.0"
     config_schema: ClassVar[type[DialConfig]] = DialConfig
-    lifecycle_hook_class = DialHook
 
     def __init__(self, config: Any) -> None:
         super().__init__(config)
         self.settings = read_section(DialConfig, self.config)
-
-    async def list_devices(self) -> Sequence[ComputeDevice]:
-        return [ComputeDevice(self.key, DeviceId("d0"), "x", None, 0, 1)]
-
-    def configurable_slots(self) -> Sequence[SlotSpec]:
-        return [SlotSpec("dial.device", SlotType.COUNT)]
-
-    def device_slots(self, devices: Any) -> dict[DeviceId, DeviceSlotInfo]:
-        return {d.device_id: DeviceSlotInfo(SlotType.COUNT, "dial.device", 1) for d in devices}
 
 
 class DialModule:

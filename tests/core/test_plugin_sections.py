@@ -19,23 +19,12 @@ from accelkit.config.plugin_sections import place_in_host_config, read_section, 
 from accelkit.config.rules import int_between
 from accelkit.discovery import PluginLoader
 from accelkit.errors import ConfigError, ConfigErrors, PluginLoadError
-from accelkit.plugin import AbstractComputePlugin, AbstractLifecycleHook
+from accelkit.plugin import AbstractComputePlugin
 from accelkit.registry import PluginStatus
 from accelkit.selection import PluginSelection
-from accelkit.types import (
-    ComputeDevice,
-    DeviceId,
-    DeviceName,
-    DeviceSlotInfo,
-    SlotSpec,
-    SlotType,
-    WorkloadConfig,
-)
+from accelkit.types import DeviceName
 
-
-class DialHook(AbstractLifecycleHook):
-    async def pre_create(self) -> WorkloadConfig:
-        return WorkloadConfig()
+from .one_device_plugin import OneDevicePlugin
 
 
 @attrs.frozen
@@ -44,26 +33,16 @@ class DialConfig:
     label: str = ""
 
 
-class DialPlugin(AbstractComputePlugin):
+class DialPlugin(OneDevicePlugin):
     """Reads its section lazily: only the loader's check stands between a typo and a start."""
 
     key: ClassVar[DeviceName] = DeviceName("dial")
     api_version: ClassVar[str] = "2.0"
     config_schema: ClassVar[type[DialConfig]] = DialConfig
-    lifecycle_hook_class = DialHook
     started: ClassVar[list[str]] = []
 
     async def init(self) -> None:
         self.started.append("init")
-
-    async def list_devices(self) -> Sequence[ComputeDevice]:
-        return [ComputeDevice(self.key, DeviceId("d0"), "x", None, 0, 1)]
-
-    def configurable_slots(self) -> Sequence[SlotSpec]:
-        return [SlotSpec("dial.device", SlotType.COUNT)]
-
-    def device_slots(self, devices: Any) -> dict[DeviceId, DeviceSlotInfo]:
-        return {d.device_id: DeviceSlotInfo(SlotType.COUNT, "dial.device", 1) for d in devices}
 
     async def get_node_info(self) -> Any:
         raise NotImplementedError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -38,15 +38,13 @@ from accelkit.types import (
     ComputeDevice,
     DeviceId,
     DeviceName,
-    DeviceSlotInfo,
     SlotName,
-    SlotSpec,
-    SlotType,
     Workload,
     WorkloadConfig,
 )
 
 from .metrics_support import write_node_config
+from .one_device_plugin import OneDevicePlugin
 
 D = Decimal
 
@@ -476,18 +474,9 @@ class Context(MaskedAgentContext):
         return [WorkloadMetric("used", "gauge", "", workload.id, Measurement(1))]
 
 
-class NPU(AbstractComputePlugin):
+class NPU(OneDevicePlugin):
     key = DeviceName("npu")
     broken = False
-
-    async def list_devices(self) -> Sequence[ComputeDevice]:
-        return [ComputeDevice("npu", "npu0", "pci", 0, 0, 1)]
-
-    def configurable_slots(self) -> Sequence[SlotSpec]:
-        return [SlotSpec("npu.device", SlotType.COUNT)]
-
-    def device_slots(self, devices: Iterable[ComputeDevice]) -> Mapping[DeviceId, DeviceSlotInfo]:
-        return {d.device_id: DeviceSlotInfo("count", "npu.device", 1) for d in devices}
 
     def create_lifecycle_hook(self, workload: Any, device_alloc: Any, devices: Any) -> Hook:
         return Hook(workload, device_alloc, devices=devices)
@@ -525,17 +514,6 @@ def test_a_plugin_whose_gather_raises_is_named_and_the_others_still_report():
     class Broken(NPU):
         key = DeviceName("tpu")
         broken = True
-
-        def configurable_slots(self) -> Sequence[SlotSpec]:
-            return [SlotSpec("tpu.device", SlotType.COUNT)]
-
-        def device_slots(
-            self, devices: Iterable[ComputeDevice]
-        ) -> Mapping[DeviceId, DeviceSlotInfo]:
-            return {d.device_id: DeviceSlotInfo("count", "tpu.device", 1) for d in devices}
-
-        async def list_devices(self) -> Sequence[ComputeDevice]:
-            return [ComputeDevice("tpu", "tpu0", "pci", 0, 0, 1)]
 
     snapshot = gather(HostConfig(), loader_of(NPU({}), Broken({})))
     assert set(snapshot.node) == {"npu"}

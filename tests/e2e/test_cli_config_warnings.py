@@ -68,15 +68,7 @@ def test_every_command_warns_once_on_stderr(node, command):
 def test_a_config_without_such_names_warns_of_nothing(mock_node):
     config = mock_node(cpus=1, gpus=1)
     for argv in COMMANDS.values():
-        env = cli_env()
-        result = subprocess.run(
-            [*ACCELKIT, *with_config(argv, config)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=120,
-            check=False,
-        )
+        result = run_accelkit(*with_config(argv, config))
         assert result.returncode == 0, (argv, result.stderr)
         # what a run cannot contain depends on the host's cgroups (tests/runtime covers it)
         warnings = [
@@ -133,21 +125,12 @@ allowed = ["refusing"]
 fail-at = ""
 """
     )
-    env = cli_env()
-    env["PYTHONPATH"] = str(refusing_site)
     warning = (
         f"warning: {config}: [plugins.config.refusing] 'fail-at' is deprecated, it is now spelt "
         "'fail-in' (the old key is still read)"
     )
     run = ["run", "--agent", "agent-1", "--slots", "refuse.device=1", "--", "true"]
     for argv in (["devices", "--json"], ["plan", "--json"], ["check"], run):
-        result = subprocess.run(
-            [*ACCELKIT, *with_config(argv, config)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=120,
-            check=False,
-        )
+        result = run_accelkit(*with_config(argv, config), site=refusing_site)
         assert result.returncode == 0, (argv, result.stderr)
         assert result.stderr.splitlines().count(warning) == 1, (argv, result.stderr)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -191,3 +192,42 @@ def test_a_transaction_that_raises_hands_the_lock_on(tmp_path: Path, error: type
         check=False,
     )
     assert other.returncode == 0
+
+
+def _waiters() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "ledger-queue"]
+
+
+def test_waits_are_made_by_one_thread_started_once_and_ended_with_the_queue(
+    tmp_path: Path,
+) -> None:
+    Ledger(tmp_path).scan()
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    before = set(_waiters())
+    try:
+        queue = WriterQueue.open(fd)
+        assert queue is not None
+        for _ in range(3):  # the lock taken elsewhere each time: every enter waits
+            holder = subprocess.Popen(
+                [sys.executable, "-c", STOPPED_HOLDER, str(tmp_path)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            assert holder.stdout is not None
+            assert holder.stdin is not None
+            assert holder.stdout.readline().strip() == "holding"
+            queue.enter(0.05)  # the holder keeps it: the wait is given up
+            assert queue._holding is False
+            holder.stdin.write("\n")
+            holder.stdin.flush()
+            assert holder.wait(timeout=WAIT_S) == 0
+            queue.enter(WAIT_S)  # the given-up wait hands the lock on, this one takes it
+            assert queue._holding is True
+            queue.leave()
+        [waiter] = set(_waiters()) - before
+        queue.close()
+        waiter.join(WAIT_S)
+        assert not waiter.is_alive()
+    finally:
+        os.close(fd)

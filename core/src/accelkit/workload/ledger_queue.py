@@ -16,6 +16,9 @@ a second :class:`~accelkit.workload.ledger.Ledger` of the same process on the sa
 lock as before. Locks of a process that dies are released by the kernel. A state directory
 where the files cannot be made (read-only) has no queue.
 
+``flock`` has no timeout, so a queue's waits are made by one thread of its own, started at the
+first wait and ended with the queue (a thread started for each wait cost a thread's start and
+one more wake-up per hand-over, which four processes booking at once paid on most bookings).
 The wait is bounded like SQLite's own (``timeout``): a holder that is stopped (``SIGSTOP``) or
 stuck does not keep the others waiting for ever. Past the bound a waiter leaves the queue and
 meets SQLite's lock, whose busy timeout then answers with the usual "database is locked" error;
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import queue
 import threading
 import weakref
 
@@ -46,8 +50,12 @@ class WriterQueue:
         info = os.fstat(lock_fd)
         self._key = (info.st_dev, info.st_ino)
         self._holding = False
+        self._waiter: threading.Thread | None = None  # started at the first wait
+        self._waiter_pid = 0
+        self._requests: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
         # a queue nobody closed still gives its files (and a lock it holds) back when collected
-        self._closer = weakref.finalize(self, _close_all, (lock_fd, turn_fd), self._key)
+        fds = (lock_fd, turn_fd)
+        self._closer = weakref.finalize(self, _close_all, fds, self._key, self._requests)
 
     @classmethod
     def open(cls, dir_fd: int) -> WriterQueue | None:
@@ -97,33 +105,18 @@ class WriterQueue:
         return True
 
     def _take_within(self, timeout: float) -> bool:
-        """Queue for the lock on a helper thread (``flock`` has no timeout of its own)."""
-        decided = threading.Lock()
-        got = threading.Event()
-        abandoned = False
-
-        def wait() -> None:
-            # through the turnstile: a waiter woken by the last holder may not have run yet,
-            # and it holds the turnstile until it has the lock
-            fcntl.flock(self._turn_fd, fcntl.LOCK_EX)
-            try:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
-            finally:
-                fcntl.flock(self._turn_fd, fcntl.LOCK_UN)
-            with decided:
-                if abandoned:  # the waiter left the queue: hand the lock on at once
-                    fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-                else:
-                    got.set()
-
-        threading.Thread(target=wait, name="ledger-queue", daemon=True).start()
-        if got.wait(timeout):
-            return True
-        with decided:
-            if got.is_set():
-                return True
-            abandoned = True
-        return False
+        """Queue for the lock on the queue's waiter thread (``flock`` has no timeout of its
+        own); the thread is started once, not for each wait."""
+        if self._waiter is None or self._waiter_pid != os.getpid():  # none yet, or forked
+            fds = (self._turn_fd, self._lock_fd)
+            self._waiter = threading.Thread(
+                target=_serve, args=(*fds, self._requests), name="ledger-queue", daemon=True
+            )
+            self._waiter.start()
+            self._waiter_pid = os.getpid()
+        request = _Request()
+        self._requests.put(request)
+        return request.taken(timeout)
 
     def leave(self) -> None:
         """Hand the lock on (nothing when :meth:`enter` did not take it)."""
@@ -137,12 +130,55 @@ class WriterQueue:
                 _held.discard(self._key)
 
     def close(self) -> None:
-        """Close the files (which releases a lock still held)."""
+        """Close the files (which releases a lock still held) and end the waiter thread."""
         self.leave()
         self._closer()
 
 
-def _close_all(fds: tuple[int, ...], key: tuple[int, int]) -> None:
+class _Request:
+    """One wait for the lock, which its caller may give up while the waiter thread waits."""
+
+    def __init__(self) -> None:
+        self.decided = threading.Lock()
+        self.got = threading.Event()
+        self.abandoned = False
+
+    def taken(self, timeout: float) -> bool:
+        """Whether the lock came within ``timeout`` seconds; if not, the wait is given up."""
+        if self.got.wait(timeout):
+            return True
+        with self.decided:
+            if self.got.is_set():
+                return True
+            self.abandoned = True
+        return False
+
+
+def _serve(turn_fd: int, lock_fd: int, requests: queue.SimpleQueue[_Request | None]) -> None:
+    """The waiter thread: take the lock for each request in turn (no reference to the queue
+    object, which its finalizer may then close)."""
+    while (request := requests.get()) is not None:
+        # through the turnstile: a waiter woken by the last holder may not have run yet,
+        # and it holds the turnstile until it has the lock
+        try:
+            fcntl.flock(turn_fd, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            finally:
+                fcntl.flock(turn_fd, fcntl.LOCK_UN)
+        except OSError:  # the files were closed meanwhile: nobody waits any more
+            return
+        with request.decided:
+            if request.abandoned:  # the caller left the queue: hand the lock on at once
+                fcntl.flock(lock_fd, fcntl.LOCK_UN)
+            else:
+                request.got.set()
+
+
+def _close_all(
+    fds: tuple[int, ...], key: tuple[int, int], requests: queue.SimpleQueue[_Request | None]
+) -> None:
+    requests.put(None)  # the waiter thread, if any, ends
     for fd in fds:
         os.close(fd)
     with _guard:

@@ -50,6 +50,11 @@ def accelkit(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
     return run_accelkit(*args, env=extra)
 
 
+def run_on(config: Path, agent: str, slots: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``accelkit run ARGV`` under ``config`` on ``agent``, asking for ``slots``."""
+    return accelkit("run", "--config", str(config), "--agent", agent, "--slots", slots, "--", *argv)
+
+
 @pytest.fixture
 def holding(tmp_path: Path) -> Iterator[callable]:
     """Start ``accelkit run`` holding devices until the test ends; what it was granted."""
@@ -120,17 +125,7 @@ def test_an_agent_added_in_auto_split_does_not_get_a_held_gpu(tmp_path, holding)
         assert result.returncode == 0, result.stderr
         said = result.stdout + result.stderr
         assert len(re.findall(f"{held}.*{moved}", said)) == 1, said
-    refused = accelkit(
-        "run",
-        "--config",
-        str(three),
-        "--agent",
-        "agent-3",
-        "--slots",
-        "cuda.device=1",
-        "--",
-        "true",
-    )
+    refused = run_on(three, "agent-3", "cuda.device=1", "true")
     assert refused.returncode == 125, refused.stderr
     assert re.search(f"warning: ledger: {held}.*{moved}", refused.stderr), refused.stderr
     assert "of agent 'agent-2' (cuda3=1), booked under another partition" in refused.stderr
@@ -139,10 +134,7 @@ def test_an_agent_added_in_auto_split_does_not_get_a_held_gpu(tmp_path, holding)
     assert f"than this command reads ({three}" in refused.stderr
     assert "unknown device" not in refused.stderr
     assert len(Ledger(tmp_path / "state").read_all()) == 1  # nothing booked by the refusal
-    free = accelkit(
-        "run", "--config", str(three), "--agent", "agent-1", "--slots", "cuda.device=2", "--",
-        "printenv", "MOCK_CUDA_DEVICES",
-    )  # fmt: skip
+    free = run_on(three, "agent-1", "cuda.device=2", "printenv", "MOCK_CUDA_DEVICES")
     assert free.returncode == 0, free.stderr
     assert free.stdout.strip() == "cuda0,cuda1"
 
@@ -155,8 +147,7 @@ def test_the_same_config_says_nothing_of_other_partitions(tmp_path, holding):
         assert result.returncode == 0, result.stderr
         assert "another partition" not in result.stdout + result.stderr
         assert "another config" not in result.stdout + result.stderr
-    run = accelkit("run", "--config", str(two), "--agent", "agent-2", "--slots", "cuda.device=1",
-                   "--", "true")  # fmt: skip
+    run = run_on(two, "agent-2", "cuda.device=1", "true")
     assert run.returncode == 0, run.stderr
     assert "warning" not in run.stderr
 
@@ -172,15 +163,5 @@ def test_repartition_moves_no_held_device(tmp_path, holding):
     moved = json.loads(result.stdout)
     assert (moved["given"], moved["moved"]) == ({}, {})
     assert moved["agents"]["agent-3"]["cuda"] == ["cuda3"]  # held: it stays where it is
-    refused = accelkit(
-        "run",
-        "--config",
-        str(three),
-        "--agent",
-        "agent-3",
-        "--slots",
-        "cuda.device=1",
-        "--",
-        "true",
-    )
+    refused = run_on(three, "agent-3", "cuda.device=1", "true")
     assert refused.returncode == 125, refused.stderr

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-import accelkit_cpu
 from accelkit.errors import InvalidResourceArgument
 from accelkit.partition import DevicePartition
 from accelkit.testing import PluginConformance
@@ -26,7 +25,6 @@ from accelkit.types import (
 )
 from accelkit_cpu.hook import THREAD_COUNT_VARS, CPULifecycleHook
 from accelkit_cpu.plugin import CPUAgentContext, CPUPlugin
-from tests.distribution_probes import loaded_by_importing, plugin_of
 
 CPU = SlotName("cpu")
 
@@ -134,20 +132,6 @@ def test_hook_refuses_device_ids_that_are_not_cores() -> None:
     hook = CPULifecycleHook(Workload.process_tree("pid:1"), {CPU: {DeviceId("cpu3"): Decimal(1)}})
     with pytest.raises(InvalidResourceArgument, match="not a core number"):
         asyncio.run(hook.pre_create())
-
-
-def test_hookimpl_returns_a_configured_plugin() -> None:
-    plugin = plugin_of(accelkit_cpu, {"overcommit-factor": 2})
-    assert isinstance(plugin, CPUPlugin)
-    assert plugin.key == "cpu"
-    assert plugin.settings.overcommit_factor == 2
-    assert accelkit_cpu.CPUPlugin is CPUPlugin
-    with pytest.raises(AttributeError, match="has no attribute 'Nope'"):
-        _ = accelkit_cpu.Nope  # type: ignore[attr-defined]
-
-
-def test_importing_the_distribution_is_cheap() -> None:
-    assert loaded_by_importing("accelkit_cpu", ["accelkit_cpu.plugin", "psutil"]) == []
 
 
 def test_the_real_plugin_matches_the_affinity_mask() -> None:

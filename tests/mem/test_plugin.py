@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-import accelkit_mem
 from accelkit.allocmap import AllocationStrategy
 from accelkit.errors import InvalidResourceArgument
 from accelkit.partition import SlotPartition
@@ -25,7 +24,6 @@ from accelkit.types import (
 )
 from accelkit_mem.hook import MemLifecycleHook
 from accelkit_mem.plugin import MemAgentContext, MemPlugin
-from tests.distribution_probes import loaded_by_importing, plugin_of
 
 GiB = 2**30
 MEM = SlotName("mem")
@@ -101,20 +99,6 @@ def test_hook_refuses_amounts_that_are_not_bytes(amount: Decimal) -> None:
     hook = MemLifecycleHook(Workload("pid:1"), {MEM: {ROOT: amount}})
     with pytest.raises(InvalidResourceArgument, match="whole, non-negative number of bytes"):
         asyncio.run(hook.pre_create())
-
-
-def test_hookimpl_returns_a_configured_plugin() -> None:
-    plugin = plugin_of(accelkit_mem, {"overcommit-factor": 2})
-    assert isinstance(plugin, MemPlugin)
-    assert plugin.key == "mem"
-    assert plugin.settings.overcommit_factor == 2
-    assert accelkit_mem.MemPlugin is MemPlugin
-    with pytest.raises(AttributeError, match="has no attribute 'Nope'"):
-        _ = accelkit_mem.Nope  # type: ignore[attr-defined]
-
-
-def test_importing_the_distribution_is_cheap() -> None:
-    assert loaded_by_importing("accelkit_mem", ["accelkit_mem.plugin", "psutil"]) == []
 
 
 class TestConformance(PluginConformance):

@@ -197,20 +197,31 @@ def test_a_removed_device_a_workload_holds_keeps_it_running(
     assert "Traceback" not in serve.text()
 
 
-def test_sigterm_leaves_workloads_running_and_the_next_serve_adopts_them(
-    node: Node, serving: Callable[..., Serve]
+@pytest.mark.parametrize(
+    ("ended_by", "status", "next_ended_by"),
+    [
+        (signal.SIGTERM, 0, signal.SIGINT),
+        (signal.SIGKILL, -signal.SIGKILL, signal.SIGTERM),  # killed: it cleans nothing up
+    ],
+)
+def test_an_ended_serve_leaves_workloads_running_and_the_next_serve_adopts_them(
+    node: Node,
+    serving: Callable[..., Serve],
+    ended_by: signal.Signals,
+    status: int,
+    next_ended_by: signal.Signals,
 ) -> None:
     serve = serving()
     run = node.start_workload()
     try:
         [held] = node.status()
-        assert serve.stop(signal.SIGTERM) == 0
+        assert serve.stop(ended_by) == status
         assert run.poll() is None
         [still] = node.status()
         assert still["workload"] == held["workload"]
         again = serving()
         again.wait_for(f"adopted live workload {held['workload']!r} of agent 'agent-1'")
-        assert again.stop(signal.SIGINT) == 0
+        assert again.stop(next_ended_by) == 0
         assert run.poll() is None
     finally:
         run.kill()
@@ -321,20 +332,3 @@ def test_a_damaged_cordon_file_while_serving_is_said_and_retried(
     serve.wait_for("device cuda/cuda2 added: healthy")
     assert serve.stop() == 0
     assert "Traceback" not in serve.text()
-
-
-def test_a_killed_serve_leaves_workloads_to_the_next(
-    node: Node, serving: Callable[..., Serve]
-) -> None:
-    serve = serving()
-    run = node.start_workload()
-    try:
-        [held] = node.status()
-        assert serve.stop(signal.SIGKILL) == -signal.SIGKILL
-        assert run.poll() is None
-        again = serving()
-        again.wait_for(f"adopted live workload {held['workload']!r} of agent 'agent-1'")
-        assert again.stop() == 0
-    finally:
-        run.kill()
-        run.wait()

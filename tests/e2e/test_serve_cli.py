@@ -203,6 +203,7 @@ def test_a_removed_device_a_workload_holds_keeps_it_running(
         (signal.SIGTERM, 0, signal.SIGINT),
         (signal.SIGKILL, -signal.SIGKILL, signal.SIGTERM),  # killed: it cleans nothing up
     ],
+    ids=["sigterm", "sigkill"],
 )
 def test_an_ended_serve_leaves_workloads_running_and_the_next_serve_adopts_them(
     node: Node,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import statistics
@@ -17,10 +16,11 @@ import pytest
 
 from accelkit.workload import Ledger
 
+from .docker_commands import ACCELKIT, accelkit, environment
+
 if TYPE_CHECKING:
     from .conftest import Engine
 
-ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 PAUSING_RUN = Path(__file__).resolve().parents[1] / "fixtures" / "pausing_run.py"
 EXAMPLES = Path(__file__).parents[2] / "docs" / "examples"
 LIMIT_FILES = "/sys/fs/cgroup/cpuset/cpuset.cpus /sys/fs/cgroup/memory/memory.limit_in_bytes"
@@ -28,24 +28,12 @@ LIMIT_FILES = "/sys/fs/cgroup/cpuset/cpuset.cpus /sys/fs/cgroup/memory/memory.li
 pytestmark = pytest.mark.slow
 
 
-def environment(engine: Engine, state: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCELKIT_", "DOCKER_"))}
-    return env | {"DOCKER_HOST": engine.url, "ACCELKIT_STATE_DIR": str(state)}
-
-
 def accelkit_run(
     engine: Engine, config: Path, slots: str, *argv: str, image: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     args = ["run", "--config", str(config), "--agent", "agent-1", "--slots", slots]
     args += ["--runtime", "docker", "--image", image or engine.image, "--", *argv]
-    return subprocess.run(
-        [*ACCELKIT, *args],
-        capture_output=True,
-        text=True,
-        env=environment(engine, config.parent / "state"),
-        timeout=120,
-        check=False,
-    )
+    return accelkit(engine.url, config, *args)
 
 
 def left_behind(engine: Engine, config: Path) -> tuple[list[str], list[str]]:
@@ -133,7 +121,7 @@ def test_sigterm_stops_a_container_that_ignores_it_after_the_grace(
     args = ["run", "--config", str(demo), "--agent", "agent-1", "--slots", "cpu=1", "--grace", "1"]
     args += ["--runtime", "docker", "--image", dockerd.image, "--"]
     args += ["sh", "-c", "trap '' TERM; echo ready; while :; do sleep 1; done"]
-    env = environment(dockerd, demo.parent / "state")
+    env = environment(dockerd.url, demo.parent / "state")
     with subprocess.Popen(
         [*ACCELKIT, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True
     ) as run:
@@ -165,7 +153,7 @@ def test_run_overhead_beside_docker_run(dockerd: Engine, demo: Path) -> None:
 
     Prints the medians; ``pytest tests/runtime/test_docker_cli.py -k overhead -s`` shows them.
     """
-    env = environment(dockerd, demo.parent / "state")
+    env = environment(dockerd.url, demo.parent / "state")
     times = 7
     docker_run = [*dockerd.cli, "run", "--rm", dockerd.image, "true"]
     args = ["run", "--config", str(demo), "--agent", "agent-1", "--slots", "cpu=1"]
@@ -205,7 +193,7 @@ def test_a_container_outliving_a_killed_accelkit_keeps_its_device_until_it_ends(
     node = mock_node(gpus=1)
     args = ["run", "--config", str(node), "--agent", "agent-1", "--slots", "cuda.device=1"]
     args += ["--runtime", "docker", "--image", dockerd.image, "--"]
-    env = environment(dockerd, node.parent / "state")
+    env = environment(dockerd.url, node.parent / "state")
     with subprocess.Popen(
         [*ACCELKIT, *args, "sh", "-c", "echo ready; exec sleep 300"],
         stdout=subprocess.PIPE,
@@ -256,7 +244,7 @@ def test_kill_9_at_every_step_leaves_no_device_booked_and_no_container(
     args = ["run", "--config", str(node), "--agent", "agent-1", "--slots", "cuda.device=1"]
     args += ["--runtime", "docker", "--image", dockerd.image, "--"]
     command = ["true"] if step.startswith(("exited", "pre_term", "post_term")) else ["sleep", "300"]
-    env = environment(dockerd, node.parent / "state")
+    env = environment(dockerd.url, node.parent / "state")
     with subprocess.Popen(
         [sys.executable, str(PAUSING_RUN), step, *args, *command],  # pauses at step
         stdout=subprocess.DEVNULL,
@@ -309,7 +297,7 @@ def test_kill_9_between_the_create_and_its_record_leaves_no_container(
         [sys.executable, "-c", _PAUSE_BEFORE_RECORDING, *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        env=environment(dockerd, node.parent / "state"),
+        env=environment(dockerd.url, node.parent / "state"),
         text=True,
     ) as run:
         assert run.stderr is not None

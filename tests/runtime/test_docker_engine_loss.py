@@ -19,7 +19,7 @@ import pytest
 
 from accelkit.workload import Ledger
 
-from .test_docker_cli import ACCELKIT, environment
+from .docker_commands import ACCELKIT, accelkit, environment
 
 if TYPE_CHECKING:
     from .conftest import Engine, MortalEngine
@@ -28,17 +28,6 @@ pytestmark = pytest.mark.slow
 
 #: the status of ``accelkit run`` when accelkit itself failed (DESIGN §18, §12)
 EXIT_ACCELKIT = 125
-
-
-def accelkit(engine: Engine, config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*ACCELKIT, *args],
-        capture_output=True,
-        text=True,
-        env=environment(engine, config.parent / "state"),
-        timeout=120,
-        check=False,
-    )
 
 
 def run_gpu(engine: Engine, config: Path, *argv: str, runtime: str = "process") -> list[str]:
@@ -50,7 +39,7 @@ def run_gpu(engine: Engine, config: Path, *argv: str, runtime: str = "process") 
 
 def run_once(engine: Engine, config: Path) -> subprocess.CompletedProcess[str]:
     """A process-runtime run of ``true`` asking for the node's GPU."""
-    env = environment(engine, config.parent / "state")
+    env = environment(engine.url, config.parent / "state")
     return subprocess.run(
         run_gpu(engine, config, "true"), capture_output=True, text=True, env=env, check=False
     )
@@ -61,7 +50,7 @@ def booked(config: Path) -> list[str]:
 
 
 def liveness(engine: Engine, config: Path) -> dict[str, str]:
-    shown = accelkit(engine, config, "status", "--config", str(config), "--json")
+    shown = accelkit(engine.url, config, "status", "--config", str(config), "--json")
     assert shown.returncode == 0, shown.stderr
     return {row["workload"]: row["liveness"] for row in json.loads(shown.stdout)}
 
@@ -74,7 +63,7 @@ def _waiting(config: Path) -> bool:
 def lose_the_engine(mortal: MortalEngine, config: Path) -> tuple[str, str]:
     """Run a container holding the node's one GPU, SIGKILL dockerd while it runs; the
     workload's id and the run's stderr."""
-    env = environment(mortal.engine, config.parent / "state")
+    env = environment(mortal.engine.url, config.parent / "state")
     argv = run_gpu(
         mortal.engine, config, "sh", "-c", "echo ready; exec sleep 300", runtime="docker"
     )
@@ -129,12 +118,12 @@ def test_release_force_frees_the_gpu_of_a_container_whose_engine_is_gone(
     node = mock_node(gpus=1)
     engine = mortal_dockerd.engine
     workload, _stderr = lose_the_engine(mortal_dockerd, node)
-    plain = accelkit(engine, node, "release", "--config", str(node), workload)
+    plain = accelkit(engine.url, node, "release", "--config", str(node), workload)
     assert plain.returncode == 2
     assert f"cannot reach workload {workload!r}" in plain.stderr
     assert booked(node) == [workload]
 
-    forced = accelkit(engine, node, "release", "--config", str(node), "--force", workload)
+    forced = accelkit(engine.url, node, "release", "--config", str(node), "--force", workload)
     assert forced.returncode == 0, forced.stderr
     assert "--force: skipping stopping the workload" in forced.stderr
     assert f"workload {workload!r} was not stopped: it may still run" in forced.stderr

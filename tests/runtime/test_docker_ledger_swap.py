@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .test_docker_cli import ACCELKIT, environment
+from .docker_commands import ACCELKIT, environment
 
 if TYPE_CHECKING:
     from .conftest import Engine
@@ -24,7 +24,7 @@ def test_a_deleted_ledger_beside_a_labelled_container_is_refused(
 ) -> None:
     node = mock_node(gpus=1)
     state = node.parent / "state"
-    env = environment(dockerd, state)
+    env = environment(dockerd.url, state)
     base = [*ACCELKIT, "run", "--config", str(node), "--agent", "agent-1"]
     base += ["--slots", "cuda.device=1"]
     docker = ["--runtime", "docker", "--image", dockerd.image]

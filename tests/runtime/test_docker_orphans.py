@@ -6,7 +6,6 @@ engine that is down is a warning and the run goes on."""
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import socket
 import subprocess
@@ -28,13 +27,14 @@ from accelkit.types import AgentId, Workload
 from accelkit.workload import Ledger, LedgerRecord
 from accelkit.workload.orphans import SweepReport, container_engines, note_container_engine
 
+from .docker_commands import ACCELKIT, accelkit, environment
+
 if TYPE_CHECKING:
     from .conftest import Engine
 
 pytestmark = pytest.mark.slow
 
 AGENT = AgentId("agent-1")
-ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
 #: ``accelkit`` with no age window: a container made a moment ago may be swept
 NO_WINDOW = [
     sys.executable,
@@ -43,24 +43,6 @@ NO_WINDOW = [
     "from accelkit.cli.app import run; run()",
 ]
 OTHER_LEDGER = "f" * 32
-
-
-def environment(engine_url: str, state: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCELKIT_", "DOCKER_"))}
-    return env | {"DOCKER_HOST": engine_url, "ACCELKIT_STATE_DIR": str(state)}
-
-
-def accelkit(
-    command: list[str], engine_url: str, config: Path, *args: str
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*command, *args],
-        capture_output=True,
-        text=True,
-        env=environment(engine_url, config.parent / "state"),
-        timeout=120,
-        check=False,
-    )
 
 
 def exists(engine: Engine, ident: str) -> bool:
@@ -128,20 +110,20 @@ def test_a_container_whose_record_was_set_aside_is_removed_by_the_next_reconcile
         ledger.db.execute("UPDATE records SET body = 'not a record'")
     ledger.close()
 
-    spared = accelkit(ACCELKIT, dockerd.url, node, "status", "--config", str(node))
+    spared = accelkit(dockerd.url, node, "status", "--config", str(node))
     assert spared.returncode == 0, spared.stderr
     assert "set aside unreadable record" in spared.stderr
     assert "orphan" not in spared.stderr
     assert exists(dockerd, ident)  # younger than the window: maybe a booking under way
 
-    swept = accelkit(NO_WINDOW, dockerd.url, node, "status", "--config", str(node))
+    swept = accelkit(dockerd.url, node, "status", "--config", str(node), command=NO_WINDOW)
     assert swept.returncode == 0, swept.stderr
     line = f"removed orphan container {name} ({ident[:12]}) of workload {name!r}: no ledger record"
     assert f"warning: {line}" in swept.stderr.splitlines()
     assert not exists(dockerd, ident)
     args = ["run", "--config", str(node), "--agent", "agent-1", "--slots", "cuda.device=1"]
     args += ["--runtime", "docker", "--image", dockerd.image, "--", "true"]
-    after = accelkit(ACCELKIT, dockerd.url, node, *args)
+    after = accelkit(dockerd.url, node, *args)
     assert after.returncode == 0, after.stderr
     assert "orphan" not in after.stderr
 
@@ -196,7 +178,7 @@ def test_a_docker_run_sweeps_only_where_the_ledger_cannot_account_for_a_containe
     ident = asyncio.run(orphan())
     args = ["run", "--config", str(node), "--agent", "agent-1", "--slots", "cpu=1"]
     args += ["--runtime", "docker", "--image", dockerd.image, "--", "true"]
-    quiet = accelkit(NO_WINDOW, dockerd.url, node, *args)
+    quiet = accelkit(dockerd.url, node, *args, command=NO_WINDOW)
     assert quiet.returncode == 0, quiet.stderr
     assert "orphan" not in quiet.stderr
     assert exists(dockerd, ident)
@@ -205,7 +187,7 @@ def test_a_docker_run_sweeps_only_where_the_ledger_cannot_account_for_a_containe
     ledger = Ledger(config.resource.state_dir)
     ledger.write(unrecorded)  # its container never made, or made and not recorded
     ledger.close()
-    swept = accelkit(NO_WINDOW, dockerd.url, node, *args)
+    swept = accelkit(dockerd.url, node, *args, command=NO_WINDOW)
     assert swept.returncode == 0, swept.stderr
     assert "removed orphan container" in swept.stderr
     assert not exists(dockerd, ident)
@@ -356,12 +338,12 @@ def test_an_engine_that_is_down_makes_the_sweep_a_warning_and_the_run_works(
     (tmp_path / "gone.sock").unlink()
     ledger.close()
     args = ["run", "--config", str(node), "--agent", "agent-1", "--slots", "cpu=1", "--", "true"]
-    result = accelkit(ACCELKIT, down, node, *args)
+    result = accelkit(down, node, *args)
     assert result.returncode == 0, result.stderr
     assert "orphan containers" not in result.stderr
     assert "Docker engine" not in result.stderr
     started = time.monotonic()
-    result = accelkit(ACCELKIT, down, node, "status")
+    result = accelkit(down, node, "status")
     took = time.monotonic() - started
     assert result.returncode == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if "orphan containers" in line]
@@ -387,14 +369,12 @@ def test_a_docker_run_on_an_engine_without_a_socket_leaves_the_sweep_nothing_to_
     node = mock_node(cpus=1)
     nowhere = f"unix://{tmp_path}/nowhere.sock"
     args = ["run", "--config", str(node), "--agent", "agent-1", "--slots", "cpu=1"]
-    result = accelkit(
-        ACCELKIT, nowhere, node, *args, "--runtime", "docker", "--image", "x", "--", "true"
-    )
+    result = accelkit(nowhere, node, *args, "--runtime", "docker", "--image", "x", "--", "true")
     assert result.returncode == 125
     assert f"cannot reach the Docker engine at {nowhere}" in result.stderr
     ledger = Ledger(node.parent / "state")
     assert container_engines(ledger) == []
     ledger.close()
-    result = accelkit(ACCELKIT, nowhere, node, "status")
+    result = accelkit(nowhere, node, "status")
     assert result.returncode == 0, result.stderr
     assert "Docker engine" not in result.stderr

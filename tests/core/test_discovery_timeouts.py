@@ -15,7 +15,7 @@ import pytest
 from accelkit import hookimpl
 from accelkit.discovery import PluginLoader
 from accelkit.errors import PluginLoadError
-from accelkit.plugin import AbstractComputePlugin, AbstractLifecycleHook
+from accelkit.plugin import AbstractComputePlugin
 from accelkit.registry import PluginStatus
 from accelkit.selection import PluginSelection
 from accelkit.types import (
@@ -23,27 +23,20 @@ from accelkit.types import (
     DeviceId,
     DeviceName,
     DeviceSlotInfo,
-    SlotName,
     SlotSpec,
-    SlotType,
-    WorkloadConfig,
 )
+
+from .one_device_plugin import OneDevicePlugin
 
 LIMIT = Decimal("0.2")
 HANG = 5.0  # seconds a hanging call would take: far above LIMIT, short enough to end on its own
 
 
-class Hook(AbstractLifecycleHook):
-    async def pre_create(self) -> WorkloadConfig:
-        return WorkloadConfig()
-
-
-class Plugin(AbstractComputePlugin):
+class Plugin(OneDevicePlugin):
     """Hangs in ``hang_in``: coroutines await, synchronous methods block their thread."""
 
     key: ClassVar[DeviceName] = DeviceName("ok")
     hang_in: ClassVar[str] = ""
-    lifecycle_hook_class = Hook
 
     async def _wait(self, stage: str) -> None:
         if self.hang_in == stage:
@@ -61,16 +54,15 @@ class Plugin(AbstractComputePlugin):
 
     async def list_devices(self) -> Sequence[ComputeDevice]:
         await self._wait("list_devices")
-        return [ComputeDevice(self.key, DeviceId(f"{self.key}0"), "here", 0, 0, 1)]
+        return await super().list_devices()
 
     def configurable_slots(self) -> Sequence[SlotSpec]:
         self._block("configurable_slots")
-        return [SlotSpec(SlotName(f"{self.key}.device"), SlotType.COUNT)]
+        return super().configurable_slots()
 
     def device_slots(self, devices: Iterable[ComputeDevice]) -> Mapping[DeviceId, DeviceSlotInfo]:
         self._block("device_slots")
-        slot = SlotName(f"{self.key}.device")
-        return {d.device_id: DeviceSlotInfo(SlotType.COUNT, slot, Decimal(1)) for d in devices}
+        return super().device_slots(devices)
 
 
 def module(key: str, hang_in: str = "", *, build_hangs: bool = False) -> types.SimpleNamespace:

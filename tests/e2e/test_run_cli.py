@@ -32,6 +32,18 @@ def records(config: Path) -> list[str]:
     return sorted(f"{a}+{w}" for a, w in Ledger(config.parent / "state").read_all())
 
 
+def refused(config: Path, *options: str) -> str:
+    """``accelkit run OPTIONS -- true`` on agent-1 refused by accelkit itself (125), with an
+    error, no traceback and nothing booked: what it said on stderr."""
+    result = accelkit(config, "run", "--agent", "agent-1", *options, "--", "true")
+    assert result.returncode == 125, result.stderr
+    assert result.stderr.startswith("error:"), result.stderr
+    assert "Traceback" not in result.stderr
+    assert "internal error" not in result.stderr
+    assert records(config) == []
+    return result.stderr
+
+
 def test_runs_the_command_with_the_hooks_env_and_its_exit_status(node):
     script = (
         "import os, sys; "
@@ -55,14 +67,11 @@ def test_runs_the_command_with_the_hooks_env_and_its_exit_status(node):
 
 
 def test_a_refused_allocation_exits_125_naming_the_slot_and_amounts(node):
-    result = accelkit(node, "run", "--agent", "agent-1", "--slots", "cuda.device=2", "--", "true")
-    assert result.returncode == 125
-    assert result.stderr.startswith("error: cannot allocate on agent 'agent-1'")
-    assert "'cuda.device'" in result.stderr
-    assert "requested 2" in result.stderr
-    assert "only 1 allocatable" in result.stderr
-    assert "Traceback" not in result.stderr
-    assert records(node) == []
+    said = refused(node, "--slots", "cuda.device=2")
+    assert said.startswith("error: cannot allocate on agent 'agent-1'")
+    assert "'cuda.device'" in said
+    assert "requested 2" in said
+    assert "only 1 allocatable" in said
 
 
 @pytest.mark.parametrize(
@@ -77,9 +86,7 @@ def test_a_refused_allocation_exits_125_naming_the_slot_and_amounts(node):
     ],
 )
 def test_malformed_slots_are_usage_errors(node, slots, message):
-    result = accelkit(node, "run", "--agent", "agent-1", "--slots", slots, "--", "true")
-    assert result.returncode == 125
-    assert message in result.stderr
+    assert message in refused(node, "--slots", slots)
 
 
 @pytest.mark.parametrize(
@@ -96,22 +103,14 @@ def test_malformed_slots_are_usage_errors(node, slots, message):
     ],
 )
 def test_absurd_amounts_are_usage_errors(node, amount):
-    result = accelkit(node, "run", "--agent", "agent-1", "--slots", f"cpu={amount}", "--", "true")
-    assert result.returncode == 125
-    assert result.stderr.startswith("error:")
-    assert f"'{amount}' is out of range" in result.stderr
-    assert "internal error" not in result.stderr
-    assert records(node) == []
+    assert f"'{amount}' is out of range" in refused(node, "--slots", f"cpu={amount}")
 
 
 def test_a_request_at_the_top_of_the_range_is_refused_with_its_amount_in_full(node):
     amount = "9" * 25  # the largest whole amount there is
-    result = accelkit(node, "run", "--agent", "agent-1", "--slots", f"cpu={amount}", "--", "true")
-    assert result.returncode == 125
-    assert result.stderr.startswith("error: cannot allocate on agent 'agent-1'")
-    assert f"requested {amount}," in result.stderr
-    assert "internal error" not in result.stderr
-    assert records(node) == []
+    said = refused(node, "--slots", f"cpu={amount}")
+    assert said.startswith("error: cannot allocate on agent 'agent-1'")
+    assert f"requested {amount}," in said
 
 
 @pytest.mark.parametrize(
@@ -126,14 +125,9 @@ def test_a_request_at_the_top_of_the_range_is_refused_with_its_amount_in_full(no
     ],
 )
 def test_a_grace_that_is_no_duration_is_a_usage_error(node, grace, said):
-    result = accelkit(
-        node, "run", "--agent", "agent-1", "--grace", grace, "--slots", "cpu=1", "--", "true"
-    )
-    assert result.returncode == 125
-    assert result.stderr.startswith("error:")
-    assert "--grace" in result.stderr
-    assert said in result.stderr
-    assert records(node) == []
+    stderr = refused(node, "--grace", grace, "--slots", "cpu=1")
+    assert "--grace" in stderr
+    assert said in stderr
 
 
 def test_a_grace_of_zero_kills_at_once_and_is_accepted(node):
@@ -421,10 +415,7 @@ def test_verbose_shows_the_cgroups_and_stderr_names_the_workload_and_its_devices
     ],
 )
 def test_runtime_options_are_checked(node, options, message):
-    result = accelkit(node, "run", "--agent", "agent-1", "--slots", "cpu=1", *options, "--", "true")
-    assert result.returncode == 125
-    assert message in result.stderr
-    assert records(node) == []
+    assert message in refused(node, "--slots", "cpu=1", *options)
 
 
 @pytest.fixture

@@ -28,8 +28,19 @@ def accelkit(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return run_accelkit(*args, config=config)
 
 
+def py(code: str) -> tuple[str, ...]:
+    """``code`` run by this interpreter."""
+    return (sys.executable, "-c", code)
+
+
 def records(config: Path) -> list[str]:
     return sorted(f"{a}+{w}" for a, w in Ledger(config.parent / "state").read_all())
+
+
+def run_argv(config: Path, slots: str, *command: str, options: tuple[str, ...] = ()) -> list[str]:
+    """The command line of ``accelkit run`` of ``command`` on agent-1, asking for ``slots``."""
+    head = ["run", "--config", str(config), "--agent", "agent-1", "--slots", slots]
+    return [*ACCELKIT, *head, *options, "--", *command]
 
 
 def refused(config: Path, *options: str) -> str:
@@ -49,18 +60,8 @@ def test_runs_the_command_with_the_hooks_env_and_its_exit_status(node):
         "import os, sys; "
         "print(os.environ['MOCK_CUDA_DEVICES'], os.environ['MOCK_CPU_DEVICES']); sys.exit(3)"
     )
-    result = accelkit(
-        node,
-        "run",
-        "--agent",
-        "agent-1",
-        "--slots",
-        "cuda.device=1,cpu=2,mem=1G",
-        "--",
-        sys.executable,
-        "-c",
-        script,
-    )
+    slots = ["--slots", "cuda.device=1,cpu=2,mem=1G"]
+    result = accelkit(node, "run", "--agent", "agent-1", *slots, "--", sys.executable, "-c", script)
     assert result.returncode == 3, result.stderr
     assert result.stdout.split() == ["cuda0", "0,1"]
     assert records(node) == []
@@ -157,18 +158,8 @@ def test_a_command_that_cannot_start_exits_127_and_frees_everything(node):
 
 
 def test_death_by_signal_is_128_plus_the_signal(node):
-    result = accelkit(
-        node,
-        "run",
-        "--agent",
-        "agent-1",
-        "--slots",
-        "cpu=1",
-        "--",
-        sys.executable,
-        "-c",
-        "import os; os.kill(os.getpid(), 9)",
-    )
+    suicide = "import os; os.kill(os.getpid(), 9)"
+    result = accelkit(node, "run", "--agent", "agent-1", "--slots", "cpu=1", "--", *py(suicide))
     assert result.returncode == 128 + 9
 
 
@@ -196,21 +187,7 @@ while True:
 def test_signals_are_forwarded_to_the_workload(node, tmp_path, signum):
     ready = tmp_path / "ready.txt"
     process = subprocess.Popen(
-        [
-            *ACCELKIT,
-            "run",
-            "--config",
-            str(node),
-            "--agent",
-            "agent-1",
-            "--slots",
-            "cpu=1",
-            "--",
-            sys.executable,
-            "-c",
-            TRAP,
-            str(ready),
-        ],
+        run_argv(node, "cpu=1", *py(TRAP), str(ready)),
         env=cli_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -276,26 +253,9 @@ while not (out / "pid").exists():
 
 
 def _start_stubborn(node: Path, out: Path, grace: str, *extra: str) -> subprocess.Popen[str]:
+    leader = (*py(LEADER), str(out), STUBBORN, *extra)
     return subprocess.Popen(
-        [
-            *ACCELKIT,
-            "run",
-            "--config",
-            str(node),
-            "--agent",
-            "agent-1",
-            "--slots",
-            "cuda.device=1,cpu=1",
-            "--grace",
-            grace,
-            "--",
-            sys.executable,
-            "-c",
-            LEADER,
-            str(out),
-            STUBBORN,
-            *extra,
-        ],
+        run_argv(node, "cuda.device=1,cpu=1", *leader, options=("--grace", grace)),
         env=cli_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -22,8 +24,13 @@ __all__ = ["simulated_libraries"]  # the fixture, used by name
 
 
 @pytest.fixture
-def plugin_over(simulated_libraries, monkeypatch, sysfs, proc):
-    started: list[CUDAPlugin] = []
+def plugin_over(
+    simulated_libraries: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    start: Callable[..., CUDAPlugin],
+) -> Callable[..., CUDAPlugin]:
+    """Start the plugin over the real pynvml on the simulated library ``build``, with ``env``
+    set for the library; the ``start`` fixture cleans it up."""
 
     def _start(build: str, **env: str) -> CUDAPlugin:
         if build not in simulated_libraries:
@@ -31,15 +38,9 @@ def plugin_over(simulated_libraries, monkeypatch, sysfs, proc):
         for name, value in env.items():
             monkeypatch.setenv(name, value)
         nvml = real_pynvml_over(simulated_libraries[build], monkeypatch)
-        plugin = CUDAPlugin({"health-interval": "30"}, nvml=nvml, sysfs_root=sysfs, proc_root=proc)
-        run(plugin.init())
-        started.append(plugin)
-        run(plugin.discover())
-        return plugin
+        return start(nvml, {"health-interval": "30"})
 
-    yield _start
-    for plugin in started:
-        run(plugin.cleanup())
+    return _start
 
 
 def states(plugin: CUDAPlugin) -> dict[str, tuple[HealthState, str]]:

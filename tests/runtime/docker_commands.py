@@ -5,8 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .conftest import Engine
 
 #: the ``accelkit`` console script, run by this interpreter
 ACCELKIT = [sys.executable, "-c", "from accelkit.cli.app import run; run()"]
@@ -32,3 +37,22 @@ def accelkit(
         timeout=120,
         check=False,
     )
+
+
+def kill_a_run_holding_the_gpu(engine: Engine, config: Path) -> None:
+    """``accelkit run`` of a container holding the node's one GPU, killed with SIGKILL once
+    the container runs: the container and the run's record are left behind."""
+    args = ["run", "--config", str(config), "--agent", "agent-1", "--slots", "cuda.device=1"]
+    args += ["--runtime", "docker", "--image", engine.image, "--"]
+    with subprocess.Popen(
+        [*ACCELKIT, *args, "sh", "-c", "echo ready; exec sleep 300"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=environment(engine.url, config.parent / "state"),
+        text=True,
+    ) as first:
+        assert first.stdout is not None
+        assert first.stdout.readline() == "ready\n"
+        time.sleep(0.5)  # past the start, so the handle is recorded
+        first.kill()
+        first.wait(30)

@@ -16,7 +16,7 @@ import pytest
 
 from accelkit.workload import Ledger
 
-from .docker_commands import ACCELKIT, accelkit, environment
+from .docker_commands import ACCELKIT, accelkit, environment, kill_a_run_holding_the_gpu
 
 if TYPE_CHECKING:
     from .conftest import Engine
@@ -191,21 +191,7 @@ def test_a_container_outliving_a_killed_accelkit_keeps_its_device_until_it_ends(
     """kill -9 of ``accelkit run``: the engine, asked by the next run, says the container
     lives, so its GPU stays booked; once it has ended the next run tears it down."""
     node = mock_node(gpus=1)
-    args = ["run", "--config", str(node), "--agent", "agent-1", "--slots", "cuda.device=1"]
-    args += ["--runtime", "docker", "--image", dockerd.image, "--"]
-    env = environment(dockerd.url, node.parent / "state")
-    with subprocess.Popen(
-        [*ACCELKIT, *args, "sh", "-c", "echo ready; exec sleep 300"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=env,
-        text=True,
-    ) as first:
-        assert first.stdout is not None
-        assert first.stdout.readline() == "ready\n"
-        time.sleep(0.5)  # past the start, so the handle is recorded
-        first.kill()
-        first.wait(30)
+    kill_a_run_holding_the_gpu(dockerd, node)
     (container,) = left_behind(dockerd, node)[0]
     refused = accelkit_run(dockerd, node, "cuda.device=1", "true")
     assert refused.returncode == 125

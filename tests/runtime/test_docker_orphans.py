@@ -27,7 +27,7 @@ from accelkit.types import AgentId, Workload
 from accelkit.workload import Ledger, LedgerRecord
 from accelkit.workload.orphans import SweepReport, container_engines, note_container_engine
 
-from .docker_commands import ACCELKIT, accelkit, environment
+from .docker_commands import accelkit, kill_a_run_holding_the_gpu
 
 if TYPE_CHECKING:
     from .conftest import Engine
@@ -88,20 +88,7 @@ def test_a_container_whose_record_was_set_aside_is_removed_by_the_next_reconcile
     container runs on with a GPU nobody has booked, until a reconcile finds it. One made a
     moment ago is spared (the age window); past it, it is stopped and removed."""
     node = mock_node(gpus=1)
-    args = ["run", "--config", str(node), "--agent", "agent-1", "--slots", "cuda.device=1"]
-    args += ["--runtime", "docker", "--image", dockerd.image, "--"]
-    with subprocess.Popen(
-        [*ACCELKIT, *args, "sh", "-c", "echo ready; exec sleep 300"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=environment(dockerd.url, node.parent / "state"),
-        text=True,
-    ) as first:
-        assert first.stdout is not None
-        assert first.stdout.readline() == "ready\n"
-        time.sleep(0.5)  # past the start, so the handle is recorded
-        first.kill()
-        first.wait(30)
+    kill_a_run_holding_the_gpu(dockerd, node)
     ledger = Ledger(node.parent / "state")
     (record,) = ledger.read_all().values()
     assert record.handle is not None

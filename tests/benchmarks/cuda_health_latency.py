@@ -1,6 +1,6 @@
 """How fast an NVML health change reaches allocation, through the cuda plugin over the fake NVML.
 
-A node of two fake GPUs watches health (``watching_health()``). ``lost``: from an XID 79
+A node of two fake GPUs watches health (``node.health_keeper.watching()``). ``lost``: from an XID 79
 injected on ``cuda1`` to the agent's alloc map listing it as unavailable; it arrives as an NVML
 event (``nvmlEventSetWait_v2`` in the plugin's thread), not by polling. ``regained``: the driver
 asked for a GPU reset and the board shows it; from the recovery action reading NONE again to a
@@ -101,7 +101,7 @@ async def accelkit_rounds(directory: Path, rounds: int, interval: float) -> dict
     loader.build()
     lost: list[float] = []
     regained: list[float] = []
-    async with Node.open(config, loader=loader) as node, node.watching_health():
+    async with Node.open(config, loader=loader) as node, node.health_keeper.watching():
         agent = node.agents[AgentId("agent-1")]
         alloc_map = agent.contexts[CUDA].alloc_map
 

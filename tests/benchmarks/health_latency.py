@@ -118,7 +118,7 @@ async def measure(directory: Path, rounds: int, interval: float) -> dict[str, ob
     lost: list[float] = []
     regained: list[float] = []
     floor: list[float] = []
-    async with Node.open(config) as node, node.watching_health():
+    async with Node.open(config) as node, node.health_keeper.watching():
         agent = node.agents[AgentId("agent-1")]
         alloc_map = agent.contexts[CUDA].alloc_map
 

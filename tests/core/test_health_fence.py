@@ -150,7 +150,7 @@ def test_in_split_mode_each_agents_own_map_is_fenced(mock_node: Callable[..., Pa
                 for agent, view in node.agents.items()
                 for d in view.device_ids()[DeviceName("cuda")]
             }
-            await node.cordon("cuda", "cuda1", "split test")
+            await node.health_keeper.cordon("cuda", "cuda1", "split test")
             with pytest.raises(InsufficientResource, match="cuda1"):
                 await node.book(
                     owner["cuda1"], Workload("a", WorkloadType.PROCESS_TREE), {DEVICE: D(1)}
@@ -159,7 +159,7 @@ def test_in_split_mode_each_agents_own_map_is_fenced(mock_node: Callable[..., Pa
                 owner["cuda0"], Workload("b", WorkloadType.PROCESS_TREE), {DEVICE: D(1)}
             )
             assert list(record.allocation[DeviceName("cuda")][DEVICE]) == ["cuda0"]
-            await node.uncordon("cuda", "cuda1")
+            await node.health_keeper.uncordon("cuda", "cuda1")
             await node.book(
                 AgentId(owner["cuda1"]), Workload("c", WorkloadType.PROCESS_TREE), {DEVICE: D(1)}
             )

@@ -91,10 +91,10 @@ def test_refresh_fences_and_recovery_unfences_without_restart(config: HostConfig
     async def main() -> None:
         async with Node.open(config) as node:
             set_health(devices_file(config), "cuda0", "unhealthy", "fell off the bus")
-            await node.refresh_health()
+            await node.health_keeper.refresh()
             assert await book(node, "a") == ["cuda1"]
             set_health(devices_file(config), "cuda0", "healthy")
-            await node.refresh_health()
+            await node.health_keeper.refresh()
             assert await book(node, "b") == ["cuda0"]
 
     asyncio.run(main())
@@ -107,8 +107,8 @@ def test_holders_get_one_event_and_one_note_per_change(config: HostConfig) -> No
         async with observed_node(config, observer) as node:
             held = await book(node, "holder")
             set_health(devices_file(config), held[0], "unhealthy", "XID 48")
-            await node.refresh_health()
-            await node.refresh_health()  # nothing changed: nobody is told again
+            await node.health_keeper.refresh()
+            await node.health_keeper.refresh()  # nothing changed: nobody is told again
             notes = read_notes(node.bookkeeper.ledger)[(AGENT, "holder")]
             assert [n.text for n in notes] == [f"device cuda/{held[0]} turned unhealthy: XID 48"]
 
@@ -128,7 +128,7 @@ def test_another_process_sees_the_same_change_without_telling_twice(config: Host
             await book(first, "holder")
             set_health(devices_file(config), "cuda0", "unhealthy", "XID 79")
             set_health(devices_file(config), "cuda1", "unhealthy", "XID 79")
-            await first.refresh_health()
+            await first.health_keeper.refresh()
             async with observed_node(config, observer) as second:  # its own fresh board
                 assert second.health.of(CUDA, "cuda0").state is HealthState.UNHEALTHY
 
@@ -139,14 +139,15 @@ def test_another_process_sees_the_same_change_without_telling_twice(config: Host
 def test_cordons_are_honoured_by_every_node_before_it_books(config: HostConfig) -> None:
     async def main() -> None:
         async with Node.open(config) as booking, Node.open(config) as operator:
-            assert await operator.cordon("cuda", "cuda0", "fan") is True
-            assert await operator.cordon("cuda", "cuda0", "again") is False  # idempotent
+            assert await operator.health_keeper.cordon("cuda", "cuda0", "fan") is True
+            # idempotent
+            assert await operator.health_keeper.cordon("cuda", "cuda0", "again") is False
             assert await book(booking, "a") == ["cuda1"]  # read the cordon before booking
             with pytest.raises(InsufficientResource, match="cuda0"):
                 await book(booking, "b")
             assert booking.health.of(CUDA, "cuda0").reason == "cordoned: fan"
-            assert await operator.uncordon("cuda", "cuda0") is True
-            assert await operator.uncordon("cuda", "cuda0") is False
+            assert await operator.health_keeper.uncordon("cuda", "cuda0") is True
+            assert await operator.health_keeper.uncordon("cuda", "cuda0") is False
             assert await book(booking, "b") == ["cuda0"]
 
     asyncio.run(main())
@@ -156,16 +157,16 @@ def test_cordon_of_an_unknown_plugin_or_device_is_refused(config: HostConfig) ->
     async def main() -> None:
         async with Node.open(config) as node:
             with pytest.raises(InvalidResourceArgument, match="no device 'cuda9'"):
-                await node.cordon("cuda", "cuda9")
+                await node.health_keeper.cordon("cuda", "cuda9")
             with pytest.raises(InvalidResourceArgument, match="no plugin 'rocm'"):
-                await node.uncordon("rocm", "x")
+                await node.health_keeper.uncordon("rocm", "x")
 
     asyncio.run(main())
 
 
 def test_watching_health_follows_the_device_file(config: HostConfig) -> None:
     async def main() -> tuple[list[DeviceChange], float]:
-        async with Node.open(config) as node, node.watching_health():
+        async with Node.open(config) as node, node.health_keeper.watching():
             changes = node.health.changes()
             started = time.monotonic()
             set_health(devices_file(config), "cuda1", "unhealthy", "XID 79")
@@ -196,7 +197,7 @@ def test_a_plugin_whose_health_fails_keeps_the_last_health_and_warns(
                 raise RuntimeError(msg)
 
             monkeypatch.setattr(plugin, "device_health", broken)
-            await node.refresh_health()
+            await node.health_keeper.refresh()
             assert node.health.of(CUDA, "cuda0").state is HealthState.HEALTHY
             return node.warnings
 
@@ -222,14 +223,14 @@ def test_a_plugin_failing_every_refresh_warns_once_per_outage(
             counts = []
             monkeypatch.setattr(plugin, "device_health", broken)
             for _ in range(5):
-                await node.refresh_health()
+                await node.health_keeper.refresh()
             counts.append(failures())
             monkeypatch.setattr(plugin, "device_health", working)
-            await node.refresh_health()
+            await node.health_keeper.refresh()
             counts.append(failures())
             monkeypatch.setattr(plugin, "device_health", broken)
-            await node.refresh_health()
-            await node.refresh_health()
+            await node.health_keeper.refresh()
+            await node.health_keeper.refresh()
             counts.append(failures())
             return counts
 
@@ -248,7 +249,7 @@ def test_a_report_that_is_not_device_health_is_a_warning(
                 return report
 
             monkeypatch.setattr(plugin, "device_health", wrong)
-            await node.refresh_health()
+            await node.health_keeper.refresh()
             assert node.health.of(CUDA, "cuda0").state is HealthState.HEALTHY
             return node.warnings
 
@@ -291,7 +292,7 @@ def test_a_watch_that_fails_is_a_warning_of_the_node(
                 yield  # pragma: no cover
 
             monkeypatch.setattr(plugin, "watch_health", broken)
-            async with node.watching_health():
+            async with node.health_keeper.watching():
                 await asyncio.sleep(0.05)
             return node.warnings
 
@@ -303,7 +304,7 @@ def test_a_cordon_of_a_device_that_vanished_can_still_be_lifted(config: HostConf
     async def main() -> None:
         async with Node.open(config) as node:
             node.health_keeper.cordon_file.cordon("cuda", "cuda5", "pulled out")
-            assert await node.uncordon("cuda", "cuda5") is True
+            assert await node.health_keeper.uncordon("cuda", "cuda5") is True
             assert node.health.cordons() == {}
 
     asyncio.run(main())

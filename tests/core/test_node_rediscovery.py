@@ -238,7 +238,7 @@ def test_the_new_maps_keep_excluding_cordoned_devices(config_path: Path) -> None
 
     async def main() -> None:
         async with Node.open(config) as node:
-            await node.cordon(CUDA, "cuda0", "fan")
+            await node.health_keeper.cordon(CUDA, "cuda0", "fan")
             write_gpus(devices_of(config_path), ["cuda0", "cuda1", "cuda2"])
             await node.rediscover()
             assert await book(node, "a", 2) == ["cuda1", "cuda2"]

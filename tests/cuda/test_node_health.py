@@ -65,7 +65,7 @@ def test_an_xid_fences_the_gpu_and_a_reset_brings_it_back(tmp_path: Path, sysfs:
     nvml = fk.FakeNVML([gpu, fk.FakeGpu(1)])
 
     async def main() -> None:
-        async with node_over(tmp_path, nvml, sysfs) as node, node.watching_health():
+        async with node_over(tmp_path, nvml, sysfs) as node, node.health_keeper.watching():
             await until(lambda: bool(nvml.event_sets and nvml.event_sets[0].registered), "events")
             nvml.inject_xid(gpu, 79)
             await until(lambda: not node.health.of(CUDA, "cuda0").allocatable, "cuda0 fenced")

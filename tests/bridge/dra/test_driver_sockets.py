@@ -80,7 +80,7 @@ def test_the_kubelet_registers_the_driver_and_reads_its_health(
                     'id = "cuda1"\nhealth = "unhealthy"\nhealth-reason = "XID 79"\n',
                 )
                 devices.write_text(text)
-                await node.refresh_health()
+                await node.health_keeper.refresh()
                 await driver._bump()
                 seen.append(await stream.read())
                 stream.cancel()

@@ -24,9 +24,9 @@ async def _change(
     async with Node.open(read_config(config_path)) as node:
         echo_warnings(node.host.loader.warnings)
         if on:
-            changed = await node.cordon(plugin, device, reason or "")
+            changed = await node.health_keeper.cordon(plugin, device, reason or "")
         else:
-            changed = await node.uncordon(plugin, device)
+            changed = await node.health_keeper.uncordon(plugin, device)
         health = node.health.of(plugin, device)
         return {
             "plugin": plugin,

@@ -121,7 +121,7 @@ async def _round(node: Node, rediscover: _Rediscovery, say: Say) -> None:
     assignment file) is said and retried at the next round instead of ending the service."""
     try:
         await rediscover()
-        await node.refresh_health()
+        await node.health_keeper.refresh()
         await _slurm_resume(node, say)
     except AccelkitError as exc:
         line = f"error: {exc} (retried in the next round)"
@@ -168,12 +168,13 @@ async def serve_node(
         changes = node.health.changes()
         serving = MetricsServer(exposition.render, port, host=host)
         lock = asyncio.Lock()  # a round and a Slurm prolog never run at once
-        async with serving as server, node.watching_health(), _prolog_server(node, lock, say):
+        watching = node.health_keeper.watching()
+        async with serving as server, watching, _prolog_server(node, lock, say):
             teller = asyncio.create_task(_say_changes(changes, say), name="serve:changes")
             try:
                 async with lock:
                     await rediscover()
-                    await node.refresh_health()
+                    await node.health_keeper.refresh()
                     await _slurm_resume(node, say)
                 if on_ready is not None:
                     on_ready(server)

@@ -144,6 +144,31 @@ class HealthKeeper:
         self.settle(changes)
         return changes
 
+    async def cordon(self, plugin: str, device: str, reason: str = "") -> bool:
+        """Take a device out of allocation for every process of the node; ``False`` if it was.
+
+        Raises ``InvalidResourceArgument`` for a plugin or device the node does not have, and
+        for a reason that is not one line of at most 1,000 characters without control
+        characters.
+        """
+        self.board.of(plugin, device)  # names an unknown plugin or device
+        changed = self.cordon_file.cordon(plugin, device, reason)
+        self.sync_cordons()
+        return changed
+
+    async def uncordon(self, plugin: str, device: str) -> bool:
+        """Put a cordoned device back into allocation; ``False`` if it was not cordoned.
+
+        A device that is gone from the node may still be uncordoned; any other device the
+        node does not have raises ``InvalidResourceArgument``.
+        """
+        self.sync_cordons()
+        if (DeviceName(plugin), DeviceId(device)) not in self.board.cordons():
+            self.board.of(plugin, device)
+        changed = self.cordon_file.uncordon(plugin, device)
+        self.sync_cordons()
+        return changed
+
     def apply_event(self, plugin: DeviceName, event: HealthEvent) -> DeviceChange | None:
         """A plugin's health event: update the board, fence the maps, tell the holders."""
         known = {d.device_id for d in self.host.plugins[plugin].devices}

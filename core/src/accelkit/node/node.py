@@ -9,7 +9,6 @@ workload goes through the node, so each record is applied to this process's maps
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
@@ -31,7 +30,7 @@ from accelkit.runtime.base import Runtime, WorkloadHandle
 from accelkit.runtime.docker import DockerRuntime
 from accelkit.runtime.process_stamp import ProcessStamp
 from accelkit.runtime.registry import installed_runtimes
-from accelkit.types import AgentId, DeviceId, DeviceName, SlotName, Workload
+from accelkit.types import AgentId, SlotName, Workload
 from accelkit.workload.bookkeeper import Bookkeeper
 from accelkit.workload.ledger import Ledger
 from accelkit.workload.lifecycle import PhaseListener, WorkloadLifecycle
@@ -391,7 +390,8 @@ class Node:
 
     @property
     def health_keeper(self) -> HealthKeeper:
-        """What keeps the maps in step with the devices' health."""
+        """What keeps the maps in step with the devices' health: ``refresh()``, ``watching()``,
+        ``cordon(plugin, device, reason)``, ``uncordon(plugin, device)``."""
         if self._health is None:
             msg = "the node is not started (use 'async with Node.open(config) as node:')"
             raise RuntimeError(msg)
@@ -401,42 +401,6 @@ class Node:
     def health(self) -> HealthBoard:
         """Every device's effective health and its changes (:class:`HealthBoard`)."""
         return self.health_keeper.board
-
-    async def refresh_health(self) -> None:
-        """Ask every plugin for its devices' health, re-read the cordons, fence the maps.
-
-        Workloads holding a device that turned unhealthy are told (``device_unhealthy``).
-        """
-        await self.health_keeper.refresh()
-
-    def watching_health(self) -> contextlib.AbstractAsyncContextManager[None]:
-        """Run the plugins' ``watch_health()`` while the block runs (``async with``)."""
-        return self.health_keeper.watching()
-
-    async def cordon(self, plugin: str, device: str, reason: str = "") -> bool:
-        """Take a device out of allocation for every process of the node; ``False`` if it was.
-
-        Raises ``InvalidResourceArgument`` for a plugin or device the node does not have, and
-        for a reason that is not one line of at most 1,000 characters without control
-        characters.
-        """
-        self.health.of(plugin, device)  # names an unknown plugin or device
-        changed = self.health_keeper.cordon_file.cordon(plugin, device, reason)
-        self.health_keeper.sync_cordons()
-        return changed
-
-    async def uncordon(self, plugin: str, device: str) -> bool:
-        """Put a cordoned device back into allocation; ``False`` if it was not cordoned.
-
-        A device that is gone from the node may still be uncordoned; any other device the
-        node does not have raises ``InvalidResourceArgument``.
-        """
-        self.health_keeper.sync_cordons()
-        if (DeviceName(plugin), DeviceId(device)) not in self.health.cordons():
-            self.health.of(plugin, device)
-        changed = self.health_keeper.cordon_file.uncordon(plugin, device)
-        self.health_keeper.sync_cordons()
-        return changed
 
     # -- live rediscovery (DESIGN §15) ------------------------------------------------------------
 

@@ -278,7 +278,7 @@ class DraDriver:
         """Serve what is missing, refresh health, publish, free the bookings of gone claims."""
         self.preparer.hand_overs.write()  # the reconciliation judges them by their handle
         await self.ensure_serving()
-        await self.node.refresh_health()
+        await self.node.health_keeper.refresh()
         await self.publish()
         report = await self.node.bookkeeper.reconcile()
         for torn in report.torn_down:
@@ -312,7 +312,7 @@ class DraDriver:
         self.claims.start()
         follower = asyncio.create_task(self._follow_health())
         try:
-            async with self.node.watching_health():
+            async with self.node.health_keeper.watching():
                 while True:
                     await self.tick()
                     await asyncio.sleep(float(self.settings.interval))

@@ -173,7 +173,7 @@ class K8sBridge:
         except RegistrationFailed as exc:
             message = f"{exc}; trying again"
             self._say_once(f"registration:{message}", {"event": "warning", "message": message})
-        await self.node.refresh_health()
+        await self.node.health_keeper.refresh()
         await self._read_pod_resources()
         report = await self.node.bookkeeper.reconcile()
         for torn in report.torn_down:
@@ -217,7 +217,7 @@ class K8sBridge:
         """Serve until cancelled; the sockets are removed, the bookings stay."""
         follower = asyncio.create_task(self._follow_health())
         try:
-            async with self.node.watching_health():
+            async with self.node.health_keeper.watching():
                 await self._look_at_holders()  # before the kubelet first asks for the list
                 while True:
                     await self._tick()

@@ -1,5 +1,5 @@
 """FILL's fast path places and commits in one pass: it must grant exactly what
-:func:`~accelkit.allocmap.placement.fill` places and leave the pool's indexes consistent."""
+:func:`~accelkit.allocmap.fillrule.fill` places and leave the pool's indexes consistent."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from accelkit.allocmap import (
     DiscretePropertyAllocMap,
     FractionAllocMap,
 )
-from accelkit.allocmap.placement import fill
+from accelkit.allocmap.fillrule import fill
 from accelkit.allocmap.pool import ScannedPool, SlotPool
 from accelkit.errors import InsufficientResource
 from accelkit.types import DeviceAllocation, DeviceId, DeviceSlotInfo, SlotName, SlotType

@@ -10,13 +10,16 @@ until one holds what is left.
 from __future__ import annotations
 
 import inspect
+import json
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accelkit.allocmap import fillrule
-from accelkit.allocmap.placement import fill
+from accelkit.allocmap.fillrule import fill
 from accelkit.allocmap.pool import ScannedPool, SlotPool
 from accelkit.allocmap.shared import SharedGrants
 from accelkit.types import DeviceId, SlotName, SlotType
@@ -120,3 +123,32 @@ def test_the_written_out_rule_can_be_read_where_it_runs() -> None:
     text = inspect.getsource(fill)
     assert "the most free devices in turn give all they have" in text
     assert text in fillrule.source(fillrule.MASKED_BUCKETS, fillrule.GRANTS)
+
+
+#: a fresh process: which of the rule's layouts are written out once the alloc maps are imported
+#: and a discrete EVENLY map is built, then once a FILL placement is asked for
+WRITTEN_ON_USE = """
+import json
+from decimal import Decimal
+from accelkit.allocmap import AllocationStrategy, DiscretePropertyAllocMap, fillrule
+from accelkit.types import DeviceId, DeviceSlotInfo, SlotName, SlotType
+def written():
+    return sorted(name for name in fillrule._WRITTEN_ON_USE if name in vars(fillrule))
+slots = {DeviceId("d0"): DeviceSlotInfo(SlotType.COUNT, SlotName("x"), Decimal(2))}
+DiscretePropertyAllocMap(slots, strategy=AllocationStrategy.EVENLY)
+before = written()
+fillrule.fill
+print(json.dumps([before, written()]))
+"""
+
+
+def test_the_rule_is_written_out_for_a_layout_on_its_first_use_only() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", WRITTEN_ON_USE], capture_output=True, text=True, check=True
+    )
+    assert json.loads(done.stdout) == [[], ["fill"]]
+
+
+def test_a_name_the_rule_does_not_write_out_is_no_attribute() -> None:
+    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
+        fillrule.nothing  # noqa: B018 - the look-up is what is tested

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 
+from accelkit.allocmap import fillrule
 from accelkit.allocmap.affinity import AffinityHint
 from accelkit.allocmap.base import AbstractAllocMap
 from accelkit.allocmap.checks import not_whole
-from accelkit.allocmap.placement import Grants, check_unique, evenly, fill, place
+from accelkit.allocmap.placement import Grants, check_unique, evenly, place
 from accelkit.allocmap.pool import SlotPool
 from accelkit.allocmap.strategy import AllocationStrategy
 from accelkit.errors import InvalidResourceArgument
@@ -44,7 +45,7 @@ class DiscretePropertyAllocMap(AbstractAllocMap):
             strategy=strategy,
             slot_specs=slot_specs,
         )
-        self._place_in = fill if self._strategy is AllocationStrategy.FILL else evenly
+        self._place_in = fillrule.fill if self._strategy is AllocationStrategy.FILL else evenly
         # one unit more than the largest pool holds (the pools share one conversion cache)
         self._beyond_capacity = max((p.total_cap for p in self._pools.values()), default=0) + 1
 

@@ -9,8 +9,9 @@ buckets, or only the list of free amounts for a few devices; the general placeme
 grants without changing anything, while the fast paths take them at once and hand out their
 own grants. A :class:`Store` says how one layout finds the most free device and takes units
 from it, a :class:`Result` what a caller gets back, and :func:`build` writes the rule out for
-one pair of them once, at import, as attrs writes a class's ``__init__`` from its fields:
-the fast paths then run the rule in one frame, with no call per device. The differential
+one pair of them once, on the pair's first use, as attrs writes a class's ``__init__`` from
+its fields: the fast paths then run the rule in one frame, with no call per device, and a
+command that places nothing compiles nothing. The differential
 tests (``tests/core/test_allocmap_fast_vs_general.py``) check every fast path's pair against
 the general placement's.
 """
@@ -223,30 +224,54 @@ Amount = Callable[[Any, int], Decimal]
 Grants = list[tuple[int, int]]
 
 #: ``fill(pool, mask, units)``: FILL's grants of ``units`` over the devices of ``pool`` in
-#: ``mask``, changing nothing (the caller checked that they have ``units`` free)
-fill: Callable[[SlotPool, int, int], Grants] = build(MASKED_BUCKETS, GRANTS, "placement")(
-    None, None, None
-)
-_POOL_GRANTS = build(POOL_BUCKETS, GRANTS, "pool grants")
-_POOL_SHARED = build(POOL_BUCKETS, SHARED, "pool shared grants")
-_SCANNED_SHARED = build(FREE_LIST, SHARED, "scanned shared grants")
+#: ``mask``, changing nothing (the caller checked that they have ``units`` free); written out
+#: on first use, as are the factories below (see :func:`__getattr__`)
+fill: Callable[[SlotPool, int, int], Grants]
+
+#: the module attributes written out on first use: their store, result and name
+_WRITTEN_ON_USE: dict[str, tuple[Store, Result, str]] = {
+    "fill": (MASKED_BUCKETS, GRANTS, "placement"),
+    "_POOL_GRANTS": (POOL_BUCKETS, GRANTS, "pool grants"),
+    "_POOL_SHARED": (POOL_BUCKETS, SHARED, "pool shared grants"),
+    "_SCANNED_SHARED": (FREE_LIST, SHARED, "scanned shared grants"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Build one of :data:`_WRITTEN_ON_USE` the first time it is asked for, then keep it as a
+    module attribute (so later look-ups, and a test's replacement, never come here)."""
+    if (made := _WRITTEN_ON_USE.get(name)) is None:
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
+    factory = build(*made)
+    value = factory(None, None, None) if name == "fill" else factory
+    globals()[name] = value
+    return value
+
+
+def _factory(name: str) -> Callable[..., Any]:
+    """The factory ``name`` of :data:`_WRITTEN_ON_USE`, built if not yet."""
+    found = globals().get(name)
+    return cast("Callable[..., Any]", found if found is not None else __getattr__(name))
 
 
 def taking_grants(pool: SlotPool) -> Callable[[int], Grants]:
     """FILL that takes ``units`` from ``pool``'s buckets at once and returns the grants (the
     caller holds the map's lock and checked that the pool has them free)."""
-    return cast("Callable[[int], Grants]", _POOL_GRANTS(pool, None, None))
+    return cast("Callable[[int], Grants]", _factory("_POOL_GRANTS")(pool, None, None))
 
 
 def taking_shared(
     pool: SlotPool, shared: SharedGrants, amount: Amount
 ) -> Callable[[int], DeviceAllocation]:
     """:func:`taking_grants` handing out ``shared``'s grants (splits noted until freed)."""
-    return cast("Callable[[int], DeviceAllocation]", _POOL_SHARED(pool, shared, amount))
+    return cast("Callable[[int], DeviceAllocation]", _factory("_POOL_SHARED")(pool, shared, amount))
 
 
 def scanning_shared(
     pool: ScannedPool, shared: SharedGrants, amount: Amount
 ) -> Callable[[int], DeviceAllocation]:
     """:func:`taking_shared` for a :class:`~accelkit.allocmap.pool.ScannedPool` (no buckets)."""
-    return cast("Callable[[int], DeviceAllocation]", _SCANNED_SHARED(pool, shared, amount))
+    return cast(
+        "Callable[[int], DeviceAllocation]", _factory("_SCANNED_SHARED")(pool, shared, amount)
+    )

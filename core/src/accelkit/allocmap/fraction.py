@@ -6,6 +6,7 @@ import decimal
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 
+from accelkit.allocmap import fillrule
 from accelkit.allocmap.affinity import AffinityHint
 from accelkit.allocmap.base import AbstractAllocMap
 from accelkit.allocmap.checks import not_whole
@@ -15,7 +16,6 @@ from accelkit.allocmap.placement import (
     best_fit,
     check_unique,
     evenly,
-    fill,
     fraction_evenly,
     fraction_fill,
     place,
@@ -101,7 +101,7 @@ class FractionAllocMap(AbstractAllocMap):
             slot_specs=slot_specs,
         )
         self._fill = self._strategy is AllocationStrategy.FILL
-        self._whole_place = fill if self._fill else evenly
+        self._whole_place = fillrule.fill if self._fill else evenly
         self._split = fraction_fill if self._fill else fraction_evenly
         # one unit more than the largest pool holds: what an absurd request converts to
         self._beyond_capacity = max((p.total_cap for p in self._pools.values()), default=0) + 1
@@ -236,7 +236,7 @@ class FractionAllocMap(AbstractAllocMap):
         if not pool.bucketed:
             return [(0, units)]
         if pool.unique:
-            return place(pool, units, hint, fill, single_fit=False)
+            return place(pool, units, hint, fillrule.fill, single_fit=False)
         if hint is None:
             return self._whole_place(pool, pool.all_mask, units)
         return place(pool, units, hint, self._whole_place, single_fit=False)

@@ -53,11 +53,6 @@ def spread(frees: Sequence[int], amount: int) -> list[int]:
     return out
 
 
-#: Take from the most free device first, then the next most free one, and so on: FILL's one
-#: rule (:mod:`accelkit.allocmap.fillrule`) written out for a copy of the buckets in ``mask``
-fill = fillrule.fill
-
-
 def evenly(pool: SlotPool, mask: int, amount: int) -> Grants:
     """Spread over every device in ``mask`` as evenly as the free amounts allow.
 
@@ -101,7 +96,7 @@ def fraction_fill(pool: SlotPool, mask: int, amount: int, limit: int | None) -> 
     Taking from the most free devices first uses the fewest devices, so when this needs more
     than ``limit`` no other placement fits in ``limit`` either.
     """
-    out = fill(pool, mask, amount)
+    out = fillrule.fill(pool, mask, amount)
     return None if limit is not None and len(out) > limit else out
 
 

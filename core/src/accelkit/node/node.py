@@ -10,6 +10,7 @@ workload goes through the node, so each record is applied to this process's maps
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from types import TracebackType
@@ -27,7 +28,6 @@ from accelkit.node.health_cordons import CordonFile
 from accelkit.node.health_keeper import HealthKeeper
 from accelkit.node.held_devices import partition_notes
 from accelkit.runtime.base import Runtime, WorkloadHandle
-from accelkit.runtime.docker import DockerRuntime
 from accelkit.runtime.process_stamp import ProcessStamp
 from accelkit.runtime.registry import installed_runtimes
 from accelkit.types import AgentId, SlotName, Workload
@@ -39,6 +39,7 @@ from accelkit.workload.record import LedgerRecord
 
 if TYPE_CHECKING:  # imported by the commands that rediscover, sweep, ask statuses, release
     from accelkit.node.rediscovery import Rediscoverer, RediscoveryReport
+    from accelkit.runtime.docker import DockerRuntime
     from accelkit.workload.orphans import SweepReport
     from accelkit.workload.status import ReleaseReport, WorkloadStatus
 
@@ -254,6 +255,8 @@ class Node:
 
     def _docker(self) -> DockerRuntime | None:
         """A docker runtime of the node: the sweep asks the engines the ledger noted through it."""
+        from accelkit.runtime.docker import DockerRuntime
+
         return next((r for r in self.runtimes.values() if isinstance(r, DockerRuntime)), None)
 
     def ledger_id_for(self, runtime: Runtime) -> str:
@@ -263,7 +266,9 @@ class Node:
         sweep knows to look there (a ledger that never ran a container asks no engine).
         """
         ledger = self.bookkeeper.ledger
-        if isinstance(runtime, DockerRuntime):
+        # a docker runtime exists only once its module was imported: a process run imports none
+        docker = sys.modules.get("accelkit.runtime.docker")
+        if docker is not None and isinstance(runtime, docker.DockerRuntime):
             from accelkit.workload.orphans import note_container_engine
 
             note_container_engine(ledger, runtime.url)

@@ -28,14 +28,17 @@ import asyncio
 import os
 import sqlite3
 import time
+from typing import TYPE_CHECKING
 
 import attrs
 
 from accelkit.errors import ConfigError, WorkloadError
-from accelkit.runtime.docker import DockerRuntime
-from accelkit.runtime.docker_values import ContainerRecord
-from accelkit.workload.ledger import Ledger
 from accelkit.workload.state_dir import KEY
+
+if TYPE_CHECKING:  # a ledger whose records name no engine imports no docker module
+    from accelkit.runtime.docker import DockerRuntime
+    from accelkit.runtime.docker_values import ContainerRecord
+    from accelkit.workload.ledger import Ledger
 
 __all__ = [
     "ORPHAN_GRACE_S",

@@ -22,7 +22,8 @@ run()
 
 #: what a run never needs: rediscovery (the node service's), the random-token module,
 #: the metric types (the mock plugin imports them when metrics are gathered), the operators'
-#: status and release, the orphan container sweep (a process run does not sweep)
+#: status and release, the orphan container sweep (a process run does not sweep), the other
+#: runtimes (a node knows them by name and imports one when it is asked for)
 NOT_ON_THE_WAY = (
     "secrets",
     "accelkit.node.rediscovery",
@@ -33,6 +34,10 @@ NOT_ON_THE_WAY = (
     "accelkit.workload.operator_status",
     "accelkit.workload.operator_release",
     "accelkit.workload.orphans",
+    "accelkit.runtime.docker",
+    "accelkit.runtime.kubelet_pods",
+    "accelkit.runtime.slurm_jobs",
+    "accelkit.runtime.k8s_claims",
 )
 
 

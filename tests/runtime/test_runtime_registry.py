@@ -20,6 +20,7 @@ from accelkit.runtime.process import ProcessRuntime
 from accelkit.runtime.registry import (
     default_runtimes,
     installed_runtimes,
+    installed_runtimes_by_name,
     launching_names,
     runtime_classes,
 )
@@ -172,3 +173,56 @@ def test_a_node_offers_the_runtimes_of_its_loader_and_names_the_refused(mock_nod
     names, warnings = asyncio.run(main())
     assert names == [*BUILTIN, "extra"]
     assert any("plugin 'extras' returned <class 'int'>" in w for w in warnings), warnings
+
+
+def by_name(*distributions: tuple[str, Any]) -> tuple[Any, list[str]]:
+    loader = PluginLoader(pm=make_plugin_manager())
+    for name, module in distributions:
+        loader.register(module, name)
+    warnings: list[str] = []
+    return installed_runtimes_by_name(loader.pm, warn=warnings.append), warnings
+
+
+def test_the_built_in_table_names_the_classes_the_hook_returns():
+    assert {cls.name: cls.__name__ for cls in builtin.accelkit_runtimes()} == {
+        name: cls for name, (_, cls) in builtin.CLASSES.items()
+    }
+
+
+def test_runtimes_by_name_are_the_installed_ones_built_when_first_asked_for():
+    runtimes, warnings = by_name(("extras", adding(Extra, Tracker)))
+    assert list(runtimes) == [*BUILTIN, "extra", "tracker"]
+    assert len(runtimes) == len(BUILTIN) + 2
+    assert warnings == []
+    assert [r.name for r in runtimes.built()] == []
+    docker = runtimes["docker"]
+    assert type(docker).__name__ == "DockerRuntime"
+    assert runtimes["docker"] is docker
+    assert isinstance(runtimes["extra"], Extra)
+    assert [r.name for r in runtimes.built()] == ["docker", "extra"]
+    with pytest.raises(KeyError):
+        runtimes["nothing"]
+
+
+def test_by_name_a_name_taken_by_a_built_in_stays_the_built_in_and_both_are_named():
+    class Impostor(ProcessRuntime):
+        name = "docker"
+
+    runtimes, warnings = by_name(("impostor", adding(Impostor)))
+    assert type(runtimes["docker"]).__name__ == "DockerRuntime"
+    assert warnings == [
+        "runtime name 'docker' claimed by both DockerRuntime (plugin 'accelkit-runtimes') "
+        "and Impostor (plugin 'impostor'); the first is kept"
+    ]
+
+
+def test_by_name_a_runtime_whose_constructor_raises_is_left_out():
+    class Fragile(Extra):
+        name = "fragile"
+
+        def __init__(self) -> None:
+            raise OSError("no socket")
+
+    runtimes, warnings = by_name(("fragile", adding(Fragile, Extra)))
+    assert list(runtimes) == [*BUILTIN, "extra"]
+    assert warnings == ["runtime 'fragile' (Fragile) failed to start: OSError: no socket"]

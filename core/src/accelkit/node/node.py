@@ -29,7 +29,7 @@ from accelkit.node.health_keeper import HealthKeeper
 from accelkit.node.held_devices import partition_notes
 from accelkit.runtime.base import Runtime, WorkloadHandle
 from accelkit.runtime.process_stamp import ProcessStamp
-from accelkit.runtime.registry import installed_runtimes
+from accelkit.runtime.registry import RuntimesByName, installed_runtimes_by_name
 from accelkit.types import AgentId, SlotName, Workload
 from accelkit.workload.bookkeeper import Bookkeeper
 from accelkit.workload.ledger import Ledger
@@ -70,7 +70,8 @@ class Node:
         self._sweep = sweep
         self.host = PartitionHost(config, loader)
         self._own_runtimes = runtimes is None
-        #: by name; without ``runtimes``, every registered runtime, built when the node starts
+        #: by name; without ``runtimes``, every registered runtime, known when the node starts
+        #: (accelkit's own built on first use, :func:`installed_runtimes_by_name`)
         #: (a mapping given is used as it is: one that builds its runtimes on first use does)
         self.runtimes: Mapping[str, Runtime] = {} if runtimes is None else runtimes
         self._bookkeeper: Bookkeeper | None = None
@@ -118,7 +119,7 @@ class Node:
         try:
             if self._own_runtimes:
                 loader = self.host.loader
-                self.runtimes = installed_runtimes(
+                self.runtimes = installed_runtimes_by_name(
                     loader.pm, timeout=self.config.plugins.call_timeout, warn=loader.note
                 )
             ledger = Ledger(self.config.resource.state_dir, source=self.config.source_name)
@@ -158,7 +159,8 @@ class Node:
             if self._bookkeeper is not None:
                 self._bookkeeper.ledger.close()
             if self._own_runtimes:
-                for runtime in self.runtimes.values():
+                made = self.runtimes
+                for runtime in made.built() if isinstance(made, RuntimesByName) else made.values():
                     try:
                         await runtime.close()
                     except Exception:

@@ -12,7 +12,7 @@ refused is said through ``warn`` and leaves the rest working.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -61,19 +61,26 @@ def collect_classes(
     kind: str,
     builtin: str,
     reserved: Collection[str] = (),
+    claimed: Mapping[str, str] | None = None,
     timeout: Decimal | float = DEFAULT_TIMEOUT,
     warn: Warn = log_warning,
 ) -> dict[str, type[Any]]:
     """Every subclass of ``base`` registered through ``hook_name``, by its ``name``, those of
     the plugin ``builtin`` first; a distribution that raises, returns something else, or
-    claims a name taken (or one of ``reserved``) is named in ``warn`` and left out."""
+    claims a name taken (or one of ``reserved``) is named in ``warn`` and left out.
+
+    With ``claimed`` (a name to its class's name) the plugin ``builtin`` is not asked: its
+    names are taken as ``claimed`` says and only the other distributions' classes returned.
+    """
     impls = [
         impl
         for impl in getattr(pm.hook, hook_name).get_hookimpls()
         if not (impl.wrapper or impl.hookwrapper)
+        and (claimed is None or impl.plugin_name != builtin)
     ]
     impls.sort(key=lambda impl: impl.plugin_name != builtin)
-    found: dict[str, tuple[str, type[Any]]] = {}
+    owners = {name: f"{cls} (plugin {builtin!r})" for name, cls in (claimed or {}).items()}
+    found: dict[str, type[Any]] = {}
     for impl in impls:
         where = f"plugin {impl.plugin_name!r}"
         hook = hook_of(pm, hook_name, impl.plugin_name)
@@ -88,11 +95,12 @@ def collect_classes(
                 warn(problem)
                 continue
             name: str = cls.name
-            if (prev := found.get(name)) is not None:
+            if (prev := owners.get(name)) is not None:
                 warn(
-                    f"{kind} name {name!r} claimed by both {prev[1].__name__} "
-                    f"({prev[0]}) and {cls.__name__} ({where}); the first is kept"
+                    f"{kind} name {name!r} claimed by both {prev} "
+                    f"and {cls.__name__} ({where}); the first is kept"
                 )
                 continue
-            found[name] = (where, cls)
-    return {name: cls for name, (_, cls) in found.items()}
+            owners[name] = f"{cls.__name__} ({where})"
+            found[name] = cls
+    return found

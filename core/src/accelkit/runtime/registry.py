@@ -24,9 +24,11 @@ from accelkit.runtime.class_register import DEFAULT_TIMEOUT, Warn, collect_class
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "RuntimesByName",
     "RuntimesOnDemand",
     "default_runtimes",
     "installed_runtimes",
+    "installed_runtimes_by_name",
     "launching_names",
     "register_builtin",
     "runtime_classes",
@@ -70,6 +72,64 @@ def installed_runtimes(
         except Exception as exc:
             warn(f"runtime {name!r} ({cls.__name__}) failed to start: {type(exc).__name__}: {exc}")
     return runtimes
+
+
+def installed_runtimes_by_name(
+    pm: pluggy.PluginManager,
+    *,
+    timeout: Decimal | float = DEFAULT_TIMEOUT,
+    warn: Warn = log_warning,
+) -> RuntimesByName:
+    """Every registered runtime, as :func:`installed_runtimes` gives them, but accelkit's own
+    imported and built the first time each is asked for: a node that runs a process imports
+    no container engine's or tracker's code. The other distributions' are built now (one
+    whose constructor raises is named in ``warn`` and left out)."""
+    register_builtin(pm)
+    claimed = {name: cls for name, (_, cls) in builtin.CLASSES.items()}
+    others = collect_classes(
+        pm, "accelkit_runtimes", Runtime, kind="runtime", builtin=builtin.NAME,
+        claimed=claimed, timeout=timeout, warn=warn,
+    )  # fmt: skip
+    makers: dict[str, Callable[[], Runtime]] = {
+        name: functools.partial(_built_in, name) for name in builtin.CLASSES
+    }
+    for name, cls in others.items():
+        try:
+            makers[name] = functools.partial(_same, cls())
+        except Exception as exc:
+            warn(f"runtime {name!r} ({cls.__name__}) failed to start: {type(exc).__name__}: {exc}")
+    return RuntimesByName(makers)
+
+
+def _built_in(name: str) -> Runtime:
+    return builtin.builtin_class(name)()
+
+
+def _same(runtime: Runtime) -> Runtime:
+    return runtime
+
+
+class RuntimesByName(Mapping[str, Runtime]):
+    """Runtimes by name, each made by its maker the first time it is asked for."""
+
+    def __init__(self, makers: Mapping[str, Callable[[], Runtime]]) -> None:
+        self._makers = dict(makers)
+        self._built: dict[str, Runtime] = {}
+
+    def __getitem__(self, name: str) -> Runtime:
+        if (runtime := self._built.get(name)) is None:
+            runtime = self._built[name] = self._makers[name]()
+        return runtime
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._makers)
+
+    def __len__(self) -> int:
+        return len(self._makers)
+
+    def built(self) -> list[Runtime]:
+        """The runtimes made so far (those to close)."""
+        return list(self._built.values())
 
 
 class RuntimesOnDemand(Mapping[str, Runtime]):

@@ -452,3 +452,34 @@ def test_a_booking_past_the_ledgers_range_is_refused_and_writes_nothing(tmp_path
         ledger.write(huge)
     assert ledger.read_all() == {}
     assert ledger.set_aside_rows() == []
+
+
+_JSON_TEXTS = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner),
+    max_leaves=8,
+).map(json.dumps)
+
+
+@given(
+    text=st.one_of(
+        _JSON_TEXTS,
+        st.tuples(st.sampled_from(["", " ", "\n", "\ufeff"]), _JSON_TEXTS, st.text(max_size=4)).map(
+            "".join
+        ),
+        st.text(max_size=12).map(lambda t: "{" + t),
+    )
+)
+def test_record_text_is_read_as_json_loads_reads_it(text):
+    """The scanner's short cut for a record as written answers any text as ``json.loads``
+    does: the same value, or the same error (extra data, a BOM, a bad object)."""
+    from accelkit.workload.ledger_rows import _loads
+
+    assert _answer(_loads, text) == _answer(json.loads, text)
+
+
+def _answer(loads, text):
+    try:
+        return ("value", loads(text))
+    except ValueError as exc:
+        return ("error", type(exc), str(exc))

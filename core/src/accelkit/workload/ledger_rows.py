@@ -6,6 +6,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 
@@ -168,11 +169,30 @@ def parse_record(body: str | bytes) -> LedgerRecord:
         msg = f"record nested {depth} levels deep, beyond the limit of {MAX_RECORD_DEPTH}"
         raise LedgerFormatError(msg)
     try:
-        data = json.loads(text)
+        data = _loads(text)
     except ValueError as exc:
         msg = f"unreadable ({type(exc).__name__}: {exc})"
         raise LedgerFormatError(msg) from None
     return LedgerRecord.from_json(data)
+
+
+#: the C scanner that ``json.loads`` ends in, for the text :func:`record_text` writes
+_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # not in the stubs
+
+
+def _loads(text: str) -> Any:
+    """``json.loads(text)``: a record as written (one object, nothing around it) goes to the
+    scanner directly, which skips the wrapper's checks, a fifth of the time of a record's JSON
+    at thousands of records; anything else (and any error) is ``json.loads``'s to answer."""
+    if text[:1] == "{":
+        try:
+            data, end = _scan(text, 0)
+        except (StopIteration, ValueError):
+            pass
+        else:
+            if end == len(text):
+                return data
+    return json.loads(text)
 
 
 def record_text(record: LedgerRecord) -> str:

@@ -483,3 +483,20 @@ def _answer(loads, text):
         return ("value", loads(text))
     except ValueError as exc:
         return ("error", type(exc), str(exc))
+
+
+@pytest.mark.parametrize("field", ["hooks", "started"])
+@pytest.mark.parametrize(
+    "phases", [["pre_create", "no_such_phase"], [["pre_create"]], [{}], "pre_create", 7, None]
+)
+def test_phases_that_are_not_phase_names_make_the_record_unreadable(field, phases):
+    """Phase lists are read through a cache of those seen: a bad one (an unknown name, an
+    unhashable element, not a list) is refused all the same, and a good one read after it is
+    read whole."""
+    data = _valid_json()
+    data[field] = {"cuda": phases}
+    with pytest.raises(LedgerFormatError, match="malformed ledger record"):
+        parse_record(json.dumps(data))
+    data[field] = {"cuda": ["pre_create", "post_create"]}
+    again = parse_record(json.dumps(data))
+    assert getattr(again, field) == {"cuda": (WorkloadPhase.PRE_CREATE, WorkloadPhase.POST_CREATE)}

@@ -313,22 +313,18 @@ def _parse(original: Any) -> LedgerRecord:
     workload = data["workload"]
     allocation = _allocation(data["allocation"])
     order = tuple(DeviceName(_text(p, "plugin")) for p in data["order"])
-    if set(order) != set(allocation) or len(order) != len(set(order)):
+    plugins = allocation.keys()
+    # as many as the allocation's plugins, and the same set: each listed once
+    if len(order) != len(plugins) or plugins != set(order):
         msg = f"order {list(order)} does not list each allocated plugin once"
         raise LedgerFormatError(msg)
-    hooks = {
-        DeviceName(_text(plugin, "plugin")): tuple(WorkloadPhase(p) for p in phases)
-        for plugin, phases in dict(data["hooks"]).items()
-    }
-    started = {
-        DeviceName(_text(plugin, "plugin")): tuple(WorkloadPhase(p) for p in phases)
-        for plugin, phases in dict(data["started"]).items()
-    }
-    if unknown := (set(hooks) | set(started)) - set(allocation):
+    hooks = _phases(data["hooks"])
+    started = _phases(data["started"])
+    if unknown := (hooks.keys() | started.keys()) - plugins:
         msg = f"hooks recorded for plugins without allocation: {sorted(unknown)}"
         raise LedgerFormatError(msg)
     data_of = _plugin_data(data["data"])
-    if unknown := set(data_of) - set(allocation):
+    if unknown := data_of.keys() - plugins:
         msg = f"resource data recorded for plugins without allocation: {sorted(unknown)}"
         raise LedgerFormatError(msg)
     teardown = dict(data["teardown"])
@@ -354,6 +350,19 @@ def _parse(original: Any) -> LedgerRecord:
         data=data_of,
         created_at=_text(data["created_at"], "created_at"),
     )
+
+
+def _phases(data: Any) -> dict[DeviceName, tuple[WorkloadPhase, ...]]:
+    """Per plugin, phases (``hooks``, ``started``): most records list the same few."""
+    return {
+        DeviceName(_text(plugin, "plugin")): _phase_tuple(tuple(phases))
+        for plugin, phases in dict(data).items()
+    }
+
+
+@functools.lru_cache(maxsize=256)
+def _phase_tuple(names: tuple[Any, ...]) -> tuple[WorkloadPhase, ...]:
+    return tuple(WorkloadPhase(p) for p in names)
 
 
 def _plugin_data(data: Any) -> dict[DeviceName, dict[str, str]]:

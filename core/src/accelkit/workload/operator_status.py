@@ -15,6 +15,9 @@ if TYPE_CHECKING:
 
 __all__ = ["statuses"]
 
+#: each liveness's text (an enum's ``value`` is a Python-level look-up, per workload)
+_TEXT = {state: state.value for state in Liveness}
+
 
 async def statuses(keeper: Bookkeeper, *, reconcile: bool = True) -> list[WorkloadStatus]:
     """Every workload of the ledger, after a full reconciliation.
@@ -48,7 +51,7 @@ async def statuses(keeper: Bookkeeper, *, reconcile: bool = True) -> list[Worklo
             except Exception:
                 state = Liveness.UNKNOWN
         alive = _owner_alive(keeper, record, state)
-        found.append(status_of(record, state.value, now, owner_alive=alive))
+        found.append(status_of(record, _TEXT[state], now, owner_alive=alive))
     return found
 
 

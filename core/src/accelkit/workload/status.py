@@ -9,7 +9,7 @@ from typing import Any
 
 import attrs
 
-from accelkit.types import AgentId, DeviceAllocation, DeviceId, DeviceName
+from accelkit.types import AgentId, DeviceAllocation, DeviceId, DeviceName, WorkloadType
 from accelkit.workload.record import LedgerRecord
 
 
@@ -98,7 +98,7 @@ def status_of(
     return WorkloadStatus(
         agent=record.agent_id,
         workload_id=record.workload.id,
-        workload_type=record.workload.type.value,
+        workload_type=_TYPE_TEXT[record.workload.type],
         runtime=record.handle.runtime if record.handle is not None else None,
         handle=record.handle.ident if record.handle is not None else None,
         devices={plugin: tuple(held) for plugin, held in amounts.items()},  # sorted by id
@@ -107,9 +107,13 @@ def status_of(
         amounts=amounts,
         liveness=liveness,
         owner_alive=owner_alive,
-        unfinished=record.unfinished(),
+        unfinished=record.unfinished() if record.started else (),
         data={plugin: dict(values) for plugin, values in record.data.items()},
     )
+
+
+#: each workload type's text (an enum's ``value`` is a Python-level look-up, per row)
+_TYPE_TEXT = {kind: kind.value for kind in WorkloadType}
 
 
 @functools.lru_cache(maxsize=256)  # workloads booked in one second share their stamp

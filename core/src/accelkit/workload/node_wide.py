@@ -65,10 +65,16 @@ class _RoutedMap:
         """The parts of ``alloc`` by the agents whose maps may take them: the record's own
         agent alone where it has the device, else every agent that has it now, in order."""
         candidates = self.candidates()
+        own: tuple[AgentId, ...] = (self._agent_id,)
+        # the record's own agent, where it has the plugin (it comes first): most devices are its
+        mask = candidates[0][1].device_mask if candidates and candidates[0][0] == own[0] else ()
         parts: dict[tuple[AgentId, ...], dict[SlotName, dict[DeviceId, Decimal]]] = {}
         for slot, per_device in alloc.items():
             for device, amount in per_device.items():
-                owners = tuple(a for a, ctx in candidates if device in ctx.device_mask)
+                if device in mask:
+                    owners = own
+                else:
+                    owners = tuple(a for a, ctx in candidates if device in ctx.device_mask)
                 if not owners or not amount:
                     continue  # no agent has it: nobody can be granted it
                 if owners[0] == self._agent_id:

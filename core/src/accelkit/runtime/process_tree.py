@@ -75,6 +75,11 @@ class ProcessTree:
     async def start(cls, *, contain: bool = False) -> ProcessTree:
         """Start the launcher; it waits until :meth:`launch` or :meth:`abort` (``contain``: its
         plan will ask for containment, whose module it then imports while it waits)."""
+        return cls.spawn(contain=contain)
+
+    @classmethod
+    def spawn(cls, *, contain: bool = False) -> ProcessTree:
+        """:meth:`start`, callable from any thread (it waits until the launcher execs)."""
         plan_r, plan_w = os.pipe()
         status_r, status_w = os.pipe()
         try:

@@ -72,8 +72,9 @@ async def _snapshot(
         health = _health_rows(node.health.snapshot())
         held = _held(node.bookkeeper.ledger) if with_held else {}
         rows = []
+        shown: Shown = {}
         for s in found:
-            row = _row(s, health, notes.get((s.agent, s.workload_id), []))
+            row = _row(s, health, notes.get((s.agent, s.workload_id), []), shown)
             if with_held:
                 row["held_seconds"] = held.get((s.agent, s.workload_id), {})
             rows.append(row)
@@ -103,16 +104,32 @@ def _held(ledger: Ledger) -> dict[tuple[str, str], dict[str, dict[str, str]]]:
     return held_now(ledger)
 
 
+#: per plugin and set of device ids, what ``status --json`` shows of their health
+Shown = dict[tuple[str, tuple[str, ...]], dict[str, Any]]
+
+
 def _row(
-    status: WorkloadStatus, health: dict[str, dict[str, dict[str, Any]]], notes: list[Any]
+    status: WorkloadStatus,
+    health: dict[str, dict[str, dict[str, Any]]],
+    notes: list[Any],
+    shown: Shown,
 ) -> dict[str, Any]:
-    """One workload as ``status --json`` prints it: the ledger's view, health and notes."""
+    """One workload as ``status --json`` prints it: the ledger's view, health and notes.
+
+    The health of a set of devices is made once (``shown``) and shared by the rows of the
+    workloads that hold that set: thousands of workloads hold a few sets (all of the memory,
+    one GPU).
+    """
     row = status.to_json()
-    row["health"] = {
-        plugin: {device: known[device] for device in ids if device in known}
-        for plugin, ids in status.devices.items()
-        for known in [health.get(plugin, {})]
-    }
+    rows_health = {}
+    for plugin, ids in status.devices.items():
+        key = (plugin, ids)
+        found = shown.get(key)
+        if found is None:
+            known = health.get(plugin, {})
+            found = shown[key] = {device: known[device] for device in ids if device in known}
+        rows_health[plugin] = found
+    row["health"] = rows_health
     row["notes"] = [note.to_json() for note in notes]
     return row
 

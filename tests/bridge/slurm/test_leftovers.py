@@ -42,8 +42,13 @@ def start(
     return proc
 
 
+#: says ready once it runs as what it stays: a process that execs after saying so may still be
+#: in the exec when it is looked for, and its environment cannot be read then
+SLEEPER = "import time; print('ready', flush=True); time.sleep(300)"
+
+
 def ready_sleeper(procs: list[subprocess.Popen[str]], env: dict[str, str]) -> int:
-    return start(procs, ["sh", "-c", "echo ready; exec sleep 300"], env).pid
+    return start(procs, [sys.executable, "-S", "-c", SLEEPER], env).pid
 
 
 def test_a_process_whose_environment_names_the_job_is_the_jobs(

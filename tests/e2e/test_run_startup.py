@@ -3,22 +3,11 @@ imported on its way."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from accelkit.testing.cli_runner import cli_env
-
-#: the run command, printing every module imported once the command is done
-RUN_LISTING_MODULES = """
-import atexit, sys
-atexit.register(lambda: print(*sorted(sys.modules), file=sys.stderr))
-from accelkit.cli.app import run
-sys.argv = ["accelkit", *sys.argv[1:]]
-run()
-"""
+from .imported_modules import modules_of
 
 #: what a run never needs: rediscovery (the node service's), the random-token module,
 #: the metric types (the mock plugin imports them when metrics are gathered), the operators'
@@ -44,17 +33,9 @@ NOT_ON_THE_WAY = (
 @pytest.fixture
 def imported(mock_node) -> set[str]:
     config: Path = mock_node(cpus=2, mem="4G", gpus=1)
-    argv = ["run", "--config", str(config), "--agent", "agent-1", "--slots", "cpu=1", "--", "true"]
-    done = subprocess.run(
-        [sys.executable, "-c", RUN_LISTING_MODULES, *argv],
-        capture_output=True,
-        text=True,
-        env=cli_env(),
-        timeout=120,
-        check=False,
+    return modules_of(
+        "run", "--config", str(config), "--agent", "agent-1", "--slots", "cpu=1", "--", "true"
     )
-    assert done.returncode == 0, done.stderr
-    return set(done.stderr.split())
 
 
 @pytest.mark.parametrize("module", NOT_ON_THE_WAY)

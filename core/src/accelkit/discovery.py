@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import logging
 import traceback
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from importlib.metadata import EntryPoint, entry_points
 
 import pluggy
@@ -88,6 +88,15 @@ def make_plugin_manager() -> pluggy.PluginManager:
     return pm
 
 
+def _identity(ep: EntryPoint) -> tuple[str, str]:
+    """The name and version of the distribution declaring ``ep``, from one read of its
+    metadata (each of ``Distribution.name`` and ``.version`` reads and parses it again)."""
+    if (dist := ep.dist) is None:
+        return "", ""
+    metadata = dist.metadata
+    return metadata["Name"], metadata["Version"]
+
+
 def _describe(exc: BaseException) -> str:
     text = str(exc)
     if isinstance(exc, PluginTimeout):  # the message names the plugin, the time and the method
@@ -125,10 +134,17 @@ class PluginLoader:
     # -- registration -------------------------------------------------------------------------
 
     def register(
-        self, module: object, name: str, *, distribution: str = "", version: str = ""
+        self,
+        module: object,
+        name: str,
+        *,
+        distribution: str = "",
+        version: str = "",
+        identify: Callable[[], tuple[str, str]] | None = None,
     ) -> PluginRecord:
-        """Register a module or object implementing the hooks, as entry point ``name`` would."""
-        record = PluginRecord(name, distribution, version)
+        """Register a module or object implementing the hooks, as entry point ``name`` would
+        (``identify`` tells the distribution and version when first asked for)."""
+        record = PluginRecord(name, distribution, version, identify=identify)
         self.records[name] = record
         if (reason := self.selection.block_reason(name)) is not None:
             record.mark(PluginStatus.BLOCKED, reason)
@@ -149,11 +165,10 @@ class PluginLoader:
         self._note(unmatched_names(self.selection, {ep.name for ep in found}))
 
     def _load_entry_point(self, ep: EntryPoint) -> None:
-        dist = ep.dist
-        distribution = dist.name if dist is not None else ""
-        version = dist.version if dist is not None else ""
+        identify = functools.partial(_identity, ep)
         if ep.name in self.records:
             prev = self.records[ep.name]
+            distribution, version = identify()
             msg = (
                 f"entry point {ep.name!r} is declared by both {prev.distribution or '?'} "
                 f"and {distribution or '?'}"
@@ -163,18 +178,18 @@ class PluginLoader:
             self._fail(record, PluginContractError(msg))
             return
         if (reason := self.selection.block_reason(ep.name)) is not None:
-            record = PluginRecord(ep.name, distribution, version)
+            record = PluginRecord(ep.name, identify=identify)
             record.mark(PluginStatus.BLOCKED, reason)
             self.records[ep.name] = record
             return
         try:
             module = call_blocking(ep.name, "import", self.selection.call_timeout, ep.load)
         except Exception as exc:
-            record = PluginRecord(ep.name, distribution, version)
+            record = PluginRecord(ep.name, identify=identify)
             self.records[ep.name] = record
             self._fail(record, exc, "import")
             return
-        record = self.register(module, ep.name, distribution=distribution, version=version)
+        record = self.register(module, ep.name, identify=identify)
         hook = self.pm.hook
         hooks = (hook.accelkit_compute_plugins, hook.accelkit_runtimes, hook.accelkit_bridges)
         names = {i.plugin_name for hook in hooks for i in hook.get_hookimpls() if not i.wrapper}

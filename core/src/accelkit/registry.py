@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -38,15 +38,40 @@ class PluginStatus(enum.StrEnum):
 
 @attrs.define
 class PluginRecord:
-    """One plugin distribution, as registered under its entry-point name."""
+    """One plugin distribution, as registered under its entry-point name.
+
+    ``identify``, where given, tells the distribution's name and version when they are first
+    asked for: reading an installed distribution's metadata costs a parse of its metadata
+    file, which a command that never shows them (``run``) should not pay for every plugin.
+    """
 
     name: str
-    distribution: str = ""
-    version: str = ""
+    _distribution: str = attrs.field(default="", alias="distribution")
+    _version: str = attrs.field(default="", alias="version")
     status: PluginStatus = PluginStatus.LOADED
     error: str | None = None
     traceback: str | None = None
     plugins: list[AbstractComputePlugin] = attrs.field(factory=list)
+    _identify: Callable[[], tuple[str, str]] | None = attrs.field(
+        default=None, kw_only=True, repr=False, eq=False, alias="identify"
+    )
+
+    def _identified(self) -> None:
+        if (identify := self._identify) is not None:
+            self._identify = None
+            self._distribution, self._version = identify()
+
+    @property
+    def distribution(self) -> str:
+        """The name of the distribution that declares the entry point ("" if unknown)."""
+        self._identified()
+        return self._distribution
+
+    @property
+    def version(self) -> str:
+        """The distribution's version ("" if unknown)."""
+        self._identified()
+        return self._version
 
     def mark(
         self, status: PluginStatus, error: str | None = None, traceback: str | None = None

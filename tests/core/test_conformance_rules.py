@@ -84,6 +84,15 @@ def test_well_formed_metrics_have_no_problems():
     assert process_metric_problems([process], 7) == []
 
 
+def test_a_count_has_no_unit_and_is_well_formed():
+    count = NodeMetric("workloads", MetricType.GAUGE, "", Measurement(2), {"npu0": Measurement(2)})
+    assert node_metric_problems([count], {"npu0"}) == []
+    assert any(
+        "not in accelkit's unit table" in p
+        for p in node_metric_problems([tampered(count, unit="things")], {"npu0"})
+    )
+
+
 @pytest.mark.parametrize(
     ("metrics", "problem"),
     [

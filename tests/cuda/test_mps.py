@@ -18,6 +18,7 @@ from accelkit.metrics import MetricContext
 from accelkit.partition import DevicePartition
 from accelkit.runtime.render.cdi import render_cdi_spec
 from accelkit.runtime.render.docker import render_docker_create
+from accelkit.testing import node_metric_problems
 from accelkit.types import Mount, Workload
 from accelkit_cuda.mps import MPS
 
@@ -108,6 +109,7 @@ def test_the_daemon_serves_every_share_workload_and_stops_after_the_last(start, 
 
 def plugin_metric(plugin) -> dict[str, Decimal]:
     found = run(plugin.gather_node_metrics(MetricContext()))
+    assert node_metric_problems(found, [d.device_id for d in plugin.devices]) == []
     (metric,) = [m for m in found if m.key == "mps_workloads"]
     return {d: m.value for d, m in metric.per_device.items()}
 

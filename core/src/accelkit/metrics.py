@@ -184,4 +184,6 @@ METRIC_UNITS: Mapping[str, BaseUnit] = {
     **dict.fromkeys(("celsius", "C"), BaseUnit("celsius")),
     **dict.fromkeys(("hertz", "Hz"), BaseUnit("hertz")),
     "MHz": BaseUnit("hertz", Decimal(10**6)),
+    # a count of things (workloads, processes): exported as it is, with no unit suffix
+    "": BaseUnit(""),
 }

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import TypeVar
@@ -27,7 +28,6 @@ from accelkit.metrics import Measurement, MetricContext, NodeMetric, WorkloadMet
 from accelkit.metrics_export.agent_share import agent_measurement, plugin_factor
 from accelkit.metrics_export.snapshot import AgentMetric, MetricsSnapshot, WorkloadSample
 from accelkit.types import AgentId, DeviceName, Workload
-from accelkit.workload.ledger import Ledger
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +111,10 @@ class MetricsGatherer:
         """The workloads given, or else those the node's allocation ledger holds (read only)."""
         if self.workloads is not None:
             return self.workloads
+        if not os.path.isdir(self.host.config.resource.state_dir):
+            return {}  # no state directory, no ledger: no workloads (and no SQLite to import)
+        from accelkit.workload.ledger import Ledger
+
         ledger = Ledger(self.host.config.resource.state_dir, source=self.host.config.source_name)
         try:
             records = ledger.read_all()

@@ -107,14 +107,16 @@ def test_the_collector_is_paused_for_the_snapshot_and_resumed_after(booked, monk
     the collector runs again once the command is done, even when it fails."""
     import gc
 
+    from accelkit.workload import operator_status
+
     seen: list[bool] = []
-    status = Node.status
+    judged = operator_status.records_judged
 
-    async def watching(self: Node, *, reconcile: bool = True) -> object:
+    async def watching(keeper: object, *, reconcile: bool = True) -> object:
         seen.append(gc.isenabled())
-        return await status(self, reconcile=reconcile)
+        return await judged(keeper, reconcile=reconcile)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(Node, "status", watching)
+    monkeypatch.setattr(operator_status, "records_judged", watching)
     assert gc.isenabled()
     assert main(["status", "--config", str(booked), "--json"]) == 0
     assert main(["status", "--config", str(booked), "--agent", "nobody"]) == 2

@@ -19,7 +19,8 @@ from accelkit.errors import UnknownAgent
 from accelkit.health import DeviceHealth
 from accelkit.plugin import PluginRole
 from accelkit.types import DeviceId, DeviceName
-from accelkit.workload.status import WorkloadStatus, share_enforcement
+from accelkit.workload.operator_status import status_rows
+from accelkit.workload.status import share_enforcement
 
 if TYPE_CHECKING:
     from accelkit.node import Node
@@ -67,17 +68,16 @@ async def _snapshot(
 
     async with node:
         echo_warnings(node.host.loader.warnings)
-        found = await node.status(reconcile=False)
+        rows = await status_rows(node.bookkeeper, reconcile=False)  # as node.status(...)
         notes = read_notes(node.bookkeeper.ledger)
         health = _health_rows(node.health.snapshot())
         held = _held(node.bookkeeper.ledger) if with_held else {}
-        rows = []
         shown: Shown = {}
-        for s in found:
-            row = _row(s, health, notes.get((s.agent, s.workload_id), []), shown)
+        for row in rows:
+            key = (row["agent"], row["workload"])
+            _add_health(row, health, notes.get(key, []), shown)
             if with_held:
-                row["held_seconds"] = held.get((s.agent, s.workload_id), {})
-            rows.append(row)
+                row["held_seconds"] = held.get(key, {})
         cordons = [
             f"{plugin}/{device}: {cordon.reason or '(no reason given)'}"
             for (plugin, device), cordon in sorted(node.health.cordons().items())
@@ -108,22 +108,22 @@ def _held(ledger: Ledger) -> dict[tuple[str, str], dict[str, dict[str, str]]]:
 Shown = dict[tuple[str, tuple[str, ...]], dict[str, Any]]
 
 
-def _row(
-    status: WorkloadStatus,
+def _add_health(
+    row: dict[str, Any],
     health: dict[str, dict[str, dict[str, Any]]],
     notes: list[Any],
     shown: Shown,
-) -> dict[str, Any]:
-    """One workload as ``status --json`` prints it: the ledger's view, health and notes.
+) -> None:
+    """One workload's row (``WorkloadStatus.to_json``) with the health of its devices and
+    its notes, as ``status --json`` prints it.
 
     The health of a set of devices is made once (``shown``) and shared by the rows of the
     workloads that hold that set: thousands of workloads hold a few sets (all of the memory,
     one GPU).
     """
-    row = status.to_json()
     rows_health = {}
-    for plugin, ids in status.devices.items():
-        key = (plugin, ids)
+    for plugin, ids in row["devices"].items():
+        key = (plugin, tuple(ids))
         found = shown.get(key)
         if found is None:
             known = health.get(plugin, {})
@@ -131,7 +131,6 @@ def _row(
         rows_health[plugin] = found
     row["health"] = rows_health
     row["notes"] = [note.to_json() for note in notes]
-    return row
 
 
 def _json_lines(found: list[dict[str, Any]]) -> str:

@@ -4,23 +4,44 @@ liveness, judged once and read incrementally after (``Node.status`` documents it
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from accelkit.workload.liveness import Liveness
 from accelkit.workload.record import LedgerRecord
-from accelkit.workload.status import WorkloadStatus, status_of
+from accelkit.workload.status import WorkloadStatus, status_of, status_row
 
 if TYPE_CHECKING:
     from accelkit.workload.bookkeeper import Bookkeeper
 
-__all__ = ["statuses"]
+__all__ = ["status_rows", "statuses"]
 
 #: each liveness's text (an enum's ``value`` is a Python-level look-up, per workload)
 _TEXT = {state: state.value for state in Liveness}
 
 
 async def statuses(keeper: Bookkeeper, *, reconcile: bool = True) -> list[WorkloadStatus]:
-    """Every workload of the ledger, after a full reconciliation.
+    """Every workload of the ledger, after a full reconciliation (:func:`records_judged`)."""
+    now = time.time()
+    return [
+        status_of(record, _TEXT[state], now, owner_alive=alive)
+        for record, state, alive in await records_judged(keeper, reconcile=reconcile)
+    ]
+
+
+async def status_rows(keeper: Bookkeeper, *, reconcile: bool = True) -> list[dict[str, Any]]:
+    """:func:`statuses` as ``status --json`` prints them (``WorkloadStatus.to_json``), made
+    from the records directly: thousands of workloads need no status objects in between."""
+    now = time.time()
+    return [
+        status_row(record, _TEXT[state], now, owner_alive=alive)
+        for record, state, alive in await records_judged(keeper, reconcile=reconcile)
+    ]
+
+
+async def records_judged(
+    keeper: Bookkeeper, *, reconcile: bool = True
+) -> list[tuple[LedgerRecord, Liveness, bool]]:
+    """Every record of the ledger, by key, with its liveness and whether its owner runs.
 
     ``reconcile=False`` takes the last full reconciliation's (the node's opening one) as it is:
     its records and their liveness, with what the ledger changed since (the dead workloads it
@@ -38,8 +59,7 @@ async def statuses(keeper: Bookkeeper, *, reconcile: bool = True) -> list[Worklo
         changes = keeper.ledger.changes(judged.seq)
     records = {k: r for k, r in judged.records.items() if k not in changes.removed}
     records.update(changes.records)
-    now = time.time()
-    found: list[WorkloadStatus] = []
+    found: list[tuple[LedgerRecord, Liveness, bool]] = []
     for key, record in sorted(records.items()):
         if key in keeper.owned:
             state = Liveness.MANAGED
@@ -50,8 +70,7 @@ async def statuses(keeper: Bookkeeper, *, reconcile: bool = True) -> list[Worklo
                 state = await keeper.reconciler.liveness(record)
             except Exception:
                 state = Liveness.UNKNOWN
-        alive = _owner_alive(keeper, record, state)
-        found.append(status_of(record, _TEXT[state], now, owner_alive=alive))
+        found.append((record, state, _owner_alive(keeper, record, state)))
     return found
 
 

@@ -112,6 +112,44 @@ def status_of(
     )
 
 
+def status_row(
+    record: LedgerRecord, liveness: str, now: float, *, owner_alive: bool
+) -> dict[str, Any]:
+    """``status_of(record, ...).to_json()``, made without the status in between."""
+    created = _epoch(record.created_at)
+    handle = record.handle
+    devices: dict[str, list[str]] = {}
+    amounts: dict[str, dict[str, str]] = {}
+    for plugin, alloc in record.allocation.items():
+        texts = amounts[plugin] = _held_texts(alloc)
+        devices[plugin] = list(texts)
+    return {
+        "agent": record.agent_id,
+        "workload": record.workload.id,
+        "type": _TYPE_TEXT[record.workload.type],
+        "runtime": None if handle is None else handle.runtime,
+        "handle": None if handle is None else handle.ident,
+        "devices": devices,
+        "amounts": amounts,
+        "phase": record.phase() if record.hooks else "booked",
+        "age_s": 0 if created is None else max(0, int(now - created)),
+        "liveness": liveness,
+        "owner_alive": owner_alive,
+        "unfinished_teardown": list(record.unfinished()) if record.started else [],
+        "resource_data": {plugin: dict(values) for plugin, values in record.data.items()},
+    }
+
+
+def _held_texts(alloc: DeviceAllocation) -> dict[str, str]:
+    """:func:`held_amounts` as decimal text."""
+    if len(alloc) == 1:
+        (per_device,) = alloc.values()
+        if len(per_device) == 1:  # most workloads hold one device of a plugin
+            ((device, amount),) = per_device.items()
+            return {device: str(_ZERO + amount)} if amount else {}
+    return {device: str(amount) for device, amount in held_amounts(alloc).items()}
+
+
 #: each workload type's text (an enum's ``value`` is a Python-level look-up, per row)
 _TYPE_TEXT = {kind: kind.value for kind in WorkloadType}
 

@@ -296,23 +296,37 @@ def _clip(text: str, limit: int = 40) -> str:
 
 
 def _allocation(data: Any) -> dict[DeviceName, DeviceAllocation]:
-    return {
-        DeviceName(_text(plugin, "plugin")): {
-            SlotName(_text(slot, "slot")): {
-                DeviceId(_text(dev, "device id")): _amount(amount)
-                for dev, amount in dict(per_device).items()
-            }
-            for slot, per_device in dict(device_alloc).items()
-        }
-        for plugin, device_alloc in dict(data).items()
-    }
+    """Plugin -> slot -> device -> amount; each name a non-empty string, each amount valid."""
+    allocation: dict[DeviceName, DeviceAllocation] = {}
+    for plugin, device_alloc in _items(data):
+        if plugin.__class__ is not str or not plugin:
+            _text(plugin, "plugin")  # raises
+        slots: dict[SlotName, Mapping[DeviceId, Decimal]] = {}
+        for slot, per_device in _items(device_alloc):
+            if slot.__class__ is not str or not slot:
+                _text(slot, "slot")  # raises
+            held: dict[DeviceId, Decimal] = {}
+            for dev, amount in _items(per_device):
+                if dev.__class__ is not str or not dev:
+                    _text(dev, "device id")  # raises
+                held[dev] = _amount(amount)
+            slots[slot] = held
+        allocation[plugin] = slots
+    return allocation
+
+
+def _items(data: Any) -> Any:
+    """The items of a JSON object (``dict(data)``'s: anything else raises as it does)."""
+    return (data if data.__class__ is dict else dict(data)).items()
 
 
 def _parse(original: Any) -> LedgerRecord:
     data = to_current(original)
     workload = data["workload"]
     allocation = _allocation(data["allocation"])
-    order = tuple(DeviceName(_text(p, "plugin")) for p in data["order"])
+    order = tuple(data["order"])
+    for plugin in order:
+        _text(plugin, "plugin")
     plugins = allocation.keys()
     # as many as the allocation's plugins, and the same set: each listed once
     if len(order) != len(plugins) or plugins != set(order):
@@ -320,14 +334,16 @@ def _parse(original: Any) -> LedgerRecord:
         raise LedgerFormatError(msg)
     hooks = _phases(data["hooks"])
     started = _phases(data["started"])
-    if unknown := (hooks.keys() | started.keys()) - plugins:
+    if (hooks or started) and (unknown := (hooks.keys() | started.keys()) - plugins):
         msg = f"hooks recorded for plugins without allocation: {sorted(unknown)}"
         raise LedgerFormatError(msg)
     data_of = _plugin_data(data["data"])
-    if unknown := data_of.keys() - plugins:
+    if data_of and (unknown := data_of.keys() - plugins):
         msg = f"resource data recorded for plugins without allocation: {sorted(unknown)}"
         raise LedgerFormatError(msg)
-    teardown = dict(data["teardown"])
+    teardown = data["teardown"]
+    if teardown.__class__ is not dict:
+        teardown = dict(teardown)
     attempts = teardown["attempts"]
     retry_after = teardown["retry_after"]
     if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 0:
@@ -354,6 +370,8 @@ def _parse(original: Any) -> LedgerRecord:
 
 def _phases(data: Any) -> dict[DeviceName, tuple[WorkloadPhase, ...]]:
     """Per plugin, phases (``hooks``, ``started``): most records list the same few."""
+    if data.__class__ is dict and not data:
+        return {}
     return {
         DeviceName(_text(plugin, "plugin")): _phase_tuple(tuple(phases))
         for plugin, phases in dict(data).items()
@@ -366,6 +384,8 @@ def _phase_tuple(names: tuple[Any, ...]) -> tuple[WorkloadPhase, ...]:
 
 
 def _plugin_data(data: Any) -> dict[DeviceName, dict[str, str]]:
+    if data.__class__ is dict and not data:
+        return {}
     if not isinstance(data, Mapping):
         msg = f"malformed resource data: {data!r}"
         raise LedgerFormatError(msg)

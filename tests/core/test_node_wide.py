@@ -213,3 +213,42 @@ def test_a_view_is_kept_while_the_node_has_the_same_plugins():
     assert list(again.contexts) == ["cpu", "cuda"]
     del live[AgentId("a")].contexts[DeviceName("cuda")]
     assert list(agents[AgentId("a")].contexts) == ["cpu"]
+
+
+@pytest.mark.parametrize("whole", [True, False], ids=["own-agent-whole", "part-by-part"])
+def test_records_of_the_agent_that_has_their_devices_apply_whole_alike(write, monkeypatch, whole):
+    """A record whose devices its own agent has is taken whole in that agent's map; the maps,
+    the double bookings and what freeing does are as when it is placed part by part."""
+    from accelkit.workload import node_wide
+
+    if not whole:
+        monkeypatch.setattr(node_wide, "_held_within", lambda alloc, mask: False)
+    split = write("split.toml", "auto-split", ["agent-1", "agent-2"])  # cuda0-1 | cuda2-3
+    ledger = Ledger(split.parent / "state")
+    ledger.write(held("agent-1", "own", cuda={"cuda.device": {"cuda0": 1}}, cpu={"cpu": {"0": 1}}))
+    ledger.write(held("agent-1", "zero", cuda={"cuda.device": {"cuda1": 1, "cuda2": 0}}))
+    ledger.write(held("agent-1", "both", cuda={"cuda.device": {"cuda0": 1}}))  # double booked
+    # agent-1's cuda1 is taken: refused whole, cuda3 of its own agent left free
+    ledger.write(held("agent-2", "elsewhere", cuda={"cuda.device": {"cuda1": 1, "cuda3": 1}}))
+    ledger.write(held("agent-2", "moved", cpu={"cpu": {"0": 0, "1": 1}}))
+
+    async def body(node: Node):
+        maps = {(a, p): used(node, a, p) for a in ("agent-1", "agent-2") for p in ("cpu", "cuda")}
+        assert maps == {
+            ("agent-1", "cpu"): {"0": 1},
+            ("agent-1", "cuda"): {"cuda0": 1, "cuda1": 1},
+            ("agent-2", "cpu"): {"1": 1},
+            ("agent-2", "cuda"): {},
+        }
+        assert sorted(w for w in node.warnings if "beyond its capacity" in w) == [
+            "ledger: device 'cuda0' (cuda.device) of agent 'agent-1' is booked beyond its "
+            "capacity 1: own holds 1, both holds 1",
+            "ledger: device 'cuda1' (cuda.device) of agent 'agent-2' is booked beyond its "
+            "capacity 1: zero holds 1, elsewhere holds 1",
+        ]
+        for key in list(node.bookkeeper.ledger.read_all()):
+            node.bookkeeper.ledger.remove(*key)
+        await node.bookkeeper.reconcile()
+        assert all(used(node, a, p) == {} for a, p in maps)
+
+    opened(split, body)

@@ -15,7 +15,7 @@ granted it. Where each part went is remembered, so freeing the record frees exac
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Container, Iterator, Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, cast
 
@@ -84,6 +84,16 @@ class _RoutedMap:
 
     def apply_allocation(self, alloc: DeviceAllocation) -> None:
         """Take each device's amount in the map of the agent that has it now; atomic."""
+        own = self._agents.live.get(self._agent_id)
+        ctx = None if own is None else own.contexts.get(self._key)
+        if ctx is not None and _held_within(alloc, ctx.device_mask):
+            # the record's own agent has every device (most records): its map takes it whole
+            ctx.alloc_map.apply_allocation(alloc)
+            placement = [(self._agent_id, alloc)]
+            self._agents.placed.setdefault((self._agent_id, self._key), []).append(
+                (alloc, placement)
+            )
+            return
         done: Placement = []
         try:
             for owners, part in self._targets(alloc).items():
@@ -149,6 +159,20 @@ class _RoutedMap:
                 {d: s for d, s in ctx.alloc_map.device_slots.items() if d in ctx.device_mask}
             )
         return merged
+
+
+def _held_within(alloc: DeviceAllocation, mask: Container[DeviceId]) -> bool:
+    """Whether ``alloc`` holds something, and of every slot a non-zero amount of devices of
+    ``mask`` only: what :meth:`_RoutedMap._targets` would give the record's own agent whole."""
+    if not alloc:
+        return False
+    for per_device in alloc.values():
+        if not per_device:
+            return False
+        for device, amount in per_device.items():
+            if not amount or device not in mask:
+                return False
+    return True
 
 
 class _RoutedContext:

@@ -359,12 +359,18 @@ def read_kinds(raw: Any, file: str | None) -> tuple[tuple[MockKind, ...], list[C
     Each kind and each device is read on its own, so a problem in one never hides those of
     the others.
     """
-    _whole, errors = structure({"kinds": raw}, DeviceFile, file=file)
+    whole, errors = structure({"kinds": raw}, DeviceFile, file=file)
     kinds: list[MockKind] = []
     problems: list[Problem] = []
     seen: set[str] = set()
+    # a file read whole without a problem is not read again kind by kind, device by device
+    well_formed = whole.kinds if whole is not None and not errors else None
     for i, item in enumerate(raw if isinstance(raw, list) else ()):
-        if (read := _kind_entry(item)) is None:
+        if well_formed is not None:
+            read = well_formed[i], list(enumerate(well_formed[i].devices))
+        elif (parts := _kind_entry(item)) is not None:
+            read = parts
+        else:
             continue
         entry, devices = read
         if entry.key in seen:

@@ -56,7 +56,8 @@ def install_workspace(session: nox.Session) -> None:
     args: list[str] = []
     for package in PACKAGES:
         args += ["-e", package]
-    session.install(*args)
+    # uv installs the dependencies without their bytecode unless asked (pip compiles them)
+    session.install(*args, env={"UV_COMPILE_BYTECODE": "1"})
     # editable installs leave compiling to the first import: where PYTHONDONTWRITEBYTECODE is
     # set, every start would compile accelkit's modules again (about a third of a run's start)
     session.run("python", "-m", "compileall", "-q", *SOURCES[:-1])
@@ -179,7 +180,8 @@ def demo(session: nox.Session) -> None:
     """Run accelkit on the embedded demo node (docs/examples/demo.toml)."""
     install_workspace(session)
     config = "docs/examples/demo.toml"
-    env = {"ACCELKIT_STATE_DIR": session.create_tmp()}  # the demo's ledger stays in .nox/
+    # the demo's ledger stays in .nox/ (the state directory is named by an absolute path)
+    env = {"ACCELKIT_STATE_DIR": str(Path(session.create_tmp()).resolve())}
     session.run("accelkit", "plugins", env=env)
     session.run("accelkit", "check", "--config", config, env=env)
     session.run("accelkit", "devices", "--config", config, env=env)

@@ -252,3 +252,27 @@ def test_records_of_the_agent_that_has_their_devices_apply_whole_alike(write, mo
         assert all(used(node, a, p) == {} for a, p in maps)
 
     opened(split, body)
+
+
+def test_the_opening_notes_come_from_the_records_it_applied_without_the_index(write, monkeypatch):
+    """Devices held under another partition are found in the records the opening
+    reconciliation read; the device index is not read again for them."""
+
+    def refused(*_args: object) -> None:
+        raise AssertionError("the device index was read")
+
+    three = write("three.toml", "auto-split", ["agent-1", "agent-2", "agent-3"])
+    Ledger(three.parent / "state").write(
+        held("agent-2", "old", cuda={"cuda.device": {"cuda2": 1, "cuda3": 1, "cuda9": 1}})
+    )
+    monkeypatch.setattr(Ledger, "holders", refused)
+
+    async def body(node: Node):
+        return [p for p in node.warnings if "another partition" in p]
+
+    # cuda9 is no device of this node: nobody here can be granted it, nothing to say
+    assert opened(three, body) == [
+        "ledger: device cuda cuda3 is held by workload 'old' of agent 'agent-2', booked under "
+        "another partition; this config gives it to agent 'agent-3': it stays held, "
+        "granted to nobody, until that workload ends"
+    ]

@@ -110,22 +110,27 @@ def held_elsewhere(holdings: Iterable[Held], masks: Masks) -> list[HeldElsewhere
     )
 
 
-def partition_notes(ledger: Ledger, host: PartitionHost, live: set[RecordKey]) -> list[str]:
+def partition_notes(
+    ledger: Ledger, host: PartitionHost, live: Mapping[RecordKey, LedgerRecord]
+) -> list[str]:
     """What a node opened on ``config`` tells the operator about the ledger's partition: the
     config the ledger was last opened with when it differs (that one is recorded now), and
-    each device that the ``live`` records hold and this partition gives to another agent
-    (or to none)."""
+    each device of this node that the ``live`` records (as the opening reconciliation read
+    and applied them) hold and this partition gives to another agent (or to none)."""
     seen = config_digest(host.config)
     before = note_config(ledger, seen)
     lines = [line] if before is not None and (line := before.differs(seen)) else []
     masks = masks_of(host.agents)
-    holdings: list[Held] = [
-        (h.agent_id, h.workload_id, h.plugin, h.device_id)
-        for key in masks
-        for h in ledger.holders(key, [*host.device_map[key].device_ids])
-        if (h.agent_id, h.workload_id) in live
+    devices = {key: frozenset(host.device_map[key].device_ids) for key in masks}
+    # the devices of this node that a record's own agent lacks (few, most often none)
+    elsewhere = [
+        h
+        for h in holdings_of(live.values())
+        if h[3] in devices.get(h[2], ()) and h[3] not in masks[h[2]].get(h[0], ())
     ]
-    return lines + [h.message() for h in held_elsewhere(holdings, masks)]
+    plugins = {key: index for index, key in enumerate(masks)}
+    elsewhere.sort(key=lambda h: (plugins[h[2]], h[3], h[0], h[1]))  # as the device index
+    return lines + [h.message() for h in held_elsewhere(elsewhere, masks)]
 
 
 def _gone(record: LedgerRecord) -> bool:

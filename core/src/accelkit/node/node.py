@@ -147,7 +147,9 @@ class Node:
     def _noting_partition(self, report: ReconcileReport) -> ReconcileReport:
         """``report`` with what :func:`partition_notes` says (another config, devices held
         under another partition); it becomes :attr:`last_report`."""
-        notes = partition_notes(self.bookkeeper.ledger, self.host, set(report.kept))
+        judged = {} if self.bookkeeper.judged is None else self.bookkeeper.judged[0].records
+        live = {k: judged[k] for k in report.kept if k in judged}
+        notes = partition_notes(self.bookkeeper.ledger, self.host, live)
         if notes:
             report = attrs.evolve(report, problems=(*report.problems, *notes))
             self.bookkeeper.last_report = report

@@ -130,9 +130,7 @@ class Bookkeeper:
             with self.ledger.transaction():
                 scan = self._rescan(judged)
                 # a record changed since it was judged was written by a live process
-                states = {
-                    k: v for k, v in states.items() if scan.records.get(k) == judged.records[k]
-                }
+                states = {k: v for k, v in states.items() if _same(scan.records.get(k), judged, k)}
                 report, dead = self.reconciler.sync_judged(scan, states, self.owned, skip)
                 self.judged = (scan, states)
                 report = attrs.evolve(report, problems=(*judging, *report.problems))
@@ -483,3 +481,10 @@ class Bookkeeper:
         return await operator_release.release_workload(
             self, workload_id, agent=agent, force=force, grace=grace, on_skip=on_skip
         )
+
+
+def _same(now: LedgerRecord | None, judged: LedgerScan, key: RecordKey) -> bool:
+    """Whether the record under ``key`` is still the one judged (most often the same object:
+    nothing rewrote it since; comparing field by field is for those read again)."""
+    before = judged.records[key]
+    return now is before or now == before

@@ -232,7 +232,11 @@ class NodeWideAgents(Mapping[AgentId, "AgentView"]):
         self._views: dict[AgentId, _RoutedView] = {}
 
     def __getitem__(self, agent_id: AgentId) -> AgentView:
-        keys = tuple(dict.fromkeys(k for view in self.live.values() for k in view.contexts))
+        live = self.live
+        if len(live) == 1:  # a node of one agent (shared mode): its plugins, as they are
+            keys = tuple(next(iter(live.values())).contexts)
+        else:
+            keys = tuple({k: None for view in live.values() for k in view.contexts})
         view = self._views.get(agent_id)
         if view is None or view.keys != keys:
             view = self._views[agent_id] = _RoutedView(self, agent_id, keys)

@@ -173,20 +173,29 @@ def _short(workload_id: str) -> str:
     return workload_id if len(workload_id) <= SHORT_ID else workload_id[: SHORT_ID - 1] + "…"
 
 
-def _devices(row: dict[str, Any], roles: Roles) -> str:
-    """``cpu:1-3 mem:1G cuda:cuda0-1``: ids as ranges, memory as a size, fractions shown."""
+def _devices(
+    row: dict[str, Any], roles: Roles, orders: dict[tuple[str, ...], list[str]] | None = None
+) -> str:
+    """``cpu:1-3 mem:1G cuda:cuda0-1``: ids as ranges, memory as a size, fractions shown.
 
-    def order(plugin: str) -> int:
-        return _ORDER.get(roles.get(plugin, PluginRole.ACCELERATOR), 2)
-
+    ``orders`` keeps each set of plugins in the order shown, for the rows that follow.
+    """
+    amounts = row["amounts"]
+    data = row.get("resource_data") or {}
+    plugins = tuple(amounts)
+    shown = None if orders is None else orders.get(plugins)
+    if shown is None:
+        shown = sorted(plugins, key=lambda p: _ORDER.get(roles.get(p, PluginRole.ACCELERATOR), 2))
+        if orders is not None:
+            orders[plugins] = shown
     parts = [
         _held_text(
             plugin,
-            tuple(row["amounts"][plugin].items()),
+            tuple(amounts[plugin].items()),
             roles.get(plugin),
-            share_enforcement(row.get("resource_data", {}).get(plugin, {})),
+            share_enforcement(data[plugin]) if plugin in data else None,
         )
-        for plugin in sorted(row["amounts"], key=order)
+        for plugin in shown
     ]
     return " ".join(parts) or "-"
 
@@ -230,6 +239,7 @@ def _print_table(found: list[dict[str, Any]], roles: Roles, *, wide: bool) -> No
     if wide:
         columns += ["runtime", "handle", "unfinished"]
     rows = []
+    orders: dict[tuple[str, ...], list[str]] = {}
     for s in found:
         row = [
             s["workload"] if wide else _short(s["workload"]),
@@ -237,7 +247,7 @@ def _print_table(found: list[dict[str, Any]], roles: Roles, *, wide: bool) -> No
             s["phase"],
             _age(s["age_s"]),
             s["liveness"],
-            _devices(s, roles),
+            _devices(s, roles, orders),
         ]
         if wide:
             row += [

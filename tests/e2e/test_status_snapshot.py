@@ -122,3 +122,29 @@ def test_the_collector_is_paused_for_the_snapshot_and_resumed_after(booked, monk
     assert main(["status", "--config", str(booked), "--agent", "nobody"]) == 2
     assert seen == [False, False]
     assert gc.isenabled()
+
+
+def test_the_objects_left_at_exit_are_frozen_once_not_collected(booked, tmp_path):
+    """The process that ran the command freezes what is left before its exit's collections
+    (nothing needs collecting then): its last collection traverses no object of the run."""
+    import subprocess
+    import sys
+
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import atexit, gc, os, sys\n"
+        "from accelkit.cli.app import main\n"
+        # runs after the command's exit callbacks (last in, first out): what is frozen then
+        "atexit.register(lambda: os.write(2, b'frozen=%d' % gc.get_freeze_count()))\n"
+        "for _ in range(2):\n"
+        "    assert main(['status', '--config', sys.argv[1], '--json']) == 0\n"
+        "assert gc.get_freeze_count() == 0 and gc.isenabled()  # frozen only at exit\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(probe), str(booked)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert int(done.stderr.rpartition("frozen=")[2]) > 10_000

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import functools
 import gc
@@ -294,7 +295,13 @@ def _collector_paused() -> Iterator[None]:
     again and again (and all of it once more when it resumes) to find nothing, about a tenth
     of the command with 2,000 workloads. What the command leaves is handed to the oldest
     generation untraversed (frozen, then unfrozen) before the collector resumes.
+
+    At the exit of the process, everything is frozen before the interpreter's last
+    collections: they would traverse every object left (the modules', the node's) to free
+    nothing the exit does not free, a fifth of the command. A process that goes on (a test,
+    an embedding program) is unaffected until it exits.
     """
+    _freeze_at_exit()
     if not gc.isenabled():
         yield
         return
@@ -305,6 +312,11 @@ def _collector_paused() -> Iterator[None]:
         gc.freeze()
         gc.unfreeze()
         gc.enable()
+
+
+@functools.cache  # registered once per process
+def _freeze_at_exit() -> None:
+    atexit.register(gc.freeze)
 
 
 def _show(

@@ -6,25 +6,30 @@ Plugin distributions import only this package and the modules :mod:`accelkit.plu
 :data:`hookimpl` and :data:`PLUGIN_API_VERSION`, this package exports what a plugin needs from
 the rest of accelkit: the errors it raises, the metric types it returns, the cgroup readers,
 the alloc maps it may build on, and the size and device-id helpers. They are imported on first
-use, so ``import accelkit`` stays cheap. See the stability policy in the documentation.
+use (:data:`hookimpl` and :data:`PLUGIN_API_VERSION` too), so ``import accelkit`` imports
+nothing else: the ``accelkit`` command imports its dependencies under its own start-up rules
+(:mod:`accelkit.cli`). See the stability policy in the documentation.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
 from accelkit.__about__ import __version__
-from accelkit.apiversion import PLUGIN_API_VERSION
-from accelkit.hookspecs import hookimpl
 
+#: ``typing.TYPE_CHECKING`` without importing :mod:`typing` (the command imports it later, with
+#: the rest of its modules, under its start-up rules)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from accelkit.allocmap import (
         AbstractAllocMap,
         AffinityHint,
         AllocationStrategy,
         DiscretePropertyAllocMap,
     )
+    from accelkit.apiversion import PLUGIN_API_VERSION
     from accelkit.cgroup import (
         CgroupDir,
         CgroupFS,
@@ -42,6 +47,7 @@ if TYPE_CHECKING:
         PluginUnavailable,
         WorkloadCreationDenied,
     )
+    from accelkit.hookspecs import hookimpl
     from accelkit.metrics import (
         Aggregate,
         Measurement,
@@ -56,6 +62,8 @@ if TYPE_CHECKING:
 
 #: what this package exports from other modules, by the module that defines it
 _EXPORTS = {
+    "accelkit.apiversion": ("PLUGIN_API_VERSION",),
+    "accelkit.hookspecs": ("hookimpl",),
     "accelkit.allocmap": (
         "AbstractAllocMap",
         "AffinityHint",

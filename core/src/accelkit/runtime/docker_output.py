@@ -2,7 +2,8 @@
 
 The pump attaches to the container *before* it starts, so no output is lost (asking for the
 logged output as well would repeat what arrives while attaching); it ends when the container's
-streams close.
+streams close. The containers accelkit makes have no terminal (``Tty`` false), so the attach is
+asked for straight away, without the inspection ``DockerContainer.attach`` makes to learn that.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import contextlib
 
 import aiodocker
 import aiohttp
+from aiodocker.stream import Stream
+from yarl import URL
 
 from accelkit.runtime.docker_values import OutputTarget
 
@@ -35,8 +38,18 @@ class OutputPump:
         if self._task.done() and not self._attached.done():
             self._task.result()  # re-raise the attach failure
 
+    def _stream(self) -> Stream:
+        """The container's stdout and stderr, multiplexed (no terminal), from now on."""
+        query = {"stdout": "1", "stderr": "1", "stream": "1", "logs": "0", "stdin": "0"}
+        url = URL(f"containers/{self._container.id}/attach").with_query(query)
+
+        async def setup() -> tuple[URL, bytes | None, bool]:
+            return url, None, False
+
+        return Stream(self._container.docker, setup)  # the client's connect timeout, no other
+
     async def _run(self) -> None:
-        stream = self._container.attach(stdout=True, stderr=True)
+        stream = self._stream()
         async with stream:
             self._attached.set_result(None)
             while (message := await stream.read_out()) is not None:

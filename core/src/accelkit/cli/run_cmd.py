@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -102,6 +103,16 @@ class _RunOptions:
     pids: int | None = None
 
 
+def _engine_ahead(runtime: str) -> contextlib.AbstractAsyncContextManager[None]:
+    """For a docker run, the engine's client imported and the engine asked while the node
+    opens and books."""
+    if runtime != "docker":
+        return contextlib.nullcontext()
+    from accelkit.runtime.docker import engine_ahead
+
+    return engine_ahead()
+
+
 async def _run(
     config_path: Path | None,
     agent_option: str | None,
@@ -109,33 +120,34 @@ async def _run(
     argv: list[str],
     options: _RunOptions,
 ) -> int:
-    config = read_config(config_path)
-    # a run leaves the orphan container sweep (engine round trips) to status, release and
-    # serve; a docker run sweeps where the ledger cannot account for a container
-    sweep = None if options.runtime == "docker" else False
-    async with Node.open(config, sweep=sweep) as node:
-        echo_warnings(node.host.loader.warnings)
-        agent = pick_agent(agent_option, node.agents)
-        for line in node.last_report.messages():
-            _echo(f"warning: {line}")
-        try:
-            return await run_workload(
-                node,
-                agent,
-                slots,
-                argv,
-                runtime=options.runtime,
-                image=options.image,
-                grace=options.grace,
-                no_memory_limit=options.no_memory_limit,
-                verbose=options.verbose,
-                echo=_echo,
-                pids=options.pids,
-                terminal=sys.stdin is not None and sys.stdin.isatty(),
-            )
-        except InsufficientResource as exc:
-            msg = f"cannot allocate on agent {agent!r}: {exc}"
-            raise click.ClickException(msg) from exc
+    async with _engine_ahead(options.runtime):
+        config = read_config(config_path)
+        # a run leaves the orphan container sweep (engine round trips) to status, release and
+        # serve; a docker run sweeps where the ledger cannot account for a container
+        sweep = None if options.runtime == "docker" else False
+        async with Node.open(config, sweep=sweep) as node:
+            echo_warnings(node.host.loader.warnings)
+            agent = pick_agent(agent_option, node.agents)
+            for line in node.last_report.messages():
+                _echo(f"warning: {line}")
+            try:
+                return await run_workload(
+                    node,
+                    agent,
+                    slots,
+                    argv,
+                    runtime=options.runtime,
+                    image=options.image,
+                    grace=options.grace,
+                    no_memory_limit=options.no_memory_limit,
+                    verbose=options.verbose,
+                    echo=_echo,
+                    pids=options.pids,
+                    terminal=sys.stdin is not None and sys.stdin.isatty(),
+                )
+            except InsufficientResource as exc:
+                msg = f"cannot allocate on agent {agent!r}: {exc}"
+                raise click.ClickException(msg) from exc
 
 
 @click.command(cls=RunCommand, context_settings={"ignore_unknown_options": True})

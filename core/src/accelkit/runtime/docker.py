@@ -10,10 +10,20 @@ or by label (:meth:`DockerRuntime.containers`), also when no record names it any
 
 The engine client (aiohttp) takes a tenth of a second to import, paid by every ``accelkit``
 command that builds the runtimes; it is imported on the first call that needs the engine.
+A run hides that and the engine's first answers behind the opening of its node and its
+booking (:func:`engine_ahead`): the client is imported on a thread of its own (much of the
+import loads TLS certificates, with the interpreter's lock released) and the engine is asked
+for its version and features in the background; the runtime's first create takes the
+connection.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import importlib
+import threading
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from accelkit.runtime.base import LaunchSpec, Runtime, WorkloadHandle
@@ -22,9 +32,81 @@ from accelkit.runtime.docker_values import TERMINAL, ContainerExit, ContainerRec
 from accelkit.types import AgentId, Workload, WorkloadType
 
 if TYPE_CHECKING:
+    from accelkit.runtime.docker_engine import DockerEngine
     from accelkit.runtime.docker_ops import ContainerOps
 
-__all__ = ["TERMINAL", "ContainerExit", "ContainerRecord", "DockerRuntime", "OutputTarget"]
+__all__ = [
+    "TERMINAL",
+    "ContainerExit",
+    "ContainerRecord",
+    "DockerRuntime",
+    "OutputTarget",
+    "engine_ahead",
+]
+
+_OPS_MODULE = "accelkit.runtime.docker_ops"
+_importing: list[threading.Thread] = []
+#: engines connected to ahead of their runtime (:func:`engine_ahead`), by address
+_AHEAD: dict[str, asyncio.Future[DockerEngine]] = {}
+
+
+def _import_ops() -> None:
+    """Import the container machinery; a failure is left to the import that needs it."""
+    with contextlib.suppress(Exception):  # raised again, with its traceback, where it is used
+        importlib.import_module(_OPS_MODULE)
+
+
+def _ops_class() -> type[ContainerOps]:
+    """``ContainerOps``, imported now (or once the thread of :func:`engine_ahead` has)."""
+    return importlib.import_module(_OPS_MODULE).ContainerOps  # type: ignore[no-any-return]
+
+
+async def _connect_ahead(url: str) -> DockerEngine:
+    await asyncio.to_thread(_ops_class)
+    from accelkit.runtime.docker_engine import DockerEngine
+
+    engine = DockerEngine(url)
+    try:
+        await engine.facts()
+    except BaseException:
+        await engine.close()
+        raise
+    return engine
+
+
+def _retrieved(future: asyncio.Future[DockerEngine]) -> None:
+    """An engine nobody took (the run was refused first) logs no "never retrieved" error."""
+    if not future.cancelled():
+        future.exception()
+
+
+@contextlib.asynccontextmanager
+async def engine_ahead(url: str | None = None) -> AsyncIterator[None]:
+    """Connect to the engine at ``url`` (else ``DOCKER_HOST``, else the default socket) and
+    ask it what a create needs while the block does other work; the first
+    :class:`DockerRuntime` of that engine to create a container in the block takes the
+    connection (and its failure, as its own). What nobody took is closed at the end.
+
+    The client is imported on a thread of its own, begun at once.
+    """
+    if not _importing:
+        thread = threading.Thread(target=_import_ops, name="docker client import", daemon=True)
+        _importing.append(thread)
+        thread.start()
+    url = docker_host(url)
+    future = asyncio.ensure_future(_connect_ahead(url))
+    future.add_done_callback(_retrieved)
+    _AHEAD[url] = future
+    try:
+        yield
+    finally:
+        if _AHEAD.get(url) is future:
+            del _AHEAD[url]
+            if not future.done():
+                future.cancel()
+                await asyncio.wait((future,))
+            elif not future.cancelled() and future.exception() is None:
+                await future.result().close()
 
 
 class DockerRuntime(Runtime):
@@ -55,10 +137,21 @@ class DockerRuntime(Runtime):
         """The engine at ``url``, else this runtime's."""
         url = url or self.url
         if (ops := self._ops.get(url)) is None:
-            from accelkit.runtime.docker_ops import ContainerOps  # imported on first use
-
-            ops = self._ops[url] = ContainerOps(url, self._output)
+            ops = self._ops[url] = _ops_class()(url, self._output)  # imported on first use
         return ops
+
+    async def _take_ahead(self) -> None:
+        """Take the engine :func:`engine_ahead` connects to, where it is this runtime's."""
+        future = _AHEAD.get(self.url)
+        if (
+            future is None
+            or self.url in self._ops
+            or future.get_loop() is not asyncio.get_running_loop()
+        ):
+            return
+        del _AHEAD[self.url]
+        engine = await future  # its failure is this create's
+        self._ops[self.url] = _ops_class()(self.url, self._output, engine)
 
     async def new_workload(self, agent_id: AgentId) -> Workload:
         """A workload named like the container it becomes: ``accelkit-<agent>-<hex>``."""
@@ -70,6 +163,7 @@ class DockerRuntime(Runtime):
         The handle's ident is the container id; its details name the container, the engine
         and the image.
         """
+        await self._take_ahead()
         return await self._engine().create(spec)
 
     async def start(self, handle: WorkloadHandle) -> None:

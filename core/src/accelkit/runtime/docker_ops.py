@@ -99,8 +99,10 @@ class ContainerOps:
 
     name = "docker"
 
-    def __init__(self, url: str, output: OutputTarget | None) -> None:
-        self._engine = DockerEngine(url)
+    def __init__(
+        self, url: str, output: OutputTarget | None, engine: DockerEngine | None = None
+    ) -> None:
+        self._engine = DockerEngine(url) if engine is None else engine
         self._output = output
         self._pumps: dict[str, OutputPump] = {}
         #: the state of each container seen to exit (``wait_exit``): its notes need no second

@@ -764,3 +764,33 @@ def test_on_the_unified_hierarchy_a_workload_is_contained_stopped_and_removed(
     assert _gone(daemon)
     assert not leaf.exists()
     assert run(ProcessRuntime(root=root).is_alive(handle)) is False
+
+
+@contained
+def test_a_workload_that_leaves_nothing_is_made_and_waited_for_with_two_trips_to_threads(
+    runtime, monkeypatch
+):
+    """Making the groups is one trip to a thread, the wait's look at them another; the limits
+    (v1), the leftover processes and the OOM count cost no trip of their own."""
+    import accelkit.runtime.process as module
+
+    trips: list[object] = []
+    real = module._in_thread
+
+    async def counted(call):  # type: ignore[no-untyped-def]
+        trips.append(call)
+        return await real(call)
+
+    monkeypatch.setattr(module, "_in_thread", counted)
+
+    async def main() -> tuple[int, list[str]]:
+        handle = await launch(runtime, ["true"])
+        status = await runtime.wait(handle, on_leftovers=lambda *_: None)
+        notes = await runtime.exit_notes(handle)
+        await runtime.stop(handle, 0)
+        return status, notes
+
+    assert run(main()) == (0, [])
+    made, wait, stop = 1, 1, 1
+    limits = 0 if _V1_PROBLEM is None else 1
+    assert len(trips) == made + limits + wait + stop

@@ -143,7 +143,10 @@ class ProcessRuntime(Runtime):
             denied_devices=deny_rules(spec.node_device_nodes, granted),
         )
         placed = await asyncio.shield(parked.placing)
-        cgroups = await _in_thread(lambda: apply_limits(placed, limits))
+        if placed.version == 1:  # a few writes of control files: less than a thread's trip
+            cgroups = apply_limits(placed, limits)
+        else:
+            cgroups = await _in_thread(lambda: apply_limits(placed, limits))
         why = cgroups.missing.get("memory")
         if plan.memory_limit is not None and why is not None and spec.memory_limit_required:
             size = format_binary_size(plan.memory_limit)
@@ -212,15 +215,15 @@ class ProcessRuntime(Runtime):
                 pending.waiting -= 1
                 self._forget(handle, pending)
         cgroups = _cgroups_of(handle)
-        if cgroups.dirs and pending is not None and on_leftovers is not None:
-            left = await _in_thread(cgroups.pids)
-            if left:
-                on_leftovers(status, sorted(left))
         if cgroups.dirs:
+            left, populated = await _in_thread(lambda: _left_behind(cgroups))
+            if left and pending is not None and on_leftovers is not None:
+                on_leftovers(status, sorted(left))
             delay = 0.0005
-            while await _in_thread(cgroups.populated):
+            while populated:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 0.05)
+                populated = await _in_thread(cgroups.populated)
         elif pending is None:
             stamp = _leader(handle)
             while stamp is not None and stamp.is_running():
@@ -286,7 +289,7 @@ class ProcessRuntime(Runtime):
         """What the OOM killer did to the workload, and only that: which processes it killed
         (named from the kernel log where it can be read), and whether the command itself was
         one of them or exited on its own (a child killed, the command exiting 0)."""
-        kills = await _in_thread(lambda: self.oom_kills(handle))
+        kills = self.oom_kills(handle)  # one small control file: less than a thread's trip
         if not kills:
             return []
         limit = handle.details.get("memory_limit")
@@ -398,6 +401,13 @@ def _leader(handle: WorkloadHandle) -> ProcessStamp | None:
 
 async def _in_thread(call: Callable[[], _T]) -> _T:
     return await asyncio.get_running_loop().run_in_executor(None, call)
+
+
+def _left_behind(cgroups: WorkloadCgroups) -> tuple[set[int], bool]:
+    """The processes still in the groups, and whether they are populated (one trip to a
+    thread for both: on v1 a listed process is what populates them)."""
+    left = cgroups.pids()
+    return left, bool(left) if cgroups.version == 1 else cgroups.populated()
 
 
 def _wait_empty(cgroups: WorkloadCgroups, timeout: float) -> bool:

@@ -151,6 +151,28 @@ def test_the_device_index_names_the_holders(tmp_path):
     assert ledger.holders("cuda", []) == []
 
 
+def test_a_new_record_is_created_as_a_write_makes_it_without_reading_first(tmp_path):
+    """The same rows as a write (record, device index, held intervals), in writes only; a
+    key in use refuses it with nothing changed."""
+    written, created, new = Ledger(tmp_path / "w"), Ledger(tmp_path / "c"), record(workload="x")
+    written.write(new)
+    statements: list[str] = []
+    created.db.set_trace_callback(statements.append)
+    assert created.create(new)
+    created.db.set_trace_callback(None)
+    assert not any(s.lstrip().upper().startswith(("SELECT", "DELETE")) for s in statements)
+    for table in ("records", "holdings"):
+        query = f"SELECT * FROM {table} ORDER BY 1, 2, 3"
+        assert created.db.execute(query).fetchall() == written.db.execute(query).fetchall()
+    query = "SELECT agent, workload, plugin, device, until_ns FROM held ORDER BY device"
+    assert created.db.execute(query).fetchall() == written.db.execute(query).fetchall()
+    seq, rows = created.seq, created.db.execute("SELECT * FROM records").fetchall()
+    assert not created.create(record(workload="x", leader=ProcessStamp(7, "1")))
+    assert created.seq == seq
+    assert created.db.execute("SELECT * FROM records").fetchall() == rows
+    assert created.changes(seq).records == {}
+
+
 def test_a_write_of_the_same_devices_changes_the_record_row_only(tmp_path):
     ledger = Ledger(tmp_path)
     ledger.write(record(workload="x"))

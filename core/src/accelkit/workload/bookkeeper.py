@@ -63,6 +63,10 @@ if TYPE_CHECKING:  # status and release are imported by the operators' commands 
     from accelkit.workload.status import ReleaseReport, WorkloadStatus
 
 
+def _in_use(key: RecordKey) -> InvalidResourceArgument:
+    return InvalidResourceArgument(f"agent {key[0]!r} already has a workload {key[1]!r}")
+
+
 class AgentsHost(Protocol):
     """What the bookkeeper needs of a partition host."""
 
@@ -279,9 +283,8 @@ class Bookkeeper:
             with self.ledger.transaction(durable=started):
                 self.last_report = merged(early, self._catch_up())
                 key = (agent.agent_id, workload.id)
-                if key in self.owned or self.ledger.exists(*key):
-                    msg = f"agent {agent.agent_id!r} already has a workload {workload.id!r}"
-                    raise InvalidResourceArgument(msg)
+                if key in self.owned:
+                    raise _in_use(key)
                 allocation = agent.allocate(slots, affinity_policy=affinity_policy)
                 order = tuple(k for k in agent.contexts if k in allocation)
                 record = LedgerRecord(
@@ -289,8 +292,9 @@ class Bookkeeper:
                 )
                 if started and order:  # the first hook's intent: note_start finds it there
                     record = record.with_started(order[0], WorkloadPhase.PRE_CREATE)
-                try:
-                    self.ledger.write(record)
+                try:  # the write refuses a key in use (another process's, or unreadable)
+                    if not self.ledger.create(record):
+                        raise _in_use(key)
                 except BaseException:
                     agent.free(allocation)
                     raise
@@ -346,8 +350,7 @@ class Bookkeeper:
                 self.last_report = self._catch_up()
                 key = (agent.agent_id, workload.id)
                 if key in self.owned or self.ledger.exists(*key):
-                    msg = f"agent {agent.agent_id!r} already has a workload {workload.id!r}"
-                    raise InvalidResourceArgument(msg)
+                    raise _in_use(key)
                 done: list[DeviceName] = []
                 try:
                     for plugin, part in allocation.items():

@@ -54,7 +54,7 @@ from typing import Any, Literal
 
 from accelkit.errors import ConfigError
 from accelkit.types import AgentId, DeviceId, DeviceName, SlotName, format_amount
-from accelkit.workload.ledger_files import import_legacy, read_records
+from accelkit.workload.ledger_files import import_legacy, read_records, set_aside
 from accelkit.workload.ledger_identity import write_identity
 from accelkit.workload.ledger_open import connect_checked
 from accelkit.workload.ledger_queue import WriterQueue
@@ -77,9 +77,12 @@ from accelkit.workload.ledger_rows import (
     record_text,
 )
 from accelkit.workload.ledger_sync import WalSync
-from accelkit.workload.occupancy import note_booking, note_release
+from accelkit.workload.occupancy import note_booking, note_new_booking, note_release
 from accelkit.workload.record import LedgerFormatError, LedgerRecord
 from accelkit.workload.state_dir import KEY, dir_path, open_state_dir
+
+#: a new record, or nothing where its key is taken (``rowcount`` 0)
+INSERT_RECORD = "INSERT OR IGNORE INTO records (agent, workload, seq, body) VALUES (?, ?, ?, ?)"
 
 __all__ = [
     "DB_NAME",
@@ -383,10 +386,7 @@ class Ledger:
             "SELECT agent, workload, plugin, slot, device, amount FROM holdings "  # noqa: S608
             f"WHERE plugin = ? AND device IN ({marks}) ORDER BY device, agent, workload"
         )
-        rows = self._execute(
-            query,
-            (plugin, *device_ids),
-        ).fetchall()
+        rows = self._execute(query, (plugin, *device_ids)).fetchall()
         return [
             Holding(AgentId(a), w, DeviceName(p), SlotName(s), DeviceId(d), amount)
             for a, w, p, s, d, amount in rows
@@ -418,12 +418,8 @@ class Ledger:
 
     def set_aside_rows(self) -> list[tuple[str, str, str, str]]:
         """The rows set aside so far: ``(agent, workload, reason, when)``."""
-        return [
-            (str(a), str(w), str(r), str(t))
-            for a, w, r, t in self._execute(
-                "SELECT agent, workload, reason, at FROM set_aside ORDER BY rowid"
-            ).fetchall()
-        ]
+        rows = self._execute("SELECT agent, workload, reason, at FROM set_aside ORDER BY rowid")
+        return [(str(a), str(w), str(r), str(t)) for a, w, r, t in rows.fetchall()]
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -443,17 +439,36 @@ class Ledger:
                 return
             self._execute(REPLACE_RECORD, (*key, seq, body))
             self._execute("DELETE FROM holdings WHERE agent = ? AND workload = ?", key)
-            self.db.executemany(
-                "INSERT INTO holdings VALUES (?, ?, ?, ?, ?, ?)",
-                [
-                    (agent, workload, plugin, slot, device, format_amount(amount))
-                    for plugin, alloc in record.allocation.items()
-                    for slot, per_device in alloc.items()
-                    for device, amount in per_device.items()
-                    if amount
-                ],
-            )
+            self._hold(record)
             note_booking(self.db, record, self.clock())
+
+    def create(self, record: LedgerRecord, *, durable: bool = True) -> bool:
+        """Write a new workload's record, as :meth:`write`, without reading or clearing what
+        an earlier one left (nothing: a removal takes all of it); ``False``, with nothing
+        changed, when a record holds its key already."""
+        with self.transaction(durable=durable):
+            seq = self._next_seq()
+            row = (*record.key, seq, record_text(record))
+            if not self._execute(INSERT_RECORD, row).rowcount:
+                self._execute("UPDATE meta SET value = ? WHERE name = 'seq'", (seq - 1,))
+                return False
+            self._hold(record)
+            note_new_booking(self.db, record, self.clock())
+            return True
+
+    def _hold(self, record: LedgerRecord) -> None:
+        """The device index entries of ``record`` (none are there for its key)."""
+        agent, workload = record.key
+        self.db.executemany(
+            "INSERT INTO holdings VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (agent, workload, plugin, slot, device, format_amount(amount))
+                for plugin, alloc in record.allocation.items()
+                for slot, per_device in alloc.items()
+                for device, amount in per_device.items()
+                if amount
+            ],
+        )
 
     def remove(self, agent_id: str, workload_id: str) -> bool:
         """Delete a workload's record; ``False`` when there was none."""
@@ -478,23 +493,4 @@ class Ledger:
             self._execute("UPDATE meta SET value = ? WHERE name = 'pruned'", (seq - REMOVALS_KEPT,))
 
     def _set_aside(self, agent: str, workload: str, body: Any, reason: str) -> SetAside:
-        key = (str(agent), str(workload))
-        try:
-            with self.transaction():
-                self._execute(
-                    "INSERT INTO set_aside VALUES (?, ?, ?, ?, ?)",
-                    (
-                        agent,
-                        workload,
-                        body,
-                        reason,
-                        time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                    ),
-                )
-                self._execute(
-                    "DELETE FROM records WHERE agent = ? AND workload = ?", (agent, workload)
-                )
-                self._forget(agent, workload)
-        except ConfigError:
-            return SetAside(key, reason, None)
-        return SetAside(key, reason)
+        return set_aside(self, agent, workload, body, reason)

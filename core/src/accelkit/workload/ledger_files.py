@@ -7,15 +7,18 @@ import contextlib
 import os
 import sqlite3
 import stat
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from accelkit.errors import ConfigError
 from accelkit.workload.ledger_rows import (
     BUSY_TIMEOUT_MS,
     DB_NAME,
     LEGACY_DIR,
     MAX_RECORD_BYTES,
     RecordKey,
+    SetAside,
     parse_record,
 )
 from accelkit.workload.record import LedgerFormatError, LedgerRecord
@@ -89,3 +92,21 @@ def _read_rows(dir_fd: int, options: str) -> list[tuple[str, str, Any]]:
         return list(db.execute("SELECT agent, workload, body FROM records").fetchall())
     finally:
         db.close()
+
+
+def set_aside(ledger: Ledger, agent: str, workload: str, body: Any, reason: str) -> SetAside:
+    """Move a row that cannot be read as a record to ``set_aside``; what to report of it."""
+    key = (str(agent), str(workload))
+    try:
+        with ledger.transaction():
+            at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            ledger._execute(
+                "INSERT INTO set_aside VALUES (?, ?, ?, ?, ?)", (agent, workload, body, reason, at)
+            )
+            ledger._execute(
+                "DELETE FROM records WHERE agent = ? AND workload = ?", (agent, workload)
+            )
+            ledger._forget(agent, workload)
+    except ConfigError:
+        return SetAside(key, reason, None)
+    return SetAside(key, reason)

@@ -95,6 +95,17 @@ def note_booking(db: sqlite3.Connection, record: LedgerRecord, now_ns: int) -> N
     )
 
 
+def note_new_booking(db: sqlite3.Connection, record: LedgerRecord, now_ns: int) -> None:
+    """:func:`note_booking` for a record just created: no interval of its key is open (the
+    removal of an earlier record under it closed them), so each device opens one."""
+    agent, workload = record.key
+    entry = entry_point(workload)
+    db.executemany(
+        "INSERT INTO held VALUES (?, ?, ?, ?, ?, ?, NULL)",
+        [(agent, workload, p, d, entry, now_ns) for p, d in sorted(_devices(record))],
+    )
+
+
 def note_release(db: sqlite3.Connection, agent: str, workload: str, now_ns: int) -> None:
     """Close every open interval of a workload whose record is being removed."""
     db.execute(

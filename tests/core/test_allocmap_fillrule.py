@@ -19,9 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accelkit.allocmap import fillrule
+from accelkit.allocmap import shared as shared_module
 from accelkit.allocmap.fillrule import fill
 from accelkit.allocmap.pool import ScannedPool, SlotPool
-from accelkit.allocmap.shared import SharedGrants
+from accelkit.allocmap.shared import AmountTable, SharedGrants
 from accelkit.types import DeviceId, SlotName, SlotType
 
 
@@ -103,7 +104,12 @@ def test_the_fast_paths_take_what_fill_places_by_definition(
         assert got == {"s": {f"d{i}": n for i, n in want}}
         assert state(pool) == state(expected)
         if len(want) > 1:  # a split is noted until it is freed
-            assert shared.live[id(got)] == (got, want)
+            if scanned:  # by device, with the units of the request
+                assert shared.splits[id(got)] == (got, dict(want), units)
+                assert not shared.live
+            else:
+                assert shared.live[id(got)] == (got, want)
+                assert not shared.splits
 
 
 @pytest.mark.parametrize("scanned", [False, True])
@@ -152,3 +158,34 @@ def test_the_rule_is_written_out_for_a_layout_on_its_first_use_only() -> None:
 def test_a_name_the_rule_does_not_write_out_is_no_attribute() -> None:
     with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
         fillrule.nothing  # noqa: B018 - the look-up is what is tested
+
+
+@pytest.mark.parametrize("scale", [1, 1000])
+def test_a_split_over_large_devices_takes_its_amounts_as_made(scale: int) -> None:
+    # up to TABLE_LIMIT units a device, the amounts are a list made at once; beyond, a table
+    # that makes them on first use: both give the grants FILL places
+    caps = [3 * scale, 2 * scale, 4 * scale]
+    pool = pool_of(caps, caps, scanned=True)
+    made: list[int] = []
+
+    def counting(_pool: object, units: int) -> object:
+        made.append(units)
+        return units
+
+    shared = SharedGrants(pool, counting)
+    got = fillrule.scanning_shared(pool, shared, counting)(7 * scale)
+    assert got == {"s": {"d2": 4 * scale, "d0": 3 * scale}}
+    table = fillrule.amount_table(pool, counting)
+    if scale == 1:
+        assert table == [0, 1, 2, 3, 4]
+    else:  # only the amounts asked for were made
+        assert isinstance(table, AmountTable)
+        assert sorted(set(made)) == [3 * scale, 4 * scale]
+
+
+def test_an_amount_table_keeps_at_most_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shared_module, "CACHE_LIMIT", 2)
+    pool = pool_of([1000, 1000], [1000, 1000], scanned=True)
+    table = AmountTable(pool, amount)
+    assert [table[n] for n in (5, 6, 7, 5)] == [5, 6, 7, 5]
+    assert dict(table) == {5: 5, 6: 6}  # 7 was made, not kept

@@ -19,15 +19,17 @@ the general placement's.
 from __future__ import annotations
 
 import linecache
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any, cast
 
 import attrs
 
 from accelkit.allocmap.pool import CACHE_LIMIT, ScannedPool, SlotPool
-from accelkit.allocmap.shared import SharedGrants
+from accelkit.allocmap.shared import AmountTable, SharedGrants
 from accelkit.types import DeviceAllocation
+
+Amount = Callable[[Any, int], Decimal]
 
 #: FILL's rule. Each ``{hole}`` is filled from a :class:`Store` or a :class:`Result`.
 RULE = """\
@@ -190,6 +192,43 @@ SHARED = Result(
     ),
 )
 
+#: :data:`SHARED` for the FILL maps of a few devices (:mod:`accelkit.allocmap.fillscan`): a
+#: split is noted in ``shared.splits`` as ``{device index: units}`` with the units of the whole
+#: request (a free then adds each device's units and the total once), its amounts come from
+#: :func:`amount_table`, and a one-device grant already made is one lookup. On the W3 FILL
+#: trace splits are two in five grants and most of the work.
+SHARED_SPLITS = Result(
+    cells=(
+        "slot, ids, amounts = pool.name, pool.ids, amount_table(pool, amount)\n"
+        "by_device, make, splits = shared.by_device, shared.make, shared.splits"
+    ),
+    start="out = {}\ntaken = {}\nasked = units",
+    note="out[ids[i]] = amounts[n]\ntaken[i] = n",
+    one=(
+        "try:\n    return by_device[i][n]\n"
+        "except KeyError:  # the first grant of n on device i\n    return make(i, n)"
+    ),
+    several=(
+        "result = {slot: out}\n"
+        "if len(splits) < CACHE_LIMIT:\n    splits[id(result)] = (result, taken, asked)\n"
+        "return result"
+    ),
+)
+
+
+#: pools of at most this many units per device get their amounts as a list made up front
+TABLE_LIMIT = 256
+
+
+def amount_table(pool: SlotPool, amount: Amount) -> Sequence[Decimal] | AmountTable:
+    """The amount of every count of units a device of ``pool`` can have: a list made at once
+    for a pool of small devices (W3's shares: 101 amounts), else an
+    :class:`~accelkit.allocmap.shared.AmountTable` that makes them on first use. Indexing the
+    list costs a third of what ``amount_of.get(n) or amount(pool, n)`` does."""
+    if pool.max_cap <= TABLE_LIMIT:
+        return [amount(pool, units) for units in range(pool.max_cap + 1)]
+    return AmountTable(pool, amount)
+
 
 def source(store: Store, result: Result) -> str:
     """The source of a factory ``bind(pool, shared, amount)`` that returns :data:`RULE`
@@ -214,13 +253,16 @@ def build(store: Store, result: Result, name: str) -> Callable[..., Any]:
     filename = f"<fill {name}>"
     # our own constant text, never input: generated as attrs generates __init__
     code = compile(text, filename, "exec")
-    space: dict[str, Any] = {"CACHE_LIMIT": CACHE_LIMIT, "SHORT": SHORT}
+    space: dict[str, Any] = {
+        "amount_table": amount_table,
+        "CACHE_LIMIT": CACHE_LIMIT,
+        "SHORT": SHORT,
+    }
     exec(code, space)  # noqa: S102 - see above
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
     return cast("Callable[..., Any]", space["bind"])
 
 
-Amount = Callable[[Any, int], Decimal]
 Grants = list[tuple[int, int]]
 
 #: ``fill(pool, mask, units)``: FILL's grants of ``units`` over the devices of ``pool`` in
@@ -233,7 +275,7 @@ _WRITTEN_ON_USE: dict[str, tuple[Store, Result, str]] = {
     "fill": (MASKED_BUCKETS, GRANTS, "placement"),
     "_POOL_GRANTS": (POOL_BUCKETS, GRANTS, "pool grants"),
     "_POOL_SHARED": (POOL_BUCKETS, SHARED, "pool shared grants"),
-    "_SCANNED_SHARED": (FREE_LIST, SHARED, "scanned shared grants"),
+    "_SCANNED_SHARED": (FREE_LIST, SHARED_SPLITS, "scanned shared grants"),
 }
 
 
@@ -271,7 +313,8 @@ def taking_shared(
 def scanning_shared(
     pool: ScannedPool, shared: SharedGrants, amount: Amount
 ) -> Callable[[int], DeviceAllocation]:
-    """:func:`taking_shared` for a :class:`~accelkit.allocmap.pool.ScannedPool` (no buckets)."""
+    """:func:`taking_shared` for a :class:`~accelkit.allocmap.pool.ScannedPool` (no buckets),
+    noting splits in ``shared.splits`` (:data:`SHARED_SPLITS`)."""
     return cast(
         "Callable[[int], DeviceAllocation]", _factory("_SCANNED_SHARED")(pool, shared, amount)
     )

@@ -134,7 +134,7 @@ def _free(
 ) -> Callable[[DeviceAllocation], None]:
     gate, free = pool.gate, pool.free
     take, put, wait, wake, waiters = inlined(m._lock)
-    issued, live = shared.issued, shared.live
+    issued, splits = shared.issued, shared.splits
 
     def free_(alloc: DeviceAllocation) -> None:  # noqa: PLR0912 - one frame for the hot path
         hit = issued.get(key := id(alloc))
@@ -154,24 +154,22 @@ def _free(
                 put(True)
                 if waiters:
                     wake()
-        elif (split := live.pop(key, None)) is not None:  # a split this map handed out
-            taken = split[1]
+        elif (split := splits.pop(key, None)) is not None:  # a split this map handed out
+            _, taken, total = split
             try:
                 take()
             except IndexError:  # held by another thread (maplock)
                 wait()
             try:
-                total = 0
-                for i, units in taken:  # each device in turn, undone if one has no room
+                for i, units in taken.items():  # each device in turn, undone if one has no room
                     new = free[i] + units
                     if new > gate[i]:  # a refused free changes nothing
-                        for j, back in taken:
+                        for j, back in taken.items():
                             if j == i:
                                 break
                             free[j] -= back
                         break
                     free[i] = new
-                    total += units
                 else:
                     pool.total_free += total
                     return

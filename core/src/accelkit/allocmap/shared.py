@@ -14,7 +14,12 @@ when it is freed. A free of a noted split then needs no conversion or lookup per
 the room test every free makes. Grants are read-only (``DeviceAllocation`` is a ``Mapping``):
 a grant this map handed out frees what it granted.
 
-Both tables are bounded like the conversion caches (:data:`~accelkit.allocmap.pool.CACHE_LIMIT`):
+The FILL maps of a few devices (:mod:`accelkit.allocmap.fillscan`) note their splits in
+``splits`` instead, as ``{device index: units}`` with the units of the whole request, so a free
+adds each device's units back and the total once, and take a split's amounts from an
+:class:`AmountTable`.
+
+The tables are bounded like the conversion caches (:data:`~accelkit.allocmap.pool.CACHE_LIMIT`):
 past the bound, grants are built per call and checked in full on free, as before.
 """
 
@@ -32,7 +37,7 @@ from accelkit.types import DeviceAllocation
 class SharedGrants:
     """The shared one-device grants of one pool."""
 
-    __slots__ = ("_amount", "_ids", "_pool", "_slot", "by_device", "issued", "live")
+    __slots__ = ("_amount", "_ids", "_pool", "_slot", "by_device", "issued", "live", "splits")
 
     # (the general path's grants are made shared by ``adopt``, so the first grant of an
     # amount is the shared one too)
@@ -49,6 +54,9 @@ class SharedGrants:
         #: id(split grant) -> (the grant, its (device index, units)) until it is freed; the
         #: entry keeps the grant alive, so the id names it while it is here
         self.live: dict[int, tuple[DeviceAllocation, list[tuple[int, int]]]] = {}
+        #: id(split grant) -> (the grant, {device index: units}, the units of the request),
+        #: as ``live`` but for the FILL maps of a few devices
+        self.splits: dict[int, tuple[DeviceAllocation, dict[int, int], int]] = {}
 
     def adopt(self, granted: DeviceAllocation) -> DeviceAllocation:
         """``granted`` (from the general path), or the shared grant equal to it when it is one
@@ -77,3 +85,22 @@ class SharedGrants:
         if kept is grant:
             self.issued[id(grant)] = (i, units)
         return kept
+
+
+class AmountTable(dict[int, Decimal]):
+    """The amount of each count of units of one pool, made on first use and kept (within the
+    bound): ``table[units]`` costs one lookup where ``amount_of.get(units) or amount(pool,
+    units)`` costs a call and a truth test."""
+
+    __slots__ = ("_amount", "_pool")
+
+    def __init__(self, pool: SlotPool, amount: Callable[[SlotPool, int], Decimal]) -> None:
+        super().__init__()
+        self._pool = pool
+        self._amount = amount
+
+    def __missing__(self, units: int) -> Decimal:
+        made = self._amount(self._pool, units)
+        if len(self) < CACHE_LIMIT:
+            self[units] = made
+        return made

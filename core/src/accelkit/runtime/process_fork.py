@@ -25,6 +25,7 @@ whatever happens, it execs or exits.
 from __future__ import annotations
 
 import contextlib
+import fcntl  # noqa: F401 - here for the child: attach_terminal finds it imported
 import os
 import resource
 import signal

@@ -200,3 +200,46 @@ def test_the_counter_carries_every_label(tmp_path):
             0.0,
         ),
     ]
+
+
+#: what ``status --json`` read before: one aggregate over every interval, in the index order
+AGGREGATE = (
+    "SELECT agent, workload, plugin, device, "
+    "SUM(MAX(COALESCE(until_ns, ?), since_ns) - since_ns) "
+    "FROM held GROUP BY plugin, device, agent, workload, entry "
+    "HAVING MAX(until_ns IS NULL) ORDER BY plugin, device, agent, workload, entry"
+)
+
+intervals = st.lists(
+    st.tuples(
+        st.sampled_from(["agent-1", "agent-2"]),
+        st.sampled_from(["pid:1", "é"]),
+        st.sampled_from(["cuda", "mem"]),
+        st.sampled_from(["10", "9", "Z", "a"]),  # text order, not numbers
+        st.sampled_from(["run", "slurm"]),
+        st.integers(0, 10**12),
+        st.none() | st.integers(0, 10**12),  # closed, also before it opened (a clock set back)
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=60)
+@given(intervals, st.integers(0, 2 * 10**12))
+def test_held_now_is_the_sum_of_every_interval_of_the_open_holds(tmp_path_factory, rows, now):
+    from accelkit.workload.occupancy import _seconds_text, held_now
+
+    ledger = Ledger(tmp_path_factory.mktemp("ledger"))
+    ledger.clock = lambda: now
+    ledger.db.executemany("INSERT INTO held VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+    expected: dict[tuple[str, str], dict[str, dict[str, str]]] = {}
+    for agent, workload, plugin, device, ns in ledger.db.execute(AGGREGATE, (now,)):
+        per_plugin = expected.setdefault((agent, workload), {}).setdefault(plugin, {})
+        per_plugin[device] = _seconds_text(int(ns))
+    found = held_now(ledger)
+    assert found == expected
+
+    def ordered(held: dict[tuple[str, str], dict[str, dict[str, str]]]) -> list[object]:
+        return [(k, [(p, list(d.items())) for p, d in v.items()]) for k, v in held.items()]
+
+    assert ordered(found) == ordered(expected)  # workloads, plugins and devices in one order

@@ -170,18 +170,35 @@ def held_seconds(
 def held_now(ledger: Ledger) -> dict[tuple[str, str], dict[str, dict[str, str]]]:
     """Per workload that holds devices now (agent, workload id), the seconds it has held
     each, over all its intervals, by the ledger's clock: plugin -> device -> decimal text,
-    as ``status --json`` prints them (:func:`held_seconds`, read for that alone)."""
-    rows = ledger.db.execute(
-        "SELECT agent, workload, plugin, device, "
-        "SUM(MAX(COALESCE(until_ns, ?), since_ns) - since_ns) "
-        "FROM held GROUP BY plugin, device, agent, workload, entry "
-        "HAVING MAX(until_ns IS NULL) ORDER BY plugin, device, agent, workload, entry",
-        (ledger.clock(),),
-    ).fetchall()
+    as ``status --json`` prints them (:func:`held_seconds`, read for that alone).
+
+    The open intervals are read by their index and summed here; the closed ones are summed
+    by the database, for the workloads with an open one only (a ledger keeps every closed
+    interval: most are of workloads long gone).
+    """
+    now = ledger.clock()
+    held: dict[tuple[str, str, str, str, str], int] = {}
+    for plugin, device, agent, workload, entry, since in ledger.db.execute(
+        "SELECT plugin, device, agent, workload, entry, since_ns FROM held WHERE until_ns IS NULL"
+    ):
+        group = (plugin, device, agent, workload, entry)
+        held[group] = held.get(group, 0) + max(now, since) - since
+    if held:
+        for plugin, device, agent, workload, entry, ns in ledger.db.execute(
+            "SELECT plugin, device, agent, workload, entry, "
+            "SUM(MAX(until_ns, since_ns) - since_ns) FROM held "
+            "WHERE until_ns IS NOT NULL AND (agent, workload) IN "
+            "(SELECT agent, workload FROM held WHERE until_ns IS NULL) "
+            "GROUP BY plugin, device, agent, workload, entry"
+        ):
+            group = (plugin, device, agent, workload, entry)
+            if group in held:
+                held[group] += ns
     found: dict[tuple[str, str], dict[str, dict[str, str]]] = {}
-    for agent, workload, plugin, device, ns in rows:
+    for group in sorted(held):  # as the device index orders them: plugin, device, holder
+        plugin, device, agent, workload, _entry = group
         per_plugin = found.setdefault((agent, workload), {}).setdefault(plugin, {})
-        per_plugin[device] = _seconds_text(int(ns))
+        per_plugin[device] = _seconds_text(int(held[group]))
     return found
 
 

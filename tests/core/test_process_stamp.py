@@ -71,3 +71,31 @@ def test_an_unparsable_stat_line_is_asked_of_psutil(monkeypatch, tmp_path):
     real_open = open
     monkeypatch.setattr(process_stamp, "open", lambda _path, *a: real_open(bad, *a), raising=False)
     assert process_stamp._proc_stat(os.getpid()) is None
+
+
+def test_a_stamp_made_from_proc_is_psutils_to_the_digit():
+    """Stamps recorded by a version that asked psutil still match, and the other way round."""
+    stamp = ProcessStamp.of(os.getpid())
+    assert stamp is not None
+    assert stamp.start_time == repr(psutil.Process().create_time())
+    assert process_stamp._boot_time() == psutil.boot_time()
+
+
+def test_a_gone_pid_has_no_stamp_either_way(way):
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    assert ProcessStamp.of(child.pid) is None
+
+
+def test_stamping_and_checking_a_process_leave_psutil_unimported():
+    """psutil stays the fallback; a command that only stamps processes does not import it."""
+    code = (
+        "import os, sys\n"
+        "from accelkit.runtime.process_stamp import ProcessStamp\n"
+        "stamp = ProcessStamp.of(os.getpid())\n"
+        "assert stamp is not None and stamp.is_running()\n"
+        "assert ProcessStamp.of(2**22 + 1) is None\n"
+        "print('psutil' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

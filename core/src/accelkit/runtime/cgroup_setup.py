@@ -15,7 +15,6 @@ import errno
 from pathlib import Path
 
 import attrs
-import psutil
 
 from accelkit.cgroup import CgroupDir, CgroupFS
 from accelkit.runtime.cgroup_limits import CgroupLimits, cpu_list
@@ -28,6 +27,7 @@ from accelkit.runtime.cgroups import (
     WorkloadCgroups,
     write_control,
 )
+from accelkit.runtime.process_stamp import _proc_stat
 
 __all__ = ["apply_limits", "create_cgroups", "make_cgroups", "sweep_stale"]
 
@@ -105,6 +105,10 @@ def sweep_stale(made: WorkloadCgroups) -> int:
 
 
 def _running(pid: int) -> bool:
+    if (stat := _proc_stat(pid)) is not None:  # one read of /proc, psutil not imported
+        return stat[0] not in (None, "Z")
+    import psutil  # only where /proc cannot say
+
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
@@ -288,6 +292,8 @@ def _parent_of_workloads(base: CgroupDir, controllers: list[str]) -> Path:
 def _this_process_and_its_children() -> set[str]:
     """This process's pid and its descendants' (a workload's launcher is started before its
     groups are made, in this process's group), as ``cgroup.procs`` writes them."""
+    import psutil  # cgroup v2 only: a v1 run never needs it
+
     me = psutil.Process()
     try:
         children = me.children(recursive=True)

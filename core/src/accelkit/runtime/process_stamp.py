@@ -9,11 +9,11 @@ is not a practical concern. Zombies count as gone: they hold no resources and wi
 
 from __future__ import annotations
 
+import contextlib
 import os
 from decimal import Decimal, InvalidOperation
 
 import attrs
-import psutil
 
 #: start times closer than this are the same process (absorbs boot-time jitter)
 START_TIME_TOLERANCE = Decimal(1)
@@ -41,6 +41,11 @@ class ProcessStamp:
     @classmethod
     def of(cls, pid: int) -> ProcessStamp | None:
         """The stamp of a running process, or ``None`` when there is no such process."""
+        if (stat := _proc_stat(pid)) is not None:  # psutil's create_time, without psutil
+            state, created = stat
+            return None if state is None else cls(pid, repr(created))
+        import psutil  # only where /proc cannot say
+
         try:
             created = psutil.Process(pid).create_time()
         except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
@@ -54,6 +59,8 @@ class ProcessStamp:
             if state is None:
                 return False
             return state != "Z" and self._started_at(created)
+        import psutil  # only where /proc cannot say
+
         try:
             process = psutil.Process(self.pid)
             created = process.create_time()
@@ -74,6 +81,18 @@ _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _boot: list[float] = []
 
 
+def _boot_time() -> float:
+    """psutil's ``boot_time()`` on Linux (the ``btime`` of ``/proc/stat``), read the same way,
+    so that a command that only stamps processes need not import psutil."""
+    with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/stat", "rb") as stat:
+        for line in stat:
+            if line.startswith(b"btime"):
+                return float(line.split()[1])
+    import psutil  # no btime line: psutil knows the platform
+
+    return psutil.boot_time()
+
+
 def _proc_stat(pid: int) -> tuple[str | None, float] | None:
     """A process's state letter and start time (psutil's ``create_time``) from one read of
     ``/proc/PID/stat``: ``(None, 0)`` when there is no such process, ``None`` when /proc
@@ -92,5 +111,5 @@ def _proc_stat(pid: int) -> tuple[str | None, float] | None:
     if len(fields) < 20 or not fields[19].isdigit():
         return None
     if not _boot:
-        _boot.append(psutil.boot_time())
+        _boot.append(_boot_time())
     return fields[0].decode("ascii", "replace"), int(fields[19]) / _TICKS + _boot[0]

@@ -17,7 +17,7 @@ with the reason, and whoever listens (:func:`on_failure`; the loader marks the p
 The worker is that of the plugin a call belongs to: the plugin's own methods, an agent
 context's (its ``plugin``) and a lifecycle hook's (the ``plugin`` its context set). A call that
 belongs to no plugin object (an entry point's import, a hook implementation, a runtime's method)
-runs as before: a coroutine on the caller's loop, a blocking call in a thread of its own.
+runs as before: a coroutine on the caller's loop, a blocking call on a spare daemon thread.
 
 The message always reads ``plugin 'x' timed out after 30 s in list_devices``, which is what the
 loader reports for a plugin that hangs at start-up and what a lifecycle hook's failure says.
@@ -34,6 +34,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from decimal import Decimal
+from queue import SimpleQueue
 from typing import Any, TypeVar
 
 import attrs
@@ -391,9 +392,32 @@ def retire(plugin: AbstractComputePlugin) -> None:
         worker.stop()
 
 
+#: idle threads for blocking calls of no plugin (a call that overruns keeps its own till it ends)
+_SPARE: list[SimpleQueue[tuple[Callable[[], Callable[[], None]], str]]] = []
+_SPARE_LOCK = threading.Lock()
+
+
+def _on_spare_thread(work: Callable[[], Callable[[], None]], name: str) -> None:
+    """Run ``work()`` (it must not raise) on an idle thread or a new one, then what it returns."""
+    with _SPARE_LOCK:
+        jobs = _SPARE.pop() if _SPARE else None
+    if jobs is None:
+        jobs = SimpleQueue()
+        threading.Thread(target=_spare, args=(jobs,), name=name, daemon=True).start()
+    jobs.put((work, name))
+
+
+def _spare(jobs: SimpleQueue[tuple[Callable[[], Callable[[], None]], str]]) -> None:
+    while True:
+        work, threading.current_thread().name = jobs.get()
+        hand_over = work()
+        with _SPARE_LOCK:  # idle before its caller hears, so that the next call finds it
+            _SPARE.append(jobs)
+        hand_over()
+
+
 def _worker_for(call: Callable[..., object]) -> PluginWorker | None:
-    plugin = plugin_of(call)
-    return None if plugin is None else worker_of(plugin)
+    return None if (plugin := plugin_of(call)) is None else worker_of(plugin)
 
 
 async def call_async(
@@ -426,8 +450,7 @@ async def iterate(
 
 
 async def call_sync(plugin: str, method: str, timeout: Decimal | float, call: Callable[[], T]) -> T:
-    """Run the blocking ``call()`` on its plugin's worker (else a daemon thread of its own),
-    for at most ``timeout`` seconds."""
+    """Run the blocking ``call()`` on its plugin's worker, else a spare thread; ``timeout`` s."""
     if (worker := _worker_for(call)) is not None:
         return await worker.run_sync(plugin, method, timeout, call)
     loop = asyncio.get_running_loop()
@@ -442,16 +465,15 @@ async def call_sync(plugin: str, method: str, timeout: Decimal | float, call: Ca
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(settle, outcome)
 
-    def work() -> None:
+    def work() -> Callable[[], None]:
         try:
             result = call()
         except BaseException as exc:  # handed to the waiting coroutine
             error = exc
-            hand_over(lambda: future.set_exception(error))
-        else:
-            hand_over(lambda: future.set_result(result))
+            return lambda: hand_over(lambda: future.set_exception(error))
+        return lambda: hand_over(lambda: future.set_result(result))
 
-    threading.Thread(target=work, name=f"accelkit-{plugin}-{method}", daemon=True).start()
+    _on_spare_thread(work, f"accelkit-{plugin}-{method}")
     try:
         return await asyncio.wait_for(future, float(timeout))
     except TimeoutError:
@@ -459,18 +481,19 @@ async def call_sync(plugin: str, method: str, timeout: Decimal | float, call: Ca
 
 
 def call_blocking(plugin: str, method: str, timeout: Decimal | float, call: Callable[[], T]) -> T:
-    """:func:`call_sync` for code outside an event loop (a thread of its own is a daemon too)."""
+    """:func:`call_sync` for code outside an event loop (its spare thread is a daemon too)."""
     if (worker := _worker_for(call)) is not None:
         return worker.run_blocking(plugin, method, timeout, call)
     pool = concurrent.futures.Future[T]()
 
-    def work() -> None:
+    def work() -> Callable[[], None]:
         try:
-            pool.set_result(call())
+            result = call()
         except BaseException as exc:  # handed to the waiting caller
-            pool.set_exception(exc)
+            return functools.partial(pool.set_exception, exc)
+        return functools.partial(pool.set_result, result)
 
-    threading.Thread(target=work, name=f"accelkit-{plugin}-{method}", daemon=True).start()
+    _on_spare_thread(work, f"accelkit-{plugin}-{method}")
     try:
         return pool.result(float(timeout))
     except concurrent.futures.TimeoutError:

@@ -171,3 +171,25 @@ def test_the_free_amount_is_capacity_less_what_is_held(steps: list[tuple[bool, i
             m.free(held.pop(j))  # type: ignore[arg-type]
             amounts.pop(j)
         assert m.allocatable() == {MEM: D(100 - sum(amounts))}
+
+
+def test_each_map_keeps_its_own_fast_path_state() -> None:
+    # the fast functions read their state from a namespace of their map: two maps used in turn
+    # never see each other's free amount, grants or refusals, and the module keeps none
+    small, large = mem_map(10), mem_map(100)
+    a = small.allocate({MEM: D(8)})
+    b = large.allocate({MEM: D(8)})
+    assert a is not b
+    assert a == b
+    with pytest.raises(InsufficientResource):
+        small.allocate({MEM: D(8)})
+    assert large.allocate({MEM: D(8)}) is b
+    small.free(a)
+    with pytest.raises(InvalidResourceArgument):
+        small.free(b)  # large's grant: small checks it in full, and holds nothing now
+    large.free(b)
+    assert small.allocatable() == {MEM: D(10)}
+    assert large.allocatable() == {MEM: D(92)}
+    assert small.allocate.__globals__ is not large.allocate.__globals__
+    assert small.allocate.__code__ is not large.allocate.__code__
+    assert (onedevice.grant_of, onedevice.issued, onedevice.free) == ({}, {}, [])

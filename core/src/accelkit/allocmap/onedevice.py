@@ -17,143 +17,177 @@ caller, such as allocations restored from a ledger, more distinct amounts than t
 goes to the general, validating methods of :class:`~accelkit.allocmap.operations.MapOperations`,
 exactly as in :mod:`accelkit.allocmap.fastpath`, whose rules (a refusal read from a snapshot,
 both paths under the map's lock) hold here too.
+
+Each map gets its own copies of the functions below, whose **globals** are a namespace of that
+map (:func:`install`): a closure copies each of its cells into every frame of every call and
+clears them on return (13 cells: a twentieth of what W4 allocates and frees cost), while a
+global name costs nothing until it is read, and then one specialised look-up. The module's own
+values of those names are placeholders no call reads. Each copy has its own code object too, so
+the interpreter specialises its look-ups for that map's namespace alone.
 """
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable, Mapping
 from decimal import Decimal
+from typing import Any, cast
 
 from frozendict import frozendict
 
 from accelkit.allocmap.affinity import AffinityHint
-from accelkit.allocmap.maplock import inlined
+from accelkit.allocmap.maplock import MapLock
 from accelkit.allocmap.operations import MapOperations
 from accelkit.allocmap.pool import CACHE_LIMIT, SlotPool
 from accelkit.errors import InsufficientResource, refusal
-from accelkit.types import DeviceAllocation, SlotName
+from accelkit.types import DeviceAllocation, DeviceId, SlotName
+
+# -- the names the fast functions read from their globals: placeholders here, a map's own in
+# -- the namespace install() gives its copies
+_PLACEHOLDER_LOCK = MapLock()
+slot = SlotName("")
+dev = DeviceId("")
+pool = cast("SlotPool", None)
+#: str(amount) -> (its units, its grant): the string is an exact key (equal strings are equal
+#: Decimals, and the Decimal's own hash costs three times as much to compute), and the table
+#: keeps every grant alive, so an id in ``issued`` names that grant and nothing else
+grant_of: dict[str, tuple[int, DeviceAllocation]] = {}
+#: id(grant) -> its units
+issued: dict[int, int] = {}
+free: list[int] = []
+gate: list[int] = []
+units_of: dict[str, int] = {}
+amount_of: dict[int, Decimal] = {}
+take, put, wait, wake, waiters = (
+    _PLACEHOLDER_LOCK.take,
+    _PLACEHOLDER_LOCK.put,
+    _PLACEHOLDER_LOCK.wait,
+    _PLACEHOLDER_LOCK.wake,
+    _PLACEHOLDER_LOCK.waiters,
+)
+amount: Callable[[SlotPool, int], Decimal] = cast("Any", None)
+general_allocate: Callable[..., DeviceAllocation] = cast("Any", None)
+general_free: Callable[[DeviceAllocation], None] = cast("Any", None)
 
 
-def install(m: MapOperations, pool: SlotPool) -> None:
-    """Give ``m``, a map of the one slot of ``pool`` on its one device, the fast paths."""
-    # str(amount) -> (its units, its grant): the string is an exact key (equal strings are
-    # equal Decimals, and the Decimal's own hash costs three times as much to compute), and
-    # the table keeps every grant alive, so an id in ``issued`` names that grant and nothing else.
-    grant_of: dict[str, tuple[int, DeviceAllocation]] = {}
-    issued: dict[int, int] = {}  # id(grant) -> its units
+def install(m: MapOperations, one: SlotPool) -> None:
+    """Give ``m``, a map of the one slot of ``one`` on its one device, the fast paths."""
     general_allocate, general_free = m.allocate, m.free
-    allocate = _allocate(m, pool, grant_of, issued, general_allocate)
-    free_ = _free(m, pool, issued, general_free)
-    allocate.__doc__ = general_allocate.__doc__
-    free_.__doc__ = general_free.__doc__
-    vars(m).update(allocate=allocate, free=free_)
-
-
-def _allocate(
-    m: MapOperations,
-    pool: SlotPool,
-    grant_of: dict[str, tuple[int, DeviceAllocation]],
-    issued: dict[int, int],
-    general: Callable[..., DeviceAllocation],
-) -> Callable[..., DeviceAllocation]:
-    slot, dev, units_of, amount_of, free = (
-        pool.name,
-        pool.ids[0],
-        pool.units_of,
-        pool.amount_of,
-        pool.free,
+    lock = m._lock
+    space = dict(globals())
+    space.update(
+        slot=one.name,
+        dev=one.ids[0],
+        pool=one,
+        grant_of={},
+        issued={},
+        free=one.free,
+        gate=one.gate,
+        units_of=one.units_of,
+        amount_of=one.amount_of,
+        take=lock.take,
+        put=lock.put,
+        wait=lock.wait,
+        wake=lock.wake,
+        waiters=lock.waiters,
+        amount=m._amount,
+        general_allocate=general_allocate,
+        general_free=general_free,
     )
-    take, put, wait, wake, waiters = inlined(m._lock)
-    amount = m._amount
+    for name in ("remember", "allocate", "free_"):
+        space[name] = _copy(globals()[name], space)
+    space["allocate"].__doc__ = general_allocate.__doc__
+    space["free_"].__doc__ = general_free.__doc__
+    vars(m).update(allocate=space["allocate"], free=space["free_"])
 
-    def remember(raw: Decimal, granted: DeviceAllocation) -> DeviceAllocation:
-        """The grant to hand out for ``raw`` once the general path granted it as ``granted``."""
-        units = units_of.get(str(raw))
-        if not units or len(grant_of) >= CACHE_LIMIT:
-            return granted
-        grant: DeviceAllocation = frozendict({slot: frozendict({dev: amount(pool, units)})})
-        if grant != granted:  # not a grant of exactly this amount on the device: leave it be
-            return granted
-        # one grant per amount, even when two threads get here at once (setdefault is atomic)
-        _, kept = grant_of.setdefault(str(raw), (units, grant))
-        if kept is grant:
-            issued[id(grant)] = units
-        return kept
 
-    def allocate(
-        slots: Mapping[SlotName, Decimal],
-        *,
-        affinity_hint: AffinityHint | None = None,
-        context_tag: str | None = None,
-    ) -> DeviceAllocation:
-        try:
-            raw = slots[slot]
-        except (KeyError, TypeError):  # no such slot, or no mapping: the general path says so
-            return general(slots, affinity_hint=affinity_hint, context_tag=context_tag)
-        try:
-            hit = grant_of[str(raw)] if raw.__class__ is Decimal and len(slots) == 1 else None
-        except KeyError:  # not granted before
-            hit = None
-        if hit is not None:
-            units, grant = hit
-            try:
-                take()
-            except IndexError:  # held by another thread (maplock)
-                wait()
-            try:
-                left = free[0]
-                if units <= left:
-                    free[0] = left - units  # the pool's total_free too (OneDevicePool)
-                    return grant
-            finally:
-                put(True)
-                if waiters:
-                    wake()
-            if not pool.hidden:  # with unavailable devices the general path refuses, naming them
-                allocatable = amount_of.get(left) or amount(pool, left)
-                raise refusal(InsufficientResource, slot, raw, allocatable, context_tag)
-        granted = general(slots, affinity_hint=affinity_hint, context_tag=context_tag)
-        if hit is None and raw.__class__ is Decimal and len(slots) == 1:
-            return remember(raw, granted)
+def _copy(function: Any, space: dict[str, Any]) -> Any:
+    """``function`` with ``space`` for globals and a code object of its own."""
+    code = function.__code__.replace()
+    copy = types.FunctionType(code, space, function.__name__, function.__defaults__)
+    copy.__kwdefaults__ = function.__kwdefaults__
+    copy.__qualname__ = function.__qualname__
+    return copy
+
+
+def remember(raw: Decimal, granted: DeviceAllocation) -> DeviceAllocation:
+    """The grant to hand out for ``raw`` once the general path granted it as ``granted``."""
+    units = units_of.get(str(raw))
+    if not units or len(grant_of) >= CACHE_LIMIT:
         return granted
+    grant: DeviceAllocation = frozendict({slot: frozendict({dev: amount(pool, units)})})
+    if grant != granted:  # not a grant of exactly this amount on the device: leave it be
+        return granted
+    # one grant per amount, even when two threads get here at once (setdefault is atomic)
+    _, kept = grant_of.setdefault(str(raw), (units, grant))
+    if kept is grant:
+        issued[id(grant)] = units
+    return kept
 
-    return allocate
 
-
-def _free(
-    m: MapOperations,
-    pool: SlotPool,
-    issued: dict[int, int],
-    general: Callable[[DeviceAllocation], None],
-) -> Callable[[DeviceAllocation], None]:
-    slot, dev, units_of, free, gate = pool.name, pool.ids[0], pool.units_of, pool.free, pool.gate
-    take, put, wait, wake, waiters = inlined(m._lock)
-
-    def free_(alloc: DeviceAllocation) -> None:
+def allocate(
+    slots: Mapping[SlotName, Decimal],
+    *,
+    affinity_hint: AffinityHint | None = None,
+    context_tag: str | None = None,
+) -> DeviceAllocation:
+    """The fast ``allocate`` (a map's copy of it: see the module docstring)."""
+    try:
+        raw = slots[slot]
+    except (KeyError, TypeError):  # no such slot, or no mapping: the general path says so
+        return general_allocate(slots, affinity_hint=affinity_hint, context_tag=context_tag)
+    try:
+        hit = grant_of[str(raw)] if raw.__class__ is Decimal and len(slots) == 1 else None
+    except KeyError:  # not granted before
+        hit = None
+    if hit is not None:
+        units, grant = hit
         try:
-            units = issued[id(alloc)]  # a grant this map built: the id names it (see install)
-        except KeyError:  # one built elsewhere (restored from a ledger, copied): checked in full
-            try:
-                per_device = alloc[slot]
-                raw = per_device[dev]
-                one = len(alloc) == 1 and len(per_device) == 1
-                units = units_of[str(raw)] if one and raw.__class__ is Decimal else 0
-            except (KeyError, TypeError):
-                units = 0
-        if units:
-            try:
-                take()
-            except IndexError:  # held by another thread (maplock)
-                wait()
-            try:
-                left = free[0] + units
-                if left <= gate[0]:  # -1 when unavailable: the general path
-                    free[0] = left
-                    return
-            finally:
-                put(True)
-                if waiters:
-                    wake()
-        general(alloc)
+            take()
+        except IndexError:  # held by another thread (maplock)
+            wait()
+        try:
+            left = free[0]
+            if units <= left:
+                free[0] = left - units  # the pool's total_free too (OneDevicePool)
+                return grant
+        finally:
+            put(True)
+            if waiters:
+                wake()
+        if not pool.hidden:  # with unavailable devices the general path refuses, naming them
+            allocatable = amount_of.get(left) or amount(pool, left)
+            raise refusal(InsufficientResource, slot, raw, allocatable, context_tag)
+    granted = general_allocate(slots, affinity_hint=affinity_hint, context_tag=context_tag)
+    if hit is None and raw.__class__ is Decimal and len(slots) == 1:
+        return remember(raw, granted)
+    return granted
 
-    return free_
+
+def free_(alloc: DeviceAllocation) -> None:
+    """The fast ``free`` (a map's copy of it: see the module docstring)."""
+    try:
+        units = issued[id(alloc)]  # a grant this map built: the id names it (see grant_of)
+    except KeyError:  # one built elsewhere (restored from a ledger, copied): checked in full
+        try:
+            per_device = alloc[slot]
+            raw = per_device[dev]
+            one = len(alloc) == 1 and len(per_device) == 1
+            units = units_of[str(raw)] if one and raw.__class__ is Decimal else 0
+        except (KeyError, TypeError):
+            units = 0
+    if units:
+        try:
+            take()
+        except IndexError:  # held by another thread (maplock)
+            wait()
+        try:
+            left = free[0] + units
+            if left <= gate[0]:  # -1 when unavailable: the general path
+                free[0] = left
+                return
+        finally:
+            put(True)
+            if waiters:
+                wake()
+    general_free(alloc)

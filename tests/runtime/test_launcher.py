@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -214,7 +215,7 @@ def test_an_empty_plan_makes_the_launcher_exit_without_running_anything():
 
 #: what a bare ``python -S`` has not imported yet and the launcher needs: ``os`` and its parts
 _OS = {"__future__", "os", "os.path", "posixpath", "genericpath", "stat", "_stat"}
-_OS.add("_collections_abc")
+_OS |= {"_collections_abc", "_signal"}
 
 
 def test_the_launcher_imports_nothing_beyond_os():
@@ -228,6 +229,17 @@ def test_the_launcher_imports_nothing_beyond_os():
     )
     imported = set(ast.literal_eval(done.stdout.strip()))
     assert imported <= _OS, "json, re, typing … would delay every workload's start"
+
+
+def test_the_command_gets_the_default_action_of_the_signals_python_ignores():
+    """The interpreter ignores SIGPIPE and SIGXFSZ; ignored signals stay ignored across an
+    exec, so the command would have ignored them (``yes | head -1`` never ending)."""
+    plan = encode_plan(["sh", "-c", "grep ^SigIgn: /proc/self/status"], {"PATH": os.defpath})
+    status, out, message = _launch(plan)
+    assert (status, message) == (0, "")
+    ignored = int(out.split()[1], 16)
+    for signum in (signal.SIGPIPE, signal.SIGXFSZ):
+        assert not ignored & 1 << (signum - 1), signum
 
 
 def test_a_program_given_as_a_path_is_executed_without_a_search(tmp_path: Path):
@@ -244,3 +256,27 @@ def test_a_bare_program_is_searched_for_on_the_workloads_path(tmp_path: Path):
     script.chmod(0o755)
     status, out, _ = _launch(encode_plan(["hello"], {"PATH": str(tmp_path)}))
     assert (status, out.strip()) == (0, "found")
+
+
+def test_the_launcher_runs_from_its_bytecode_only_while_that_is_fresh(tmp_path: Path):
+    """Its cached bytecode spares the launcher compiling itself; bytecode of an older source
+    (or none, or another interpreter's) never runs: the source does."""
+    import py_compile
+
+    from accelkit.runtime.process_tree import launcher_code
+
+    source = tmp_path / "launcher.py"
+    source.write_text("print('one')\n")
+    assert launcher_code(str(source)) == str(source)  # nothing cached
+    cached = py_compile.compile(
+        str(source), invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP
+    )
+    assert launcher_code(str(source)) == cached
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", cached], capture_output=True, text=True, check=True
+    )
+    assert done.stdout == "one\n"
+    source.write_text("print('two, longer')\n")  # another size (and maybe the same second)
+    assert launcher_code(str(source)) == str(source)
+    py_compile.compile(str(source), invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+    assert launcher_code(str(source)) == str(source)  # hash-based: not judged here

@@ -30,6 +30,7 @@ from accelkit.errors import WorkloadError
 from accelkit.runtime import LaunchSpec, RuntimeUnavailable, WorkloadHandle
 from accelkit.runtime.cgroups import WorkloadCgroups
 from accelkit.runtime.process import ProcessRuntime
+from accelkit.runtime.process_stamp import ProcessStamp
 from accelkit.runtime.process_tree import ProcessTree
 from accelkit.runtime.render.process import ProcessPlan
 from accelkit.types import AgentId, Mount, WorkloadConfig
@@ -634,6 +635,63 @@ def test_the_leader_is_waited_for_by_any_number_of_waiters(monkeypatch, pidfd):
         return list(await asyncio.gather(tree.wait(), tree.wait(), tree.wait()))
 
     assert run(main()) == [5, 5, 5]
+
+
+def _spare_pid(runtime: ProcessRuntime) -> int | None:
+    return runtime.spare_launcher
+
+
+@contained
+def test_from_its_second_workload_on_the_runtime_keeps_a_launcher_ready(runtime):
+    async def one() -> str:
+        handle = await launch(runtime, ["true"])
+        assert await runtime.wait(handle) == 0
+        await runtime.stop(handle, 0)
+        return handle.details["leader_pid"]
+
+    async def main() -> tuple[list[int | None], str, bool]:
+        spares = []
+        await one()
+        spares.append(_spare_pid(runtime))  # one workload: none (accelkit run makes one)
+        await one()
+        spares.append(_spare_pid(runtime))
+        third = await one()  # its leader is the launcher kept ready
+        spares.append(_spare_pid(runtime))
+        kept = spares[1]
+        await runtime.close()
+        left = kept is not None and ProcessStamp.of(spares[2] or 0) is not None
+        return [*spares, _spare_pid(runtime)], third, left
+
+    spares, third, left = run(main())
+    assert spares[0] is None
+    assert spares[1] is not None
+    assert third == str(spares[1])
+    assert spares[2] not in (None, spares[1])
+    assert spares[3] is None  # closed
+    assert not left  # close() ended the spare
+
+
+@contained
+def test_a_spare_launcher_that_was_killed_is_replaced(runtime):
+    async def main() -> tuple[int, str]:
+        for _ in range(2):
+            handle = await launch(runtime, ["true"])
+            await runtime.wait(handle)
+            await runtime.stop(handle, 0)
+        spare = _spare_pid(runtime)
+        assert spare is not None
+        os.kill(spare, signal.SIGKILL)
+        await asyncio.sleep(0.05)
+        handle = await launch(runtime, ["true"])
+        status = await runtime.wait(handle)
+        await runtime.stop(handle, 0)
+        await runtime.close()
+        return spare, f"{status}:{handle.details['leader_pid']}"
+
+    spare, outcome = run(main())
+    status, leader = outcome.split(":")
+    assert status == "0"
+    assert leader != str(spare)
 
 
 @v1

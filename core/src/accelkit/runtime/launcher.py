@@ -1,9 +1,9 @@
 """The first process of a process-tree workload: waits for its plan, applies it, then execs.
 
-The process runtime forks it from its own process and calls :func:`launch` there
-(:mod:`.process_fork`); it can also run as ``python -I -S launcher.py <plan fd> <status fd>``
-(built-in modules only: it never imports the caller's packages). Its pid is the workload's
-leader pid from the start, which is why the ledger can record the leader before any hook runs.
+Run as ``python -I -S launcher.py <plan fd> <status fd>`` (built-in modules only: it starts in
+the time of a bare interpreter and never imports the caller's packages). Its pid is the
+workload's leader pid from the start, which is why the ledger can record the leader before any
+hook runs.
 
 Protocol: the parent writes the plan (:func:`encode_plan`) to the plan pipe and closes it. The
 plan is a sequence of NUL-terminated byte strings: the program to execute (a path, found on the
@@ -49,7 +49,6 @@ import sys
 TYPE_CHECKING = False  # not typing's: importing typing would cost more than the whole launcher
 if TYPE_CHECKING:  # the launcher imports nothing it need not: it starts before every workload
     from collections.abc import Iterable, Iterator, Mapping, Sequence
-    from typing import Any
 
 EXIT_ABORTED = 125
 #: the launcher itself failed (plan, cgroups, containment, terminal)
@@ -78,8 +77,6 @@ _CAP_SYS_PTRACE, _CAP_SYS_ADMIN = 19, 21
 #: what a contained workload must not have: the capabilities that undo its containment
 DROPPED_CAPABILITIES = (_CAP_SYS_ADMIN, _CAP_SYS_PTRACE)
 _TIOCSCTTY = 0x540E
-#: the C library, loaded ahead by :func:`prepare_containment` (a ``ctypes.CDLL``)
-_libc: Any = None
 
 
 class PlanError(ValueError):
@@ -242,7 +239,7 @@ def contain() -> None:
     drop :data:`DROPPED_CAPABILITIES` (``OSError`` naming the step that failed)."""
     import ctypes  # only for contained workloads: it costs start-up (see :func:`main`)
 
-    libc = _libc or ctypes.CDLL(None, use_errno=True)
+    libc = ctypes.CDLL(None, use_errno=True)
 
     def check(result: int, what: str) -> None:
         if result != 0:
@@ -290,6 +287,16 @@ def attach_terminal(terminal: bytes) -> None:
         os.close(fd)
 
 
+def _default_signals() -> None:
+    """Put back the default actions of the signals this interpreter ignores at start-up
+    (``SIGPIPE``, ``SIGXFSZ``): an ignored signal stays ignored across ``exec``, and the
+    command must get the actions it would get from ``subprocess`` (``restore_signals``)."""
+    import _signal  # type: ignore[import-not-found]  # built in: signal.py imports enum
+
+    for signum in (_signal.SIGPIPE, _signal.SIGXFSZ):
+        _signal.signal(signum, _signal.SIG_DFL)
+
+
 def main(argv: list[str]) -> None:
     """Apply the plan read from ``argv[1]`` and exec; report failures on ``argv[2]``.
 
@@ -298,24 +305,9 @@ def main(argv: list[str]) -> None:
     """
     plan_fd, status_fd = int(argv[1]), int(argv[2])
     os.set_inheritable(status_fd, False)  # closed by a successful exec
+    _default_signals()
     if argv[3:4] == ["contain"]:
         import ctypes  # noqa: F401 - imported ahead: contain() finds it in sys.modules
-    launch(plan_fd, status_fd)
-
-
-def prepare_containment() -> None:
-    """Load what :func:`contain` needs (``ctypes``, the C library) in this process, so that a
-    launcher forked from it (:mod:`.process_tree`) neither imports nor loads anything."""
-    global _libc  # noqa: PLW0603 - one handle per process, made once
-    if _libc is None:
-        import ctypes
-
-        _libc = ctypes.CDLL(None, use_errno=True)
-
-
-def launch(plan_fd: int, status_fd: int) -> None:
-    """Wait for the plan on ``plan_fd``, apply it and exec; report failures on ``status_fd``
-    (which must be close-on-exec). Returns only where the caller should exit."""
     data = _read_all(plan_fd)
     if not data:
         os._exit(EXIT_ABORTED)

@@ -8,8 +8,8 @@ sends the launcher its plan, and it joins the cgroups and execs. So nothing of t
 outside its cgroups. On v1 the launcher joins them itself, one thread through each ``tasks``
 file, which spares the kernel's lock for moving whole processes: its first use after a pause
 waits out an RCU grace period (10-15 ms). On v2 the runtime moves the launcher while the hooks
-run, so that the wait overlaps them. The launcher is forked from this process
-(:mod:`.process_fork`): no interpreter starts for a workload.
+run, so that the wait overlaps them. From its second workload on the runtime keeps a launcher
+ready for the next, taken only where a fresh one would inherit the same (:mod:`.spare`).
 
 Liveness is "the cgroup has processes": a leader that exited while a child (or a ``setsid``
 daemon) runs leaves the workload alive, and :meth:`~ProcessRuntime.stop` ends every process of
@@ -48,6 +48,7 @@ from accelkit.runtime.cgroups import WorkloadCgroups, workload_cgroup_path, writ
 from accelkit.runtime.process_stamp import ProcessStamp
 from accelkit.runtime.process_tree import ProcessTree
 from accelkit.runtime.render.process import ProcessPlan, render_process
+from accelkit.runtime.spare import SpareLauncher
 from accelkit.sizes import format_binary_size
 from accelkit.types import AgentId, MountType, Workload, WorkloadType
 
@@ -97,6 +98,9 @@ class ProcessRuntime(Runtime):
         self.pids_max = pids_max
         self._parked: dict[str, _Parked] = {}
         self._created: dict[str, _Pending] = {}
+        self._made = 0
+        #: from the second workload on, a launcher kept ready for the next (:mod:`.spare`)
+        self._spare = SpareLauncher()
         #: whether workloads are contained (read-only cgroups, capabilities dropped)
         self.contain = _has_capability(_CAP_SYS_ADMIN)
 
@@ -104,7 +108,12 @@ class ProcessRuntime(Runtime):
         """Park a launcher (the workload is ``pid:<launcher pid>``) and, meanwhile, make its
         cgroups and move it in: the move takes a kernel grace period, which then overlaps the
         booking and the hooks instead of delaying the start."""
-        tree = await ProcessTree.start(contain=self.contain)
+        tree = await self._spare.take(contain=self.contain)
+        if tree is None:
+            tree = await ProcessTree.start(contain=self.contain)
+        self._made += 1
+        if self._made >= 2:  # a process that runs one workload (accelkit run) keeps none
+            self._spare.keep(contain=self.contain)
         workload = Workload.process_tree(f"pid:{tree.pid}")
         relative = workload_cgroup_path(agent_id, workload.id)
         placing = asyncio.ensure_future(_in_thread(lambda: self._place(relative, tree.pid)))
@@ -254,6 +263,15 @@ class ProcessRuntime(Runtime):
             await pending.tree.wait()
             pending.stopped = True
             self._forget(handle, pending)
+
+    @property
+    def spare_launcher(self) -> int | None:
+        """The pid of the launcher kept ready for the next workload, if any."""
+        return self._spare.pid
+
+    async def close(self) -> None:
+        """End the spare launcher, if any."""
+        await self._spare.close()
 
     def _forget(self, handle: WorkloadHandle, pending: _Pending) -> None:
         if pending.stopped and not pending.waiting:

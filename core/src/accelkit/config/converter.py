@@ -117,10 +117,22 @@ def _table_hook_factory(cls: type[Any], converter: cattrs.Converter) -> Callable
     # the annotations evaluated once, extras kept: cattrs finds them evaluated (each string
     # annotation is compiled where it is evaluated)
     fields = attrs.fields(attrs.resolve_types(cls, include_extras=True))
-    renames = {a.name: override(rename=toml_key(a.name)) for a in fields}
-    make: Any = make_dict_structure_fn  # its overrides are keyword arguments named by field
-    build = make(cls, converter, _cattrs_forbid_extra_keys=True, **renames)
     old_keys = _old_keys(fields)
+    keys = {toml_key(a.name): (a.alias, a.type) for a in fields}
+    hooks: dict[str, Callable[[Any, Any], Any]] = {}
+    built: list[Callable[[Any, Any], Any]] = []
+
+    def cattrs_structure(value: Any, type_: Any) -> Any:
+        if not built:  # generated code: compiled on a first problem only
+            renames = {a.name: override(rename=toml_key(a.name)) for a in fields}
+            make: Any = make_dict_structure_fn  # its overrides are keyword arguments by field
+            built.append(make(cls, converter, _cattrs_forbid_extra_keys=True, **renames))
+        return built[0](value, type_)
+
+    def hook(key: str) -> Callable[[Any, Any], Any]:
+        if (found := hooks.get(key)) is None:
+            found = hooks[key] = converter.get_structure_hook(keys[key][1])
+        return found
 
     def structure_table(value: Any, type_: Any) -> Any:
         if not isinstance(value, Mapping):
@@ -128,7 +140,10 @@ def _table_hook_factory(cls: type[Any], converter: cattrs.Converter) -> Callable
             raise ValueError(msg)
         if old_keys and not old_keys.keys().isdisjoint(value):
             value = _with_current_keys(value, old_keys)
-        return build(value, type_)
+        if keys.keys() >= value.keys():  # each key through its hook, as cattrs's code does
+            with contextlib.suppress(Exception):  # cattrs's structuring says what and where
+                return cls(**{keys[k][0]: hook(k)(v, keys[k][1]) for k, v in value.items()})
+        return cattrs_structure(value, type_)
 
     return structure_table
 

@@ -10,6 +10,7 @@ rediscovery) are detected by the methods a plugin overrides, never by this numbe
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import attrs
 
@@ -46,14 +47,19 @@ class ApiVersion:
 CURRENT = ApiVersion.parse(PLUGIN_API_VERSION)
 
 
-def check_api_version(plugin: object, who: str) -> str | None:
-    """Judge the ``api_version`` of ``plugin``'s class; ``who`` names it in messages.
+def check_api_version(plugin: object, who: str | Callable[[], str]) -> str | None:
+    """Judge the ``api_version`` of ``plugin``'s class; ``who`` names it in messages (called
+    only for a message, when naming it costs: a distribution's metadata read).
 
     Raises :class:`PluginContractError` when the version is malformed or of another major
     version; returns a warning when the plugin declares none or a newer minor version, and
     ``None`` when it is compatible.
     """
     declared = getattr(type(plugin), "api_version", None)
+    if isinstance(declared, str) and declared == PLUGIN_API_VERSION:  # nothing to say
+        return None
+    if callable(who):
+        who = who()
     if declared is None:
         return (
             f"{who} declares no api_version; assuming plugin API {PLUGIN_API_VERSION} "

@@ -256,7 +256,8 @@ class PluginLoader:
 
     def _note_api_version(self, record: PluginRecord, plugin: AbstractComputePlugin) -> None:
         """Refuse a plugin of another major API version (raises); warn of a newer minor one."""
-        if (warning := check_api_version(plugin, origin(record, plugin))) is None:
+        named = functools.partial(origin, record, plugin)  # metadata read for a message only
+        if (warning := check_api_version(plugin, named)) is None:
             return
         record.error = record.error or warning  # `accelkit plugins` shows it beside "loaded"
         self._note([warning])

@@ -15,6 +15,7 @@ from accelkit.allocmap import (
     AllocationStrategy,
     DiscretePropertyAllocMap,
     FractionAllocMap,
+    namespaced,
     onedevice,
 )
 from accelkit.allocmap.base import AbstractAllocMap
@@ -193,3 +194,8 @@ def test_each_map_keeps_its_own_fast_path_state() -> None:
     assert small.allocate.__globals__ is not large.allocate.__globals__
     assert small.allocate.__code__ is not large.allocate.__code__
     assert (onedevice.grant_of, onedevice.issued, onedevice.free) == ({}, {}, [])
+
+
+def test_a_namespace_takes_only_names_its_functions_read() -> None:
+    with pytest.raises(ValueError, match="not names of the module: sloot"):
+        namespaced.copies(vars(onedevice), ("allocate",), {"sloot": MEM})

@@ -7,9 +7,12 @@ an allocate or free changes two numbers per device. Placing and taking is FILL's
 written out for that list (:data:`accelkit.allocmap.fillrule.FREE_LIST`): the free amounts
 are sorted once per allocate (sorting a few costs what one ``max`` does), and a split takes
 them most first, finding each device with ``free.index``: W3 FILL splits 2,928 of its 7,193
-grants, three devices each on average. FILL and requests with a hint are closures of their
-own, which keeps the frame of ``allocate`` small: its cells and locals are set up on every
-call and copied once more when a refusal unwinds it (5,625 of W3's 12,818 calls). Everything
+grants, three devices each on average. FILL and requests with a hint are functions of their
+own, which keeps the frame of ``allocate`` small: its locals are set up on every call and
+copied once more when a refusal unwinds it (5,625 of W3's 12,818 calls). Each map gets its own
+copies of ``allocate`` and ``free_``, which read the map's state as their globals
+(:mod:`accelkit.allocmap.namespaced`; the module's values of those names are placeholders no
+call reads). Everything
 unusual goes to the general, validating methods, exactly as in
 :mod:`accelkit.allocmap.fastpath`, whose rules (one slot, a Decimal amount converted before,
 both paths under the map's lock) hold here too. Grants are those of
@@ -21,75 +24,111 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from decimal import Decimal
+from typing import Any, cast
 
-from accelkit.allocmap import fillrule
+from accelkit.allocmap import fillrule, namespaced
 from accelkit.allocmap.affinity import AffinityHint
-from accelkit.allocmap.maplock import inlined
+from accelkit.allocmap.maplock import MapLock
 from accelkit.allocmap.operations import MapOperations
 from accelkit.allocmap.pool import ScannedPool
 from accelkit.allocmap.shared import SharedGrants
 from accelkit.errors import InsufficientResource, refusal
 from accelkit.types import DeviceAllocation, SlotName
 
+# -- the names allocate and free_ read from their globals: placeholders here, a map's own in
+# -- the namespace install() gives its copies
+_PLACEHOLDER_LOCK = MapLock()
+slot = SlotName("")
+pool = cast("ScannedPool", None)
+units_of: dict[str, int] = {}
+amount_of: dict[int, Decimal] = {}
+free: list[int] = []
+gate: list[int] = []
+#: id(one-device grant) -> (device index, units), and id(split) -> (split, taken, units)
+issued: dict[int, tuple[int, int]] = {}
+splits: dict[int, tuple[DeviceAllocation, dict[int, int], int]] = {}
+lock = _PLACEHOLDER_LOCK
+take, put, wait, wake, waiters = (
+    _PLACEHOLDER_LOCK.take,
+    _PLACEHOLDER_LOCK.put,
+    _PLACEHOLDER_LOCK.wait,
+    _PLACEHOLDER_LOCK.wake,
+    _PLACEHOLDER_LOCK.waiters,
+)
+amount: Callable[[ScannedPool, int], Decimal] = cast("Any", None)
+fill: Callable[[int], DeviceAllocation] = cast("Any", None)
+hinted: Callable[[Mapping[SlotName, Decimal], int, AffinityHint, str | None], DeviceAllocation] = (
+    cast("Any", None)
+)
+adopt: Callable[[DeviceAllocation], DeviceAllocation] = cast("Any", None)
+general_allocate: Callable[..., DeviceAllocation] = cast("Any", None)
+general_free: Callable[[DeviceAllocation], None] = cast("Any", None)
 
-def install(m: MapOperations, pool: ScannedPool) -> None:
-    """Give ``m``, a map of the one slot of ``pool``, the fast ``allocate`` and ``free``."""
-    general_allocate, general_free = m.allocate, m.free
-    shared = SharedGrants(pool, m._amount)
-    allocate = _allocate(m, pool, shared, general_allocate)
-    free_ = _free(m, pool, shared, general_free)
-    allocate.__doc__ = general_allocate.__doc__
-    free_.__doc__ = general_free.__doc__
-    vars(m).update(allocate=allocate, free=free_)
+
+def install(m: MapOperations, scanned: ScannedPool) -> None:
+    """Give ``m``, a map of the one slot of ``scanned``, the fast ``allocate`` and ``free``."""
+    shared = SharedGrants(scanned, m._amount)
+    values = {
+        "slot": scanned.name,
+        "pool": scanned,
+        "units_of": scanned.units_of,
+        "amount_of": scanned.amount_of,
+        "free": scanned.free,
+        "gate": scanned.gate,
+        "issued": shared.issued,
+        "splits": shared.splits,
+        "lock": m._lock,
+        "take": m._lock.take,
+        "put": m._lock.put,
+        "wait": m._lock.wait,
+        "wake": m._lock.wake,
+        "waiters": m._lock.waiters,
+        "amount": m._amount,
+        "fill": fillrule.scanning_shared(scanned, shared, m._amount),
+        "hinted": _hinted(m, scanned, shared, m.allocate),
+        "adopt": shared.adopt,
+        "general_allocate": m.allocate,
+        "general_free": m.free,
+    }
+    space = namespaced.copies(globals(), ("allocate", "free_"), values)
+    space["allocate"].__doc__ = m.allocate.__doc__
+    space["free_"].__doc__ = m.free.__doc__
+    vars(m).update(allocate=space["allocate"], free=space["free_"])
 
 
-def _allocate(
-    m: MapOperations,
-    pool: ScannedPool,
-    shared: SharedGrants,
-    general: Callable[..., DeviceAllocation],
-) -> Callable[..., DeviceAllocation]:
-    slot, units_of, amount_of = pool.name, pool.units_of, pool.amount_of
-    adopt = shared.adopt
-    amount, lock = m._amount, m._lock
-    take, put, waiters = lock.take, lock.put, lock.waiters
-    fill = fillrule.scanning_shared(pool, shared, amount)
-    hinted = _hinted(m, pool, shared, general)
-
-    def allocate(
-        slots: Mapping[SlotName, Decimal],
-        *,
-        affinity_hint: AffinityHint | None = None,
-        context_tag: str | None = None,
-    ) -> DeviceAllocation:
+def allocate(
+    slots: Mapping[SlotName, Decimal],
+    *,
+    affinity_hint: AffinityHint | None = None,
+    context_tag: str | None = None,
+) -> DeviceAllocation:
+    """The fast ``allocate`` (a map's copy of it: see the module docstring)."""
+    try:
+        raw = slots[slot]  # one lookup, and one conversion of an amount seen before
+        units = units_of[str(raw)] if raw.__class__ is Decimal and len(slots) == 1 else 0
+    except (KeyError, TypeError):  # not this slot, not a mapping, or a new amount
+        units = 0
+    if units:
+        left = pool.total_free
+        if units > left and not pool.hidden:
+            # refused on a snapshot, as in fastpath's closures
+            allocatable = amount_of.get(left) or amount(pool, left)
+            raise refusal(InsufficientResource, slot, raw, allocatable, context_tag)
+        if affinity_hint is not None:
+            return hinted(slots, units, affinity_hint, context_tag)
         try:
-            raw = slots[slot]  # one lookup, and one conversion of an amount seen before
-            units = units_of[str(raw)] if raw.__class__ is Decimal and len(slots) == 1 else 0
-        except (KeyError, TypeError):  # not this slot, not a mapping, or a new amount
-            units = 0
-        if units:
-            left = pool.total_free
-            if units > left and not pool.hidden:
-                # refused on a snapshot, as in fastpath's closures
-                allocatable = amount_of.get(left) or amount(pool, left)
-                raise refusal(InsufficientResource, slot, raw, allocatable, context_tag)
-            if affinity_hint is not None:
-                return hinted(slots, units, affinity_hint, context_tag)
-            try:
-                take()
-            except IndexError:  # held by another thread (maplock)
-                lock.wait()
-            try:
-                if units <= pool.total_free:
-                    return fill(units)
-            finally:
-                put(True)
-                if waiters:
-                    lock.wake()
-            # another thread took the room since the snapshot: the general path says so
-        return adopt(general(slots, affinity_hint=affinity_hint, context_tag=context_tag))
-
-    return allocate
+            take()
+        except IndexError:  # held by another thread (maplock)
+            wait()
+        try:
+            if units <= pool.total_free:
+                return fill(units)
+        finally:
+            put(True)
+            if waiters:
+                wake()
+        # another thread took the room since the snapshot: the general path says so
+    return adopt(general_allocate(slots, affinity_hint=affinity_hint, context_tag=context_tag))
 
 
 def _hinted(
@@ -126,59 +165,48 @@ def _hinted(
     return hinted
 
 
-def _free(
-    m: MapOperations,
-    pool: ScannedPool,
-    shared: SharedGrants,
-    general: Callable[[DeviceAllocation], None],
-) -> Callable[[DeviceAllocation], None]:
-    gate, free = pool.gate, pool.free
-    take, put, wait, wake, waiters = inlined(m._lock)
-    issued, splits = shared.issued, shared.splits
-
-    def free_(alloc: DeviceAllocation) -> None:  # noqa: PLR0912 - one frame for the hot path
-        hit = issued.get(key := id(alloc))
-        if hit is not None:  # a shared grant of this map: its device and units are known
-            i, units = hit
-            try:
-                take()
-            except IndexError:  # held by another thread (maplock)
-                wait()
-            try:
+def free_(alloc: DeviceAllocation) -> None:  # noqa: PLR0912 - one frame for the hot path
+    """The fast ``free`` (a map's copy of it: see the module docstring)."""
+    hit = issued.get(key := id(alloc))
+    if hit is not None:  # a shared grant of this map: its device and units are known
+        i, units = hit
+        try:
+            take()
+        except IndexError:  # held by another thread (maplock)
+            wait()
+        try:
+            new = free[i] + units
+            if new <= gate[i]:  # -1 when unavailable
+                free[i] = new
+                pool.total_free += units
+                return
+        finally:
+            put(True)
+            if waiters:
+                wake()
+    elif (split := splits.pop(key, None)) is not None:  # a split this map handed out
+        _, taken, total = split
+        try:
+            take()
+        except IndexError:  # held by another thread (maplock)
+            wait()
+        try:
+            for i, units in taken.items():  # each device in turn, undone if one has no room
                 new = free[i] + units
-                if new <= gate[i]:  # -1 when unavailable
-                    free[i] = new
-                    pool.total_free += units
-                    return
-            finally:
-                put(True)
-                if waiters:
-                    wake()
-        elif (split := splits.pop(key, None)) is not None:  # a split this map handed out
-            _, taken, total = split
-            try:
-                take()
-            except IndexError:  # held by another thread (maplock)
-                wait()
-            try:
-                for i, units in taken.items():  # each device in turn, undone if one has no room
-                    new = free[i] + units
-                    if new > gate[i]:  # a refused free changes nothing
-                        for j, back in taken.items():
-                            if j == i:
-                                break
-                            free[j] -= back
-                        break
-                    free[i] = new
-                else:
-                    pool.total_free += total
-                    return
-            finally:
-                put(True)
-                if waiters:
-                    wake()
-        # grants built elsewhere (restored from a ledger, copied), past the tables' bound, or
-        # refused: checked in full
-        general(alloc)
-
-    return free_
+                if new > gate[i]:  # a refused free changes nothing
+                    for j, back in taken.items():
+                        if j == i:
+                            break
+                        free[j] -= back
+                    break
+                free[i] = new
+            else:
+                pool.total_free += total
+                return
+        finally:
+            put(True)
+            if waiters:
+                wake()
+    # grants built elsewhere (restored from a ledger, copied), past the tables' bound, or
+    # refused: checked in full
+    general_free(alloc)

@@ -18,23 +18,20 @@ goes to the general, validating methods of :class:`~accelkit.allocmap.operations
 exactly as in :mod:`accelkit.allocmap.fastpath`, whose rules (a refusal read from a snapshot,
 both paths under the map's lock) hold here too.
 
-Each map gets its own copies of the functions below, whose **globals** are a namespace of that
-map (:func:`install`): a closure copies each of its cells into every frame of every call and
-clears them on return (13 cells: a twentieth of what W4 allocates and frees cost), while a
-global name costs nothing until it is read, and then one specialised look-up. The module's own
-values of those names are placeholders no call reads. Each copy has its own code object too, so
-the interpreter specialises its look-ups for that map's namespace alone.
+Each map gets its own copies of the functions below, which read the map's state as their
+globals (:mod:`accelkit.allocmap.namespaced`); the module's own values of those names are
+placeholders no call reads.
 """
 
 from __future__ import annotations
 
-import types
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any, cast
 
 from frozendict import frozendict
 
+from accelkit.allocmap import namespaced
 from accelkit.allocmap.affinity import AffinityHint
 from accelkit.allocmap.maplock import MapLock
 from accelkit.allocmap.operations import MapOperations
@@ -72,42 +69,30 @@ general_free: Callable[[DeviceAllocation], None] = cast("Any", None)
 
 def install(m: MapOperations, one: SlotPool) -> None:
     """Give ``m``, a map of the one slot of ``one`` on its one device, the fast paths."""
-    general_allocate, general_free = m.allocate, m.free
     lock = m._lock
-    space = dict(globals())
-    space.update(
-        slot=one.name,
-        dev=one.ids[0],
-        pool=one,
-        grant_of={},
-        issued={},
-        free=one.free,
-        gate=one.gate,
-        units_of=one.units_of,
-        amount_of=one.amount_of,
-        take=lock.take,
-        put=lock.put,
-        wait=lock.wait,
-        wake=lock.wake,
-        waiters=lock.waiters,
-        amount=m._amount,
-        general_allocate=general_allocate,
-        general_free=general_free,
-    )
-    for name in ("remember", "allocate", "free_"):
-        space[name] = _copy(globals()[name], space)
-    space["allocate"].__doc__ = general_allocate.__doc__
-    space["free_"].__doc__ = general_free.__doc__
+    values = {
+        "slot": one.name,
+        "dev": one.ids[0],
+        "pool": one,
+        "grant_of": {},
+        "issued": {},
+        "free": one.free,
+        "gate": one.gate,
+        "units_of": one.units_of,
+        "amount_of": one.amount_of,
+        "take": lock.take,
+        "put": lock.put,
+        "wait": lock.wait,
+        "wake": lock.wake,
+        "waiters": lock.waiters,
+        "amount": m._amount,
+        "general_allocate": m.allocate,
+        "general_free": m.free,
+    }
+    space = namespaced.copies(globals(), ("remember", "allocate", "free_"), values)
+    space["allocate"].__doc__ = m.allocate.__doc__
+    space["free_"].__doc__ = m.free.__doc__
     vars(m).update(allocate=space["allocate"], free=space["free_"])
-
-
-def _copy(function: Any, space: dict[str, Any]) -> Any:
-    """``function`` with ``space`` for globals and a code object of its own."""
-    code = function.__code__.replace()
-    copy = types.FunctionType(code, space, function.__name__, function.__defaults__)
-    copy.__kwdefaults__ = function.__kwdefaults__
-    copy.__qualname__ = function.__qualname__
-    return copy
 
 
 def remember(raw: Decimal, granted: DeviceAllocation) -> DeviceAllocation:

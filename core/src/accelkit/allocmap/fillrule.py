@@ -25,6 +25,7 @@ from typing import Any, cast
 
 import attrs
 
+from accelkit.allocmap import namespaced
 from accelkit.allocmap.pool import CACHE_LIMIT, ScannedPool, SlotPool
 from accelkit.allocmap.shared import AmountTable, SharedGrants
 from accelkit.types import DeviceAllocation
@@ -231,24 +232,31 @@ def amount_table(pool: SlotPool, amount: Amount) -> Sequence[Decimal] | AmountTa
 
 
 def source(store: Store, result: Result) -> str:
-    """The source of a factory ``bind(pool, shared, amount)`` that returns :data:`RULE`
-    written out for ``store`` and ``result``, closed over the names their ``cells`` bind."""
+    """The source of ``bind(pool, shared, amount)``, which returns the names the ``cells`` of
+    ``store`` and ``result`` bind, and of :data:`RULE` written out as ``fill``, which reads
+    them as globals (see :func:`build`)."""
     holes = attrs.asdict(store) | attrs.asdict(result)
     lines = ["def bind(pool, shared, amount):"]
     lines += [f"    {line}" for line in f"{store.cells}\n{result.cells}".splitlines() if line]
+    lines += ["    return locals()", "", ""]
     for line in RULE.splitlines():
         body = line.lstrip()
-        indent = " " * (4 + len(line) - len(body))
+        indent = " " * (len(line) - len(body))
         if body[:1] == "{" and body[-1:] == "}":  # a hole on a line of its own: a block
             lines += [indent + part for part in holes[body[1:-1]].splitlines()]
         else:
             lines.append(indent + body.format_map(holes))
-    lines.append("    return fill")
     return "\n".join(lines) + "\n"
 
 
 def build(store: Store, result: Result, name: str) -> Callable[..., Any]:
-    """Compile :func:`source` once; tracebacks show its lines under ``<fill name>``."""
+    """Compile :func:`source` once; tracebacks show its lines under ``<fill name>``.
+
+    Returns a factory ``(pool, shared, amount) -> fill``: each ``fill`` is a copy of the
+    written-out rule whose globals are the names ``bind`` gives it for that pool
+    (:mod:`accelkit.allocmap.namespaced`), which cost a call nothing where closure cells are
+    copied into every frame.
+    """
     text = source(store, result)
     filename = f"<fill {name}>"
     # our own constant text, never input: generated as attrs generates __init__
@@ -260,7 +268,16 @@ def build(store: Store, result: Result, name: str) -> Callable[..., Any]:
     }
     exec(code, space)  # noqa: S102 - see above
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
-    return cast("Callable[..., Any]", space["bind"])
+    bind = space["bind"]
+    space.update(dict.fromkeys(bind.__code__.co_varnames))  # the names bind gives each copy
+
+    def factory(pool: Any, shared: Any, amount: Any) -> Callable[..., Any]:
+        return cast(
+            "Callable[..., Any]",
+            namespaced.copies(space, ("fill",), bind(pool, shared, amount))["fill"],
+        )
+
+    return factory
 
 
 Grants = list[tuple[int, int]]

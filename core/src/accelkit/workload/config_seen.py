@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import sqlite3
 from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path, PurePath
@@ -72,7 +73,17 @@ def config_digest(config: HostConfig) -> ConfigSeen:
 
 
 def note_config(ledger: Ledger, now: ConfigSeen) -> ConfigSeen | None:
-    """Record ``now`` as the ledger's config; the one recorded before (``None``: none)."""
+    """Record ``now`` as the ledger's config; the one recorded before (``None``: none).
+
+    A ledger that already says ``now`` (a node opened again on the same file, the common
+    case) is only read: no write lock taken, nothing committed.
+    """
+    try:
+        seen = dict(ledger.db.execute("SELECT name, value FROM opened_with").fetchall())
+    except sqlite3.OperationalError:  # no such table yet: the first opening records it
+        seen = {}
+    if seen.get("digest") == now.digest and seen.get("source") == now.source:
+        return now
     with ledger.transaction(durable=False):  # a note for the operator, not a booking
         db = ledger.db
         db.execute(_SCHEMA)

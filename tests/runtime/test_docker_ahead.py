@@ -76,6 +76,7 @@ def test_an_engine_nobody_takes_is_closed_at_the_end(
             if case != "unanswered":  # the block ends once the engine answered, or failed
                 await asyncio.wait((docker_runtime._AHEAD[url],))
 
+    gc.collect()  # what earlier tests left is theirs
     caplog.set_level(logging.WARNING)
     with warnings.catch_warnings(record=True) as found:
         warnings.simplefilter("always")

@@ -7,6 +7,7 @@ import contextlib
 import sys
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 import click
@@ -25,6 +26,9 @@ from accelkit.node import Node
 from accelkit.sizes import parse_binary_size
 from accelkit.types import SlotName, amount_in_range, range_problem
 from accelkit.workload.runner import run_workload
+
+if TYPE_CHECKING:
+    from accelkit.config import HostConfig
 
 #: the status of a run that accelkit itself refused or failed (as ``docker run``'s)
 EXIT_ACCELKIT = 125
@@ -103,14 +107,14 @@ class _RunOptions:
     pids: int | None = None
 
 
-def _engine_ahead(runtime: str) -> contextlib.AbstractAsyncContextManager[None]:
+def _engine_ahead(runtime: str, config: HostConfig) -> contextlib.AbstractAsyncContextManager[None]:
     """For a docker run, the engine's client imported and the engine asked while the node
-    opens and books."""
+    opens and books (at the version the ledger knows it by)."""
     if runtime != "docker":
         return contextlib.nullcontext()
     from accelkit.runtime.docker import engine_ahead
 
-    return engine_ahead()
+    return engine_ahead(state_dir=config.resource.state_dir)
 
 
 async def _run(
@@ -120,34 +124,34 @@ async def _run(
     argv: list[str],
     options: _RunOptions,
 ) -> int:
-    async with _engine_ahead(options.runtime):
-        config = read_config(config_path)
-        # a run leaves the orphan container sweep (engine round trips) to status, release and
-        # serve; a docker run sweeps where the ledger cannot account for a container
-        sweep = None if options.runtime == "docker" else False
-        async with Node.open(config, sweep=sweep) as node:
-            echo_warnings(node.host.loader.warnings)
-            agent = pick_agent(agent_option, node.agents)
-            for line in node.last_report.messages():
-                _echo(f"warning: {line}")
-            try:
-                return await run_workload(
-                    node,
-                    agent,
-                    slots,
-                    argv,
-                    runtime=options.runtime,
-                    image=options.image,
-                    grace=options.grace,
-                    no_memory_limit=options.no_memory_limit,
-                    verbose=options.verbose,
-                    echo=_echo,
-                    pids=options.pids,
-                    terminal=sys.stdin is not None and sys.stdin.isatty(),
-                )
-            except InsufficientResource as exc:
-                msg = f"cannot allocate on agent {agent!r}: {exc}"
-                raise click.ClickException(msg) from exc
+    config = read_config(config_path)
+    # a run leaves the orphan container sweep (engine round trips) to status, release and
+    # serve; a docker run sweeps where the ledger cannot account for a container
+    sweep = None if options.runtime == "docker" else False
+    ahead = _engine_ahead(options.runtime, config)
+    async with ahead, Node.open(config, sweep=sweep) as node:
+        echo_warnings(node.host.loader.warnings)
+        agent = pick_agent(agent_option, node.agents)
+        for line in node.last_report.messages():
+            _echo(f"warning: {line}")
+        try:
+            return await run_workload(
+                node,
+                agent,
+                slots,
+                argv,
+                runtime=options.runtime,
+                image=options.image,
+                grace=options.grace,
+                no_memory_limit=options.no_memory_limit,
+                verbose=options.verbose,
+                echo=_echo,
+                pids=options.pids,
+                terminal=sys.stdin is not None and sys.stdin.isatty(),
+            )
+        except InsufficientResource as exc:
+            msg = f"cannot allocate on agent {agent!r}: {exc}"
+            raise click.ClickException(msg) from exc
 
 
 @click.command(cls=RunCommand, context_settings={"ignore_unknown_options": True})

@@ -24,6 +24,7 @@ import contextlib
 import importlib
 import threading
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from accelkit.runtime.base import LaunchSpec, Runtime, WorkloadHandle
@@ -61,11 +62,11 @@ def _ops_class() -> type[ContainerOps]:
     return importlib.import_module(_OPS_MODULE).ContainerOps  # type: ignore[no-any-return]
 
 
-async def _connect_ahead(url: str) -> DockerEngine:
+async def _connect_ahead(url: str, state_dir: Path | None) -> DockerEngine:
     await asyncio.to_thread(_ops_class)
-    from accelkit.runtime.docker_engine import DockerEngine
+    from accelkit.runtime.docker_engine import DockerEngine, KnownVersions
 
-    engine = DockerEngine(url)
+    engine = DockerEngine(url, None if state_dir is None else KnownVersions(state_dir))
     try:
         await engine.facts()
     except BaseException:
@@ -81,20 +82,24 @@ def _retrieved(future: asyncio.Future[DockerEngine]) -> None:
 
 
 @contextlib.asynccontextmanager
-async def engine_ahead(url: str | None = None) -> AsyncIterator[None]:
+async def engine_ahead(
+    url: str | None = None, *, state_dir: Path | None = None
+) -> AsyncIterator[None]:
     """Connect to the engine at ``url`` (else ``DOCKER_HOST``, else the default socket) and
     ask it what a create needs while the block does other work; the first
     :class:`DockerRuntime` of that engine to create a container in the block takes the
     connection (and its failure, as its own). What nobody took is closed at the end.
 
-    The client is imported on a thread of its own, begun at once.
+    The client is imported on a thread of its own, begun at once. With the ledger's
+    ``state_dir`` the engine is asked at the API version it last spoke there, in one round
+    trip (:class:`~accelkit.runtime.docker_engine.KnownVersions`).
     """
     if not _importing:
         thread = threading.Thread(target=_import_ops, name="docker client import", daemon=True)
         _importing.append(thread)
         thread.start()
     url = docker_host(url)
-    future = asyncio.ensure_future(_connect_ahead(url))
+    future = asyncio.ensure_future(_connect_ahead(url, state_dir))
     future.add_done_callback(_retrieved)
     _AHEAD[url] = future
     try:

@@ -4,13 +4,25 @@ One :class:`DockerEngine` per runtime: it opens an ``aiodocker`` client on first
 running event loop), asks the engine once for its API version and CDI support (both questions
 at once), and turns every failure of the engine into a clear accelkit error instead of an
 aiohttp traceback.
+
+Asking the version takes two round trips (the client learns which API version to speak, then
+asks at it) unless the engine's version is known: a ledger keeps the API version each engine it
+ran containers on last spoke (:class:`KnownVersions`, a file in its state directory), and an
+engine asked at that version answers both questions in one round trip. The answers are always
+the engine's own; the file only names the version to ask at, and an engine that no longer
+speaks it (or speaks a newer one) is asked the long way and noted again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+import json
+import logging
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
 
 import aiodocker
 import aiohttp
@@ -18,9 +30,10 @@ import aiohttp
 from accelkit.errors import WorkloadError
 from accelkit.runtime.base import RuntimeUnavailable, WorkloadUnreachable
 from accelkit.runtime.docker_body import EngineFacts, docker_host
-from accelkit.runtime.render.docker import MIN_API_VERSION
+from accelkit.runtime.render.docker import MIN_API_VERSION, DockerApiVersion
 
-__all__ = ["DockerEngine"]
+__all__ = ["DockerEngine", "KnownVersions"]
+log = logging.getLogger(__name__)
 #: a dead engine must not hang accelkit: connecting gets this long; long calls (wait) have no limit
 _CONNECT_TIMEOUT_S = 10.0
 _CALL_TIMEOUT_S = 120.0
@@ -39,11 +52,53 @@ def _reason(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-class DockerEngine:
-    """An ``aiodocker`` client for one engine address, opened lazily, errors translated."""
+class KnownVersions:
+    """The API version each engine last spoke, by address: ``docker-engines.json`` in a
+    ledger's state directory. Unreadable or unwritable, it is as if empty."""
 
-    def __init__(self, url: str | None = None) -> None:
+    FILE = "docker-engines.json"
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / self.FILE
+
+    def _read(self) -> dict[str, str]:
+        try:
+            found = json.loads(self.path.read_bytes())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(found, dict):
+            return {}
+        return {url: version for url, version in found.items() if isinstance(version, str)}
+
+    def get(self, url: str) -> DockerApiVersion | None:
+        """The version ``url`` last spoke, if noted (and one)."""
+        try:
+            return DockerApiVersion.parse(self._read()[url])
+        except (KeyError, WorkloadError):
+            return None
+
+    def note(self, url: str, version: DockerApiVersion) -> None:
+        """Note that ``url`` speaks ``version`` (atomically; nothing where it cannot)."""
+        known = self._read()
+        if known.get(url) == str(version):
+            return
+        known[url] = str(version)
+        spare = self.path.with_name(f".{self.FILE}.{os.getpid()}")
+        try:
+            spare.write_text(json.dumps(known, sort_keys=True), encoding="utf-8")
+            spare.replace(self.path)
+        except OSError as exc:
+            log.debug("cannot note the engine's API version in %s: %s", self.path, exc)
+            spare.unlink(missing_ok=True)
+
+
+class DockerEngine:
+    """An ``aiodocker`` client for one engine address, opened lazily, errors translated;
+    ``known``: where the API version it last spoke is noted, if anywhere."""
+
+    def __init__(self, url: str | None = None, known: KnownVersions | None = None) -> None:
         self.url = docker_host(url)
+        self._known = known
         self._client: aiodocker.Docker | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._facts: EngineFacts | None = None
@@ -91,8 +146,12 @@ class DockerEngine:
             return self._facts
         client = await self.client()
         with self.errors("asking its version"):
-            version, info = await asyncio.gather(client.version(), client.system.info())
-            facts = EngineFacts.from_engine(version, info)
+            facts = await self._ask_at_known(client)
+            if facts is None:
+                version, info = await asyncio.gather(client.version(), client.system.info())
+                facts = EngineFacts.from_engine(version, info)
+                if self._known is not None and facts.supported:
+                    self._known.note(self.url, facts.api_version)
         if not facts.supported:
             msg = (
                 f"the Docker engine at {self.url} ({facts.product}) speaks API "
@@ -100,6 +159,25 @@ class DockerEngine:
             )
             raise RuntimeUnavailable(msg)
         self._facts = facts
+        return facts
+
+    async def _ask_at_known(self, client: aiodocker.Docker) -> EngineFacts | None:
+        """The engine's answers, asked at the version it last spoke (one round trip); ``None``
+        where none is known, or the engine refuses it or speaks another now."""
+        known = None if self._known is None else self._known.get(self.url)
+        if known is None or client.api_version != "auto":
+            return None
+        client.api_version = f"v{known}"
+        answers: list[Mapping[str, Any]] = []
+        try:
+            answers = await asyncio.gather(client.version(), client.system.info())
+        except aiodocker.DockerError as exc:
+            if exc.status == 900:  # not there at all: no second question
+                raise
+        facts = EngineFacts.from_engine(*answers) if answers else None
+        if facts is None or facts.api_version != known:
+            client.api_version = "auto"  # asked again the long way, and noted
+            return None
         return facts
 
     async def close(self) -> None:

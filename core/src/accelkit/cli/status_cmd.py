@@ -21,7 +21,7 @@ from accelkit.health import DeviceHealth
 from accelkit.plugin import PluginRole
 from accelkit.types import DeviceId, DeviceName
 from accelkit.workload.operator_status import status_rows
-from accelkit.workload.status import share_enforcement
+from accelkit.workload.status_row import share_enforcement
 
 if TYPE_CHECKING:
     from accelkit.node import Node

@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 from accelkit.workload.liveness import Liveness
 from accelkit.workload.record import LedgerRecord
-from accelkit.workload.status import WorkloadStatus, status_of, status_row
+from accelkit.workload.status_row import status_row
 
 if TYPE_CHECKING:
     from accelkit.workload.bookkeeper import Bookkeeper
+    from accelkit.workload.status import WorkloadStatus
 
 __all__ = ["status_rows", "statuses"]
 
@@ -21,6 +22,8 @@ _TEXT = {state: state.value for state in Liveness}
 
 async def statuses(keeper: Bookkeeper, *, reconcile: bool = True) -> list[WorkloadStatus]:
     """Every workload of the ledger, after a full reconciliation (:func:`records_judged`)."""
+    from accelkit.workload.status import status_of
+
     now = time.time()
     return [
         status_of(record, _TEXT[state], now, owner_alive=alive)

@@ -305,9 +305,9 @@ class Reconciler:
                 f"{record.agent_id!r}; left it in the ledger"
             )
             return
-        applied = self.applied.setdefault(record.key, {})
-        self._sources[record.key] = record
-        self._unapplied.pop(record.key, None)
+        applied = self.applied.setdefault(key := record.key, {})
+        self._sources[key] = record
+        self._unapplied.pop(key, None)
         for plugin in record.order:
             if plugin in applied:
                 continue
@@ -326,7 +326,7 @@ class Reconciler:
                 booked.extend(found)
                 if not found:
                     problems.append(f"workload {record.workload.id!r}, plugin {plugin!r}: {exc}")
-                self._unapplied[record.key] = record
+                self._unapplied[key] = record
                 continue
             except Exception as exc:
                 log.debug("applying %r, plugin %r failed", record.key, plugin, exc_info=True)

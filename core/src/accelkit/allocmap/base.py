@@ -84,8 +84,8 @@ class AbstractAllocMap(MapOperations):
             unit=self._divisible_unit(),
         )
         self._pools: dict[SlotName, SlotPool] = {}
-        # FILL maps of one slot find the most free of a few devices by scanning (the closures
-        # of maps of several slots work on buckets)
+        # FILL maps of one slot find the most free of a few devices by scanning (the fast
+        # paths of maps of several slots work on buckets)
         scan = len(members) == 1 and self._fills_most_free()
         for name, ids in members.items():
             infos = [self._all_slots[d] for d in ids]

@@ -1,20 +1,21 @@
 """The one fast path of ``allocate`` and ``free``: one slot, amounts seen before.
 
 At a microsecond per call, attribute lookups, method calls and argument passing are most of
-an alloc map's cost, so every map gets closures that keep what they need in local cells and
-handle the common case in one frame: one slot, a Decimal amount the map has converted before
-(the conversion cache only ever holds validated positive amounts), no exclusive slot check
-(one slot cannot clash with itself). Everything else, and every error except "not enough
-free", goes to the general methods of :class:`~accelkit.allocmap.operations.MapOperations`,
-which validate fully. Both paths run under the map's lock, so the fast path is exactly as
-atomic and thread-safe as the general one.
+an alloc map's cost, so every map gets functions of its own (closures that keep what they need
+in cells, or, for the two layouts below that name their modules, copies that read it as their
+globals: :mod:`accelkit.allocmap.namespaced`) that handle the common case in one frame: one
+slot, a Decimal amount the map has converted before (the conversion cache only ever holds
+validated positive amounts), no exclusive slot check (one slot cannot clash with itself).
+Everything else, and every error except "not enough free", goes to the general methods of
+:class:`~accelkit.allocmap.operations.MapOperations`, which validate fully. Both paths run
+under the map's lock, so the fast path is exactly as atomic and thread-safe as the general one.
 
-The special cases kept inside the closures, and the benchmark rows they buy
+The special cases kept inside those functions, and the benchmark rows they buy
 (``tests/benchmarks``):
 
 - a one-device pool (a ``mem`` root) needs no placement and hands out one read-only grant per
   amount (:mod:`accelkit.allocmap.onedevice`): W4, all four rows;
-- a FILL map of one slot over a few devices keeps no buckets and has closures of its own
+- a FILL map of one slot over a few devices keeps no buckets and has functions of its own
   (:mod:`accelkit.allocmap.fillscan`): W3 FILL;
 - a map of one slot over several devices knows its pool, finds the slot with one lookup and
   holds the pool's indexes in cells: W1, W2 and W3 EVENLY;

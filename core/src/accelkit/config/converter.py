@@ -11,10 +11,11 @@ the old key is still read, and :func:`renamed_keys` says where a document uses i
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any, TypeVar, get_args, get_origin
+from typing import Annotated, Any, TypeVar, cast, get_args, get_origin
 
 import attrs
 import cattrs
@@ -33,27 +34,61 @@ from cattrs.gen import make_dict_structure_fn, override
 
 from accelkit.errors import ConfigError
 
-__all__ = ["KeyPath", "Renamed", "Rule", "ValueProblems", "renamed_keys", "structure", "toml_key"]
+__all__ = [
+    "KeyPath",
+    "Renamed",
+    "Rule",
+    "ValueProblems",
+    "attrs_repr",
+    "renamed_keys",
+    "structure",
+    "toml_key",
+]
 
 T = TypeVar("T")
 #: a key path as parts: table keys and array indexes
 KeyPath = tuple[str | int, ...]
+#: the objects whose repr is being made, per thread (a cycle shows as ``...``, as in attrs)
+_REPRING = threading.local()
 
 
-@attrs.frozen
+def attrs_repr(self: object) -> str:
+    """The repr attrs would generate for ``self`` (``Name(a=1, b='x')``, fields shown as their
+    ``repr`` option says), from one function: a class made with ``repr=False`` and
+    ``__repr__ = attrs_repr`` has no repr compiled for it when its module is imported."""
+    busy: set[int] = _REPRING.__dict__.setdefault("ids", set())
+    if id(self) in busy:
+        return "..."
+    busy.add(id(self))
+    try:
+        shown = ", ".join(
+            f"{a.name}={(a.repr if callable(a.repr) else repr)(getattr(self, a.name))}"
+            for a in attrs.fields(cast("type[attrs.AttrsInstance]", self.__class__))
+            if a.repr
+        )
+        return f"{self.__class__.__qualname__.rsplit('>.', 1)[-1]}({shown})"
+    finally:
+        busy.discard(id(self))
+
+
+@attrs.frozen(repr=False)
 class Rule:
     """How to read one value: ``parse`` returns it or raises ``ValueError`` with the message."""
+
+    __repr__ = attrs_repr
 
     parse: Callable[[Any], Any]
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Renamed:
     """The field's key used to be spelt ``old`` (as written in TOML: ``overcommit``).
 
     ``Annotated[int, Renamed("overcommit")]``: a document that still uses the old key is read as
     if it used the new one, and the loader warns the operator; one that gives both is an error.
     """
+
+    __repr__ = attrs_repr
 
     old: str
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import attrs
 from frozendict import frozendict
 
-from accelkit.config.converter import Rule
+from accelkit.config.converter import Rule, attrs_repr
 from accelkit.config.rules import NON_EMPTY_STRING, RESOURCE_DOMAIN, SECONDS
 from accelkit.errors import ConfigError
 from accelkit.selection import PluginSelection
@@ -68,9 +68,11 @@ def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:
     return Path(base) / "accelkit"
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class ResourceConfig:
     """The ``[resource]`` section."""
+
+    __repr__ = attrs_repr
 
     allocation_mode: AllocationMode = AllocationMode.SHARED
     #: a count of the lowest-numbered cores, or explicit core ids
@@ -85,16 +87,20 @@ class ResourceConfig:
     pids: int | None = None
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class HealthConfig:
     """``[health]`` (DESIGN §15): seconds between two rediscoveries of ``serve``."""
+
+    __repr__ = attrs_repr
 
     rediscover_interval: Annotated[Decimal, SECONDS] = Decimal(60)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class K8sBridgeConfig:
     """``[bridge.k8s]`` (DESIGN §16): extended resources are named ``<domain>/<slot>``."""
+
+    __repr__ = attrs_repr
 
     domain: Annotated[str, RESOURCE_DOMAIN] = "accelkit.io"
     #: the kubelet's device-plugins directory (``kubelet.sock`` and the plugins' sockets)
@@ -136,9 +142,11 @@ def _gres_name(value: Any) -> str:
     return value
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class SlurmBridgeConfig:
     """``[bridge.slurm]`` (DESIGN §16): GRES names and the Slurm commands the bridge runs."""
+
+    __repr__ = attrs_repr
 
     #: the GRES name of a plugin's devices, by plugin key (others: the plugin key itself)
     gres_names: Mapping[str, Annotated[str, Rule(_gres_name)]] = attrs.field(
@@ -152,9 +160,11 @@ class SlurmBridgeConfig:
     serve_prologs: bool = False
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class BridgeConfig:
     """``[bridge]``: one table per scheduler bridge, ``None`` when absent."""
+
+    __repr__ = attrs_repr
 
     k8s: K8sBridgeConfig | None = None
     slurm: SlurmBridgeConfig | None = None
@@ -164,9 +174,11 @@ def _frozen_devices(value: Mapping[str, tuple[str, ...]]) -> Mapping[str, tuple[
     return frozendict(value)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class AgentResources:
     """``[agents.resource]`` of one agent (MANUAL mode only; its ``pids`` is the agent's)."""
+
+    __repr__ = attrs_repr
 
     cpu: tuple[str, ...] | None = None
     mem: int | None = None
@@ -175,9 +187,11 @@ class AgentResources:
     )
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class AgentConfig:
     """One ``[[agents]]`` entry."""
+
+    __repr__ = attrs_repr
 
     id: AgentId
     resource: AgentResources | None = None
@@ -185,9 +199,11 @@ class AgentConfig:
     pids: int | None = None
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class HostConfig:
     """A whole host configuration; ``source`` is the file it came from, if any."""
+
+    __repr__ = attrs_repr
 
     resource: ResourceConfig = attrs.field(factory=ResourceConfig)
     plugins: PluginSelection = attrs.field(factory=PluginSelection)

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import attrs
 
-from accelkit.config.converter import MISSING, KeyPath, Rule, ValueProblems
+from accelkit.config.converter import MISSING, KeyPath, Rule, ValueProblems, attrs_repr
 from accelkit.config.model import (
     AffinityPolicyName,
     AllocationMode,
@@ -117,9 +117,11 @@ def _device_ids(value: Any) -> Mapping[str, tuple[str, ...]]:
 _NEEDS_ID = "every agent needs a non-empty string id"
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class ResourceSection:
     """``[resource]``."""
+
+    __repr__ = attrs_repr
 
     allocation_mode: Annotated[AllocationMode, choice(AllocationMode, "mode")] = (
         AllocationMode.SHARED
@@ -137,9 +139,11 @@ class ResourceSection:
     pids: Annotated[int | None, PIDS] = None
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class PluginsSection:
     """``[plugins]``; ``config`` holds one table per entry-point name, read by its plugin."""
+
+    __repr__ = attrs_repr
 
     allowed: Annotated[tuple[str, ...] | None, NAMES] = None
     blocked: Annotated[tuple[str, ...], NAMES] = ()
@@ -149,16 +153,20 @@ class PluginsSection:
     hook_timeout: Annotated[Decimal, SECONDS] = Decimal(60)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class AgentIdentity:
     """``[agents.agent]``."""
+
+    __repr__ = attrs_repr
 
     id: Annotated[str, AGENT_ID] = attrs.field(metadata={MISSING: _NEEDS_ID})
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class AgentResourceSection:
     """``[agents.resource]`` (``cpu``, ``mem`` and ``devices`` in MANUAL mode only)."""
+
+    __repr__ = attrs_repr
 
     cpu: Annotated[tuple[str, ...] | None, Rule(_core_ids)] = None
     mem: Annotated[int | None, BYTE_SIZE] = None
@@ -167,9 +175,11 @@ class AgentResourceSection:
     pids: Annotated[int | None, PIDS] = None
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class AgentEntry:
     """One ``[[agents]]`` entry."""
+
+    __repr__ = attrs_repr
 
     agent: AgentIdentity = attrs.field(
         metadata={MISSING: "every agent needs a non-empty string id"}
@@ -177,9 +187,11 @@ class AgentEntry:
     resource: AgentResourceSection | None = None
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class HostFile:
     """A whole host configuration file."""
+
+    __repr__ = attrs_repr
 
     resource: ResourceSection = attrs.field(factory=ResourceSection)
     plugins: PluginsSection = attrs.field(factory=PluginsSection)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from accelkit.runtime.base import WorkloadHandle
 from accelkit.runtime.docker import DockerRuntime, engine_ahead
 from accelkit.runtime.docker_engine import KnownVersions
 
@@ -101,6 +102,33 @@ def test_an_engine_run_on_before_is_asked_in_one_round_trip(
     assert "GET /version" in first  # the long way: which version to speak, then the questions
     assert json.loads((tmp_path / KnownVersions.FILE).read_text()) == {proxy: version}
     assert facts_asked(second) == [f"GET /v{version}/info", f"GET /v{version}/version"]
+
+
+def test_a_runtime_that_spoke_to_the_engine_first_is_told_what_was_asked_ahead(
+    dockerd: Engine, tmp_path: Path
+) -> None:
+    version = engine_version(dockerd)
+    proxy = f"unix://{tmp_path}/proxy.sock"
+    (tmp_path / KnownVersions.FILE).write_text(json.dumps({proxy: version}))
+    gone = WorkloadHandle("docker", "0" * 64, {"name": "accelkit-gone", "engine": proxy})
+
+    async def scenario() -> list[str]:
+        async with recording_proxy(dockerd, tmp_path / "proxy.sock") as asked:
+            runtime = DockerRuntime(proxy, output=None)
+            try:
+                async with engine_ahead(proxy, state_dir=tmp_path):
+                    # as a reconciliation asks about a recorded container before the create
+                    assert await runtime.is_alive(gone) is False
+                    handle = await launch(runtime, dockerd, "true")
+                    assert await runtime.wait(handle) == 0
+                    await runtime.stop(handle, 0)
+            finally:
+                await runtime.close()
+            return list(asked)
+
+    asked = run(scenario())
+    assert asked.count(f"GET /v{version}/version") == 1
+    assert asked.count(f"GET /v{version}/info") == 1
 
 
 @pytest.mark.parametrize(

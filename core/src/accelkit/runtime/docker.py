@@ -146,17 +146,19 @@ class DockerRuntime(Runtime):
         return ops
 
     async def _take_ahead(self) -> None:
-        """Take the engine :func:`engine_ahead` connects to, where it is this runtime's."""
+        """Take the engine :func:`engine_ahead` connects to, where it is this runtime's; where
+        this runtime spoke to it already (the opening reconciliation asked about containers),
+        only what it was told."""
         future = _AHEAD.get(self.url)
-        if (
-            future is None
-            or self.url in self._ops
-            or future.get_loop() is not asyncio.get_running_loop()
-        ):
+        if future is None or future.get_loop() is not asyncio.get_running_loop():
             return
         del _AHEAD[self.url]
         engine = await future  # its failure is this create's
-        self._ops[self.url] = _ops_class()(self.url, self._output, engine)
+        if (ops := self._ops.get(self.url)) is None:
+            self._ops[self.url] = _ops_class()(self.url, self._output, engine)
+        else:
+            ops.learn(engine)
+            await engine.close()
 
     async def new_workload(self, agent_id: AgentId) -> Workload:
         """A workload named like the container it becomes: ``accelkit-<agent>-<hex>``."""

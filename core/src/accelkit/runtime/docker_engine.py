@@ -135,10 +135,21 @@ class DockerEngine:
         if self._client is not None:
             self._client = None  # made in another (finished) loop; its session cannot be reused
         timeout = aiohttp.ClientTimeout(total=_CALL_TIMEOUT_S, sock_connect=_CONNECT_TIMEOUT_S)
+        # an engine whose facts are known is spoken to at its version without asking again
+        pinned = "auto" if self._facts is None else f"v{self._facts.api_version}"
         with self.errors("connecting"):
-            client = aiodocker.Docker(url=self.url, timeout=timeout)
+            client = aiodocker.Docker(url=self.url, timeout=timeout, api_version=pinned)
         self._client, self._loop = client, loop
         return client
+
+    def learn(self, other: DockerEngine) -> None:
+        """Take what ``other``, a connection to the same engine, was told, where this one was
+        told nothing yet (its client then speaks the engine's version without asking)."""
+        if self._facts is not None or other._facts is None:
+            return
+        self._facts = other._facts
+        if self._client is not None and self._client.api_version == "auto":
+            self._client.api_version = f"v{self._facts.api_version}"
 
     async def facts(self) -> EngineFacts:
         """Ask the engine once for its API version and CDI support."""

@@ -114,6 +114,10 @@ class ContainerOps:
         """The engine's address."""
         return self._engine.url
 
+    def learn(self, engine: DockerEngine) -> None:
+        """What ``engine`` (of the same address) was told, where this one was told nothing."""
+        self._engine.learn(engine)
+
     async def _container(self, ident: str) -> aiodocker.containers.DockerContainer:
         client = await self._engine.client()
         return client.containers.container(ident)

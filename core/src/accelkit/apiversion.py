@@ -15,6 +15,7 @@ from collections.abc import Callable
 import attrs
 
 from accelkit.errors import PluginContractError
+from accelkit.reprs import attrs_repr
 
 __all__ = ["PLUGIN_API_VERSION", "ApiVersion", "check_api_version"]
 
@@ -24,9 +25,11 @@ PLUGIN_API_VERSION = "2.0"
 _VERSION = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
 
 
-@attrs.frozen(order=True)
+@attrs.frozen(order=True, repr=False)
 class ApiVersion:
     """A ``major.minor`` plugin API version."""
+
+    __repr__ = attrs_repr
 
     major: int
     minor: int

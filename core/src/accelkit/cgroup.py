@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from accelkit.errors import PluginError
+from accelkit.reprs import attrs_repr
 
 if TYPE_CHECKING:
     from accelkit.metrics import MetricContext
@@ -62,9 +63,11 @@ def _unescape(field: str) -> str:
     return _OCTAL_ESCAPE.sub(lambda m: chr(int(m[1], 8)), field)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class CgroupMount:
     """One cgroup hierarchy mounted somewhere, as ``/proc/<pid>/mountinfo`` lists it."""
+
+    __repr__ = attrs_repr
 
     mount_point: str  # absolute, e.g. "/sys/fs/cgroup/memory"
     mount_root: str  # the cgroup mounted there: "/", or "/docker/<id>" in some containers
@@ -101,9 +104,11 @@ def parse_mountinfo(text: str, *, source: str = "mountinfo") -> tuple[CgroupMoun
     return tuple(mounts)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class CgroupMembership:
     """One line of ``/proc/<pid>/cgroup``: the cgroup a process is in, in one hierarchy."""
+
+    __repr__ = attrs_repr
 
     hierarchy_id: int
     controllers: frozenset[str]  # empty for the v2 (unified) hierarchy
@@ -125,9 +130,11 @@ def parse_proc_cgroup(text: str, *, source: str = "cgroup") -> tuple[CgroupMembe
     return tuple(memberships)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class CgroupDir:
     """One cgroup's directory in one mounted hierarchy."""
+
+    __repr__ = attrs_repr
 
     path: Path
     version: int
@@ -185,9 +192,11 @@ def _safe_cgroup_path(path: str) -> str:
     return posixpath.normpath(path)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class CgroupFS:
     """The cgroup hierarchies mounted under ``root``, as ``proc/self/mountinfo`` shows them."""
+
+    __repr__ = attrs_repr
 
     root: Path
     mounts: tuple[CgroupMount, ...]
@@ -249,9 +258,11 @@ class CgroupFS:
         return None
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class WorkloadLocation:
     """Where a workload's processes are: a cgroup, or the tree under a leader process."""
+
+    __repr__ = attrs_repr
 
     cgroup_path: str | None = None
     pid: int | None = None

@@ -11,6 +11,7 @@ import enum
 
 import attrs
 
+from accelkit.reprs import attrs_repr
 from accelkit.types import AgentId, DeviceAllocation, DeviceId, DeviceName, Workload
 
 __all__ = ["WorkloadEvent", "WorkloadPhase"]
@@ -27,13 +28,15 @@ class WorkloadPhase(enum.StrEnum):
     DEVICE_UNHEALTHY = "device_unhealthy"
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class WorkloadEvent:
     """A workload's lifecycle step (or health news), with the devices it holds per plugin.
 
     For ``device_unhealthy``, ``devices`` names the devices that turned unhealthy and
     ``reason`` says why; both are empty for lifecycle steps.
     """
+
+    __repr__ = attrs_repr
 
     agent_id: AgentId
     workload: Workload

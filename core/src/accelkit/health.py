@@ -16,6 +16,7 @@ from decimal import Decimal
 
 import attrs
 
+from accelkit.reprs import attrs_repr
 from accelkit.types import DeviceId
 
 __all__ = ["DeviceHealth", "HealthEvent", "HealthState", "now"]
@@ -48,9 +49,11 @@ def _timestamp(value: Decimal | int | str) -> Decimal:
     return number
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class DeviceHealth:
     """One device's health: its state, why (empty when healthy) and since when."""
+
+    __repr__ = attrs_repr
 
     state: HealthState = attrs.field(converter=HealthState)
     reason: str = ""
@@ -67,9 +70,11 @@ class DeviceHealth:
         return self.state.allocatable
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class HealthEvent:
     """A device's health changed from ``old`` to ``new`` (``new.reason`` says why)."""
+
+    __repr__ = attrs_repr
 
     device_id: DeviceId
     old: HealthState = attrs.field(converter=HealthState)

@@ -11,6 +11,7 @@ import pluggy
 
 from accelkit.errors import PluginContractError
 from accelkit.plugin import AbstractComputePlugin, PluginRole
+from accelkit.reprs import attrs_repr
 from accelkit.types import ComputeDevice, DeviceName, SlotName
 
 __all__ = [
@@ -36,7 +37,7 @@ class PluginStatus(enum.StrEnum):
     BLOCKED = "blocked"  # excluded by the host config or the environment
 
 
-@attrs.define
+@attrs.define(repr=False)
 class PluginRecord:
     """One plugin distribution, as registered under its entry-point name.
 
@@ -44,6 +45,8 @@ class PluginRecord:
     asked for: reading an installed distribution's metadata costs a parse of its metadata
     file, which a command that never shows them (``run``) should not pay for every plugin.
     """
+
+    __repr__ = attrs_repr
 
     name: str
     _distribution: str = attrs.field(default="", alias="distribution")

@@ -10,6 +10,7 @@ from typing import Any
 import attrs
 
 from accelkit.errors import ConfigError
+from accelkit.reprs import attrs_repr
 
 __all__ = ["DISABLE_ENV", "STRICT_ENV", "PluginSelection"]
 
@@ -47,13 +48,15 @@ def _configs(value: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Mapping[str
     return {str(k): dict(v) for k, v in value.items()}
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class PluginSelection:
     """The ``[plugins]`` section of a host config, by entry-point name.
 
     ``allowed`` of ``None`` allows every installed plugin; ``blocked`` and ``disabled`` (from
     ``ACCELKIT_DISABLE_PLUGINS``) always win over ``allowed``.
     """
+
+    __repr__ = attrs_repr
 
     allowed: frozenset[str] | None = attrs.field(default=None, converter=_optional_names)
     blocked: frozenset[str] = attrs.field(default=frozenset(), converter=_names)

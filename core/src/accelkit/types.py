@@ -11,6 +11,8 @@ from typing import Any, NewType, TypeVar
 import attrs
 from frozendict import frozendict
 
+from accelkit.reprs import attrs_repr
+
 __all__ = [
     "AMOUNT_DIGITS",
     "MESSAGE_DIGITS",
@@ -209,7 +211,7 @@ def _optional_quantum(value: object) -> Decimal | None:
     return None if value is None else to_decimal(value)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class SlotSpec:
     """A slot type a plugin can report: its kind, and display metadata.
 
@@ -223,6 +225,8 @@ class SlotSpec:
     ``quantum`` is for divisible slots only; ``None`` there means the quantum of the
     plugin's alloc map (1 for a discrete map).
     """
+
+    __repr__ = attrs_repr
 
     name: SlotName = attrs.field(validator=_non_empty)
     type: SlotType = attrs.field(converter=SlotType)
@@ -271,9 +275,11 @@ def derived_divisible(slot_type: SlotType, fractional_map: bool) -> bool:
     return slot_type is SlotType.BYTES or fractional_map
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class ComputeDevice:
     """One device of a node as its plugin discovered it."""
+
+    __repr__ = attrs_repr
 
     device_name: DeviceName = attrs.field(validator=_non_empty)
     device_id: DeviceId = attrs.field(validator=_non_empty)
@@ -286,9 +292,11 @@ class ComputeDevice:
     extra: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_str_map, eq=False)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class DeviceSlotInfo:
     """The capacity one device contributes to one slot."""
+
+    __repr__ = attrs_repr
 
     slot_type: SlotType = attrs.field(converter=SlotType)
     slot_name: SlotName = attrs.field(validator=_non_empty)
@@ -305,9 +313,11 @@ class DeviceSlotInfo:
             raise ValueError(msg)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Workload:
     """A container or process tree that devices are allocated to."""
+
+    __repr__ = attrs_repr
 
     id: str = attrs.field(validator=_non_empty)
     type: WorkloadType = attrs.field(converter=WorkloadType, default=WorkloadType.PROCESS_TREE)
@@ -321,9 +331,11 @@ class Workload:
         return cls(workload_id, WorkloadType.CONTAINER)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Mount:
     """A path bound into a workload, or a device node exposed to it."""
+
+    __repr__ = attrs_repr
 
     source: str
     target: str
@@ -352,9 +364,11 @@ def _optional_tuple_of_int(value: Iterable[int] | None) -> tuple[int, ...] | Non
     return None if value is None else _tuple_of_int(value)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class WorkloadConfig:
     """What a lifecycle hook asks of a workload's creation; every field is optional."""
+
+    __repr__ = attrs_repr
 
     mounts: tuple[Mount, ...] = attrs.field(default=(), converter=_tuple_of_mounts)
     env_vars: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_str_map)
@@ -372,9 +386,11 @@ class WorkloadConfig:
     memory_limit: int | None = None
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class NodeInfo:
     """Driver and runtime versions and hardware facts, all as strings."""
+
+    __repr__ = attrs_repr
 
     driver_version: str = ""
     runtime_version: str = ""

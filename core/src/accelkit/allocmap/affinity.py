@@ -7,6 +7,8 @@ from collections.abc import Iterable
 
 import attrs
 
+from accelkit.reprs import attrs_repr
+
 
 class AffinityPolicy(enum.StrEnum):
     """How a request is laid out over NUMA nodes when the hint names none."""
@@ -19,7 +21,7 @@ def _node_set(value: Iterable[int]) -> frozenset[int]:
     return frozenset(value)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class AffinityHint:
     """A caller's NUMA preference for one ``allocate`` call.
 
@@ -34,6 +36,8 @@ class AffinityHint:
     device on the hinted nodes when one can hold it); the hint shapes only requests that must
     be split.
     """
+
+    __repr__ = attrs_repr
 
     policy: AffinityPolicy = attrs.field(converter=AffinityPolicy)
     numa_nodes: frozenset[int] = attrs.field(default=frozenset(), converter=_node_set)

@@ -28,6 +28,7 @@ import attrs
 from accelkit.allocmap import namespaced
 from accelkit.allocmap.pool import CACHE_LIMIT, ScannedPool, SlotPool
 from accelkit.allocmap.shared import AmountTable, SharedGrants
+from accelkit.reprs import attrs_repr
 from accelkit.types import DeviceAllocation
 
 Amount = Callable[[Any, int], Decimal]
@@ -64,7 +65,7 @@ def fill({params}):
 SHORT = "the devices had less free than the total said"
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Store:
     """How one layout of free amounts finds the most free devices and takes units from them.
 
@@ -78,6 +79,8 @@ class Store:
     device ``i``'s ``most`` and ends the request.
     """
 
+    __repr__ = attrs_repr
+
     params: str
     cells: str
     prepare: str
@@ -90,10 +93,12 @@ class Store:
     after: str
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Result:
     """What the caller of a generated function gets back: ``one`` and ``several`` are
     statements that return it; ``start`` and ``note`` collect the devices of a split."""
+
+    __repr__ = attrs_repr
 
     cells: str
     start: str

@@ -12,7 +12,15 @@ file) uses :func:`read_toml`, :func:`with_lines`, :func:`structure`, :data:`MISS
 
 from __future__ import annotations
 
-from accelkit.config.converter import MISSING, KeyPath, Renamed, Rule, format_key, structure
+from accelkit.config.converter import (
+    MISSING,
+    KeyPath,
+    Renamed,
+    Rule,
+    attrs_repr,
+    format_key,
+    structure,
+)
 from accelkit.config.lines import with_lines
 from accelkit.config.load import (
     HostConfigDraft,
@@ -75,6 +83,7 @@ __all__ = [
     "ResourceConfig",
     "Rule",
     "SlurmBridgeConfig",
+    "attrs_repr",
     "choice",
     "decimal_between",
     "default_state_dir",

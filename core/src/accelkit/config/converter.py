@@ -11,11 +11,10 @@ the old key is still read, and :func:`renamed_keys` says where a document uses i
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any, TypeVar, cast, get_args, get_origin
+from typing import Annotated, Any, TypeVar, get_args, get_origin
 
 import attrs
 import cattrs
@@ -33,6 +32,7 @@ from cattrs.errors import (
 from cattrs.gen import make_dict_structure_fn, override
 
 from accelkit.errors import ConfigError
+from accelkit.reprs import attrs_repr
 
 __all__ = [
     "KeyPath",
@@ -48,27 +48,6 @@ __all__ = [
 T = TypeVar("T")
 #: a key path as parts: table keys and array indexes
 KeyPath = tuple[str | int, ...]
-#: the objects whose repr is being made, per thread (a cycle shows as ``...``, as in attrs)
-_REPRING = threading.local()
-
-
-def attrs_repr(self: object) -> str:
-    """The repr attrs would generate for ``self`` (``Name(a=1, b='x')``, fields shown as their
-    ``repr`` option says), from one function: a class made with ``repr=False`` and
-    ``__repr__ = attrs_repr`` has no repr compiled for it when its module is imported."""
-    busy: set[int] = _REPRING.__dict__.setdefault("ids", set())
-    if id(self) in busy:
-        return "..."
-    busy.add(id(self))
-    try:
-        shown = ", ".join(
-            f"{a.name}={(a.repr if callable(a.repr) else repr)(getattr(self, a.name))}"
-            for a in attrs.fields(cast("type[attrs.AttrsInstance]", self.__class__))
-            if a.repr
-        )
-        return f"{self.__class__.__qualname__.rsplit('>.', 1)[-1]}({shown})"
-    finally:
-        busy.discard(id(self))
 
 
 @attrs.frozen(repr=False)

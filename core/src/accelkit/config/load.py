@@ -29,6 +29,7 @@ from accelkit.config.model import (
 from accelkit.config.reading import read_toml
 from accelkit.config.schema import AgentEntry, HostFile, PluginsSection
 from accelkit.errors import ConfigError, ConfigErrors
+from accelkit.reprs import attrs_repr
 from accelkit.selection import PluginSelection
 from accelkit.types import AgentId
 
@@ -38,7 +39,7 @@ __all__ = ["HostConfigDraft", "load_host_config", "parse_host_config", "read_hos
 _PATH_SUFFIXES = ("-file", "-dir", "-path")
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class HostConfigDraft:
     """A host config file as far as it could be read: for ``check``, which reports everything.
 
@@ -46,6 +47,8 @@ class HostConfigDraft:
     ``[plugins.config.NAME]`` table), so plugin sections can be checked even when other keys
     are wrong.
     """
+
+    __repr__ = attrs_repr
 
     config: HostConfig | None
     plugins: PluginSelection

@@ -18,6 +18,7 @@ from pathlib import Path
 import attrs
 
 from accelkit.errors import ConfigError
+from accelkit.reprs import attrs_repr
 
 __all__ = ["CONFIG_ENV", "SYSTEM_CONFIG", "SYSTEM_CONFIG_ENV", "ConfigChoice", "find_host_config"]
 
@@ -26,9 +27,11 @@ SYSTEM_CONFIG_ENV = "ACCELKIT_SYSTEM_CONFIG"
 SYSTEM_CONFIG = Path("/etc/accelkit/host.toml")
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class ConfigChoice:
     """The file to read (``None``: the built-in defaults) and what chose it."""
+
+    __repr__ = attrs_repr
 
     path: Path | None
     #: ``--config``, ``ACCELKIT_CONFIG``, ``the system config`` or ``no config file``

@@ -35,6 +35,7 @@ from accelkit.partition import (
     natural_sort_key,
 )
 from accelkit.partition.scaling import partition_capacity, scaling_factors
+from accelkit.reprs import attrs_repr
 from accelkit.types import AgentId, DeviceId, DeviceName
 
 __all__ = ["ASSIGNMENTS_FILE", "FORMAT", "PinnedAssignment", "apply_pinned", "read_pinned"]
@@ -60,9 +61,11 @@ def _pins(value: Mapping[Any, Mapping[Any, Any]]) -> Pins:
     }
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class PinnedAssignment:
     """Per plugin, each agent's devices; recorded for exactly these ``agents``."""
+
+    __repr__ = attrs_repr
 
     agents: tuple[AgentId, ...] = attrs.field(converter=_agents)
     devices: Pins = attrs.field(converter=_pins)

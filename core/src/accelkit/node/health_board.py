@@ -23,6 +23,7 @@ import attrs
 
 from accelkit.errors import InvalidResourceArgument
 from accelkit.health import DeviceHealth, HealthState
+from accelkit.reprs import attrs_repr
 from accelkit.types import DeviceId, DeviceName
 
 __all__ = ["CORDON_PREFIX", "ChangeKind", "DeviceChange", "HealthBoard", "Subscription"]
@@ -44,9 +45,11 @@ def _kind(value: str) -> ChangeKind:
     return value  # type: ignore[return-value]  # checked against the literal's values
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class DeviceChange:
     """A device's effective health went from ``old`` to ``new`` (``None``: added / removed)."""
+
+    __repr__ = attrs_repr
 
     plugin: DeviceName
     device_id: DeviceId
@@ -61,9 +64,11 @@ class DeviceChange:
         return was and self.new is not None and not self.new.allocatable
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Cordon:
     """An operator took a device out of allocation: why, and since when."""
+
+    __repr__ = attrs_repr
 
     reason: str
     since: Decimal

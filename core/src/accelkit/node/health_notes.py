@@ -14,6 +14,7 @@ from collections.abc import Iterable
 import attrs
 
 from accelkit.errors import ConfigError
+from accelkit.reprs import attrs_repr
 from accelkit.types import AgentId
 from accelkit.workload.ledger import Ledger
 from accelkit.workload.state_dir import KEY
@@ -31,9 +32,11 @@ CREATE INDEX IF NOT EXISTS health_notes_by_record ON health_notes (agent, worklo
 MAX_NOTES = 20
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class HealthNote:
     """A device of a workload changed health: when (epoch seconds), which, to what, why."""
+
+    __repr__ = attrs_repr
 
     agent: AgentId
     workload_id: str

@@ -18,6 +18,7 @@ import attrs
 from accelkit.errors import ConfigError
 from accelkit.host import AgentView, PartitionHost
 from accelkit.partition import natural_sort_key
+from accelkit.reprs import attrs_repr
 from accelkit.types import AgentId, DeviceId, DeviceName
 from accelkit.workload.config_seen import config_digest, note_config
 from accelkit.workload.ledger import Ledger
@@ -40,9 +41,11 @@ __all__ = [
 Masks = Mapping[DeviceName, Mapping[AgentId, frozenset[DeviceId]]]
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class HeldElsewhere:
     """A device a live record holds that this partition gives to other agents (or none)."""
+
+    __repr__ = attrs_repr
 
     plugin: DeviceName
     device_id: DeviceId

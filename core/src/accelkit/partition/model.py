@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 
 from accelkit.plugin import PluginRole
+from accelkit.reprs import attrs_repr
 from accelkit.types import (
     AgentId,
     ComputeDevice,
@@ -36,9 +37,11 @@ def _slot_amounts(value: Mapping[Any, Any]) -> Mapping[SlotName, Decimal]:
     return amounts
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class DevicePartition:
     """Whole devices given to one agent: cpu cores, accelerators."""
+
+    __repr__ = attrs_repr
 
     device_ids: tuple[DeviceId, ...] = attrs.field(converter=_device_ids)
 
@@ -51,12 +54,14 @@ class DevicePartition:
         return frozenset(self.device_ids)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class SlotPartition:
     """An amount of a resource shared by amount (memory), on the given devices.
 
     ``device_ids`` are the devices the amount may come from; ``slots`` caps each slot's total.
     """
+
+    __repr__ = attrs_repr
 
     slots: Mapping[SlotName, Decimal] = attrs.field(converter=_slot_amounts)
     device_ids: tuple[DeviceId, ...] = attrs.field(default=(), converter=_device_ids)
@@ -80,9 +85,11 @@ def _device_slots(
     return dict(value)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class GlobalDeviceInfo:
     """Everything partitioning needs to know of one plugin's devices on the node."""
+
+    __repr__ = attrs_repr
 
     device_name: DeviceName
     devices: tuple[ComputeDevice, ...] = attrs.field(converter=_devices)

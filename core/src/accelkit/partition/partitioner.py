@@ -25,19 +25,22 @@ from accelkit.partition.reserve import Reservation, reserve
 from accelkit.partition.scaling import partition_capacity, scaling_factors
 from accelkit.partition.scaling import plain_amounts as _plain
 from accelkit.plugin import PluginRole
+from accelkit.reprs import attrs_repr
 from accelkit.types import AgentId, DeviceId, DeviceName, SlotName, SlotType
 
 _ZERO = Decimal(0)
 _ONE = Decimal(1)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class PartitionResult:
     """The outcome of partitioning: who gets what, and what is left over.
 
     ``mode`` is the mode that was applied (one agent is always SHARED); ``allocatable`` is the
     node's capacity per slot after the reservation; ``capacity`` and ``scaling`` are per agent.
     """
+
+    __repr__ = attrs_repr
 
     mode: AllocationMode
     assignments: ResourceAssignments

@@ -13,6 +13,7 @@ from accelkit.partition.model import GlobalDeviceMap, provider
 from accelkit.partition.ordering import natural_sort_key
 from accelkit.partition.problems import listing
 from accelkit.plugin import PluginRole
+from accelkit.reprs import attrs_repr
 from accelkit.sizes import format_binary_size
 from accelkit.types import DeviceId
 
@@ -21,7 +22,7 @@ def _device_ids(value: Iterable[str]) -> tuple[DeviceId, ...]:
     return tuple(DeviceId(v) for v in value)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Reservation:
     """The cpu cores and bytes of memory no agent gets.
 
@@ -29,6 +30,8 @@ class Reservation:
     plugin (role ``MEMORY``). Only what the node really has is reserved: without a cores
     plugin no core is reserved, without a memory plugin no memory.
     """
+
+    __repr__ = attrs_repr
 
     cpu: tuple[DeviceId, ...] = attrs.field(default=(), converter=_device_ids)
     mem: int = 0

@@ -26,6 +26,7 @@ from typing import ClassVar
 import attrs
 
 from accelkit.errors import WorkloadError
+from accelkit.reprs import attrs_repr
 from accelkit.types import AgentId, Workload, WorkloadConfig, WorkloadType
 
 
@@ -48,7 +49,7 @@ def _argv(value: Iterable[str]) -> tuple[str, ...]:
     return tuple(value)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class WorkloadHandle:
     """What identifies a workload in its runtime; the ledger records it as plain strings.
 
@@ -56,6 +57,8 @@ class WorkloadHandle:
     ``details`` holds what else a later process needs to find it (per-controller directories,
     the engine's address) and what ``accelkit status`` shows.
     """
+
+    __repr__ = attrs_repr
 
     runtime: str
     ident: str
@@ -80,7 +83,7 @@ class WorkloadHandle:
         return cls(runtime, ident, details)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class LaunchSpec:
     """Everything a runtime needs to create one workload.
 
@@ -93,6 +96,8 @@ class LaunchSpec:
     labels it with that, so that what no record names can be found again. ``pids_max`` and
     ``terminal`` are said where they are declared.
     """
+
+    __repr__ = attrs_repr
 
     agent_id: AgentId
     workload: Workload

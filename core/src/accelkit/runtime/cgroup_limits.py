@@ -14,6 +14,7 @@ from collections.abc import Iterable
 import attrs
 
 from accelkit.errors import WorkloadError
+from accelkit.reprs import attrs_repr
 from accelkit.runtime.render.cpulist import format_cpu_list
 
 __all__ = ["CgroupLimits", "DeviceRule", "cpu_list", "deny_rules"]
@@ -23,9 +24,11 @@ def _sorted_rules(rules: Iterable[DeviceRule]) -> tuple[DeviceRule, ...]:
     return tuple(sorted(set(rules)))
 
 
-@attrs.frozen(order=True)
+@attrs.frozen(order=True, repr=False)
 class DeviceRule:
     """One device node as the devices controller names it: type (``c``/``b``), major, minor."""
+
+    __repr__ = attrs_repr
 
     kind: str
     major: int
@@ -37,9 +40,11 @@ class DeviceRule:
         return f"{self.kind} {self.major}:{self.minor} rwm"
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class CgroupLimits:
     """The limits of one workload's cgroups; ``None`` means "not limited"."""
+
+    __repr__ = attrs_repr
 
     memory: int | None = None
     cpus: tuple[int, ...] | None = None

@@ -30,6 +30,7 @@ from pathlib import Path
 import attrs
 
 from accelkit.cgroup import CgroupDir, CgroupFormatError
+from accelkit.reprs import attrs_repr
 from accelkit.runtime.base import RuntimeUnavailable
 
 __all__ = [
@@ -86,7 +87,7 @@ def _read_pids(path: Path) -> set[int]:
     return {int(p) for p in text.split()}
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class WorkloadCgroups:
     """The cgroups made for one workload; rebuilt from a handle's details by a later process.
 
@@ -94,6 +95,8 @@ class WorkloadCgroups:
     ``"unified"`` names the v2 leaf even without controllers); ``missing`` maps each controller
     that is not in use to the reason.
     """
+
+    __repr__ = attrs_repr
 
     version: int
     relative: str

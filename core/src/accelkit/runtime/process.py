@@ -41,6 +41,7 @@ import attrs
 
 from accelkit.cgroup import CgroupFS
 from accelkit.errors import WorkloadError
+from accelkit.reprs import attrs_repr
 from accelkit.runtime.base import LaunchSpec, Runtime, RuntimeUnavailable, WorkloadHandle
 from accelkit.runtime.cgroup_limits import CgroupLimits, deny_rules
 from accelkit.runtime.cgroup_setup import apply_limits, create_cgroups, sweep_stale
@@ -64,17 +65,21 @@ _NO_CONTAINMENT = (
 _T = TypeVar("_T")
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class _Parked:
     """A launcher waiting for its plan, and its move into the workload's new cgroups."""
+
+    __repr__ = attrs_repr
 
     tree: ProcessTree
     placing: asyncio.Future[WorkloadCgroups]
 
 
-@attrs.define
+@attrs.define(repr=False)
 class _Pending:
     """A created workload of this process: its launcher, the plan it will get, its cgroups."""
+
+    __repr__ = attrs_repr
 
     tree: ProcessTree
     argv: tuple[str, ...]

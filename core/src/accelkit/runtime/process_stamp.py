@@ -15,6 +15,8 @@ from decimal import Decimal, InvalidOperation
 
 import attrs
 
+from accelkit.reprs import attrs_repr
+
 #: start times closer than this are the same process (absorbs boot-time jitter)
 START_TIME_TOLERANCE = Decimal(1)
 
@@ -31,9 +33,11 @@ def _start_time(value: str) -> str:
     return value
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class ProcessStamp:
     """A process as recorded: its pid and its start time (psutil ``create_time``)."""
+
+    __repr__ = attrs_repr
 
     pid: int = attrs.field(validator=attrs.validators.gt(0))
     start_time: str = attrs.field(converter=_start_time)

@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 
 from accelkit.config.model import HostConfig
+from accelkit.reprs import attrs_repr
 from accelkit.workload.ledger import Ledger
 
 __all__ = ["ConfigSeen", "config_digest", "note_config"]
@@ -29,9 +30,11 @@ __all__ = ["ConfigSeen", "config_digest", "note_config"]
 _SCHEMA = "CREATE TABLE IF NOT EXISTS opened_with (name TEXT PRIMARY KEY, value TEXT NOT NULL)"
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class ConfigSeen:
     """A config as the ledger remembers it: its digest and the file it came from."""
+
+    __repr__ = attrs_repr
 
     digest: str
     source: str

@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 
+from accelkit.reprs import attrs_repr
 from accelkit.types import AgentId, DeviceId, DeviceName, SlotName
 from accelkit.workload.occupancy import SCHEMA as OCCUPANCY_SCHEMA
 from accelkit.workload.record import LedgerFormatError, LedgerRecord
@@ -55,9 +56,11 @@ INSERT OR IGNORE INTO identity VALUES ('ledger-id', lower(hex(randomblob(16))));
 RecordKey = tuple[AgentId, str]
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class SetAside:
     """A ledger row that could not be read and was moved to the ``set_aside`` table."""
+
+    __repr__ = attrs_repr
 
     key: tuple[str, str]
     reason: str
@@ -69,21 +72,25 @@ class SetAside:
         return f"{self.key[0]}+{self.key[1]}"
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class LedgerScan:
     """The readable records, by ``(agent, workload id)``, the rows set aside, the counter."""
+
+    __repr__ = attrs_repr
 
     records: dict[RecordKey, LedgerRecord]
     set_aside: tuple[SetAside, ...] = ()
     seq: int = 0
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class LedgerChanges:
     """What changed since a counter value: records written, keys removed, the counter now.
 
     ``complete`` is false when removals that far back were pruned: scan everything instead.
     """
+
+    __repr__ = attrs_repr
 
     records: dict[RecordKey, LedgerRecord]
     removed: tuple[RecordKey, ...]
@@ -92,9 +99,11 @@ class LedgerChanges:
     set_aside: tuple[SetAside, ...] = ()
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Holding:
     """One record's amount on one device, from the device index."""
+
+    __repr__ = attrs_repr
 
     agent_id: AgentId
     workload_id: str

@@ -63,6 +63,7 @@ from accelkit.errors import (
 )
 from accelkit.events import WorkloadEvent, WorkloadPhase
 from accelkit.plugin import AbstractAgentContext, AbstractLifecycleHook
+from accelkit.reprs import attrs_repr
 from accelkit.types import AgentId, DeviceAllocation, DeviceName, Workload, WorkloadConfig
 from accelkit.workload.hook_start import HookStart
 from accelkit.workload.merge import merge_configs
@@ -77,9 +78,11 @@ ConfigListener = Callable[[DeviceName, WorkloadConfig], None]
 EventSink = Callable[[WorkloadEvent], None]
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class HookTarget:
     """One plugin's part of a workload: its key, the agent's context and what it allocated."""
+
+    __repr__ = attrs_repr
 
     key: DeviceName
     context: AbstractAgentContext

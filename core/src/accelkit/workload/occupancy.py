@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from accelkit.reprs import attrs_repr
 from accelkit.types import DeviceId
 from accelkit.workload.record import LedgerRecord
 
@@ -114,12 +115,14 @@ def note_release(db: sqlite3.Connection, agent: str, workload: str, now_ns: int)
     )
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class HeldSeconds:
     """Seconds one workload held one device, over all its intervals; ``holding``: it still does.
 
     An idle device (never held) has empty ``agent``, ``workload`` and ``entry`` and 0 seconds.
     """
+
+    __repr__ = attrs_repr
 
     plugin: str
     device: str

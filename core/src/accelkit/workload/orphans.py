@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from accelkit.errors import ConfigError, WorkloadError
+from accelkit.reprs import attrs_repr
 from accelkit.workload.state_dir import KEY
 
 if TYPE_CHECKING:  # a ledger whose records name no engine imports no docker module
@@ -62,9 +63,11 @@ REMOVE_LIMIT_S = 60.0
 _SCHEMA = "CREATE TABLE IF NOT EXISTS container_engines (url TEXT PRIMARY KEY, since TEXT NOT NULL)"
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class OrphanContainer:
     """A container of this ledger that no record named; it was stopped and removed."""
+
+    __repr__ = attrs_repr
 
     id: str
     name: str
@@ -91,9 +94,11 @@ class OrphanContainer:
         )
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class SweepReport:
     """What a sweep removed, what it left because it was too young, and what went wrong."""
+
+    __repr__ = attrs_repr
 
     removed: tuple[OrphanContainer, ...] = ()
     #: names of containers without a record, spared because they were just created

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from accelkit.reprs import attrs_repr
 from accelkit.types import AgentId, DeviceId, DeviceName, SlotName
 from accelkit.workload.ledger import SetAside
 
@@ -20,9 +21,11 @@ __all__ = ["DoubleBooking", "ReconcileReport", "RecordKey", "TornDown", "merged"
 RecordKey = tuple[AgentId, str]
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class DoubleBooking:
     """A device claimed beyond its capacity by the records listed in ``claims``."""
+
+    __repr__ = attrs_repr
 
     agent_id: AgentId
     plugin: DeviceName
@@ -33,9 +36,11 @@ class DoubleBooking:
     detail: str = ""
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class TornDown:
     """A dead workload whose teardown was finished (or, ``unfinished``, left to retry)."""
+
+    __repr__ = attrs_repr
 
     agent_id: AgentId
     workload_id: str
@@ -45,9 +50,11 @@ class TornDown:
     freed: bool = True
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class ReconcileReport:
     """What reconciling found and did."""
+
+    __repr__ = attrs_repr
 
     kept: tuple[RecordKey, ...] = ()
     torn_down: tuple[TornDown, ...] = ()

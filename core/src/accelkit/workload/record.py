@@ -41,6 +41,7 @@ from typing import Any
 import attrs
 
 from accelkit.events import WorkloadPhase
+from accelkit.reprs import attrs_repr
 from accelkit.runtime.base import WorkloadHandle
 from accelkit.runtime.process_stamp import ProcessStamp
 from accelkit.types import (
@@ -72,9 +73,12 @@ _MAX_AMOUNT_TEXT = 64
 _FURTHEST_FIRST = tuple(reversed(WorkloadPhase))
 
 
-@attrs.frozen(slots=False)  # its __init__ fills the instance dict: a sixth of reading one
+# its __init__ fills the instance dict: a sixth of reading one
+@attrs.frozen(slots=False, repr=False)
 class LedgerRecord:
     """What the ledger knows of one workload."""
+
+    __repr__ = attrs_repr
 
     agent_id: AgentId
     workload: Workload

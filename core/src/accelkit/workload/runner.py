@@ -37,6 +37,7 @@ import attrs
 
 from accelkit.errors import InvalidResourceArgument, WorkloadError
 from accelkit.events import WorkloadPhase
+from accelkit.reprs import attrs_repr
 from accelkit.runtime.base import LaunchSpec, Runtime, WorkloadHandle, WorkloadUnreachable
 from accelkit.runtime.cgroups import V2_DEVICES_NOTE
 from accelkit.runtime.process import ProcessRuntime
@@ -174,8 +175,10 @@ def _check_run(argv: Sequence[str], grace: float) -> None:
         raise InvalidResourceArgument(msg)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class _Options:
+    __repr__ = attrs_repr
+
     image: str | None
     grace: float
     no_memory_limit: bool
@@ -221,8 +224,10 @@ def _devices(record: LedgerRecord) -> str:
     return ", ".join(dict.fromkeys(names)) or "none"
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class _Run:
+    __repr__ = attrs_repr
+
     node: RunNode
     runtime: Runtime
     options: _Options

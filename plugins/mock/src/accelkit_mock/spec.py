@@ -45,6 +45,7 @@ from accelkit.config import (
     SECONDS,
     KeyPath,
     Rule,
+    attrs_repr,
     format_key,
     positive_decimal,
     raise_all,
@@ -133,9 +134,11 @@ def _profile(value: Any) -> str:
     return value
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class DeviceEntry:
     """``[[kinds.devices]]`` as written; ``id`` may be left out for kind ``mem`` only."""
+
+    __repr__ = attrs_repr
 
     id: Annotated[str | None, Rule(_device_id)] = None
     model: str | None = None
@@ -152,9 +155,11 @@ class DeviceEntry:
     divisible: Annotated[bool | None, Rule(_divisible)] = None
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class KindEntry:
     """``[[kinds]]`` as written."""
+
+    __repr__ = attrs_repr
 
     key: Annotated[str, Rule(_kind_key)] = attrs.field(metadata={MISSING: _NEEDS_KEY})
     allocation: Annotated[str, Rule(_allocation)] = "discrete"
@@ -162,16 +167,20 @@ class KindEntry:
     devices: tuple[DeviceEntry, ...] = ()
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class DeviceFile:
     """A mock device file: ``[[kinds]]`` tables only."""
+
+    __repr__ = attrs_repr
 
     kinds: tuple[KindEntry, ...] = ()
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class MockConfig:
     """``[plugins.config.mock]``: a device file, or the same ``[[kinds]]`` inline."""
+
+    __repr__ = attrs_repr
 
     config_file: str | None = None
     kinds: tuple[KindEntry, ...] = ()
@@ -179,9 +188,11 @@ class MockConfig:
     gpu_metrics: bool = False
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class MockDevice:
     """One declared device."""
+
+    __repr__ = attrs_repr
 
     id: str
     model: str
@@ -198,9 +209,11 @@ class MockDevice:
     parent: str = ""
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class MockKind:
     """One declared kind of device, played by its own plugin instance."""
+
+    __repr__ = attrs_repr
 
     key: str
     allocation: str

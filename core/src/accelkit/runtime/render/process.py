@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from accelkit.reprs import attrs_repr
 from accelkit.types import MountType, WorkloadConfig
 
 
@@ -28,9 +29,11 @@ def _optional_ints(value: Any) -> tuple[int, ...] | None:
     return None if value is None else tuple(int(v) for v in value)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class ProcessPlan:
     """How to start one process tree; JSON-serialisable for the launcher."""
+
+    __repr__ = attrs_repr
 
     env: Mapping[str, str] = attrs.field(factory=dict, converter=_str_map)
     cpu_affinity: tuple[int, ...] | None = attrs.field(default=None, converter=_optional_ints)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from accelkit.errors import PluginError
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 
 if TYPE_CHECKING:
     from accelkit.metrics import MetricContext
@@ -68,6 +68,8 @@ class CgroupMount:
     """One cgroup hierarchy mounted somewhere, as ``/proc/<pid>/mountinfo`` lists it."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     mount_point: str  # absolute, e.g. "/sys/fs/cgroup/memory"
     mount_root: str  # the cgroup mounted there: "/", or "/docker/<id>" in some containers
@@ -109,6 +111,8 @@ class CgroupMembership:
     """One line of ``/proc/<pid>/cgroup``: the cgroup a process is in, in one hierarchy."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     hierarchy_id: int
     controllers: frozenset[str]  # empty for the v2 (unified) hierarchy
@@ -135,6 +139,8 @@ class CgroupDir:
     """One cgroup's directory in one mounted hierarchy."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     path: Path
     version: int
@@ -197,6 +203,8 @@ class CgroupFS:
     """The cgroup hierarchies mounted under ``root``, as ``proc/self/mountinfo`` shows them."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     root: Path
     mounts: tuple[CgroupMount, ...]
@@ -263,6 +271,8 @@ class WorkloadLocation:
     """Where a workload's processes are: a cgroup, or the tree under a leader process."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     cgroup_path: str | None = None
     pid: int | None = None

@@ -11,7 +11,7 @@ import enum
 
 import attrs
 
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 from accelkit.types import AgentId, DeviceAllocation, DeviceId, DeviceName, Workload
 
 __all__ = ["WorkloadEvent", "WorkloadPhase"]
@@ -37,6 +37,8 @@ class WorkloadEvent:
     """
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     agent_id: AgentId
     workload: Workload

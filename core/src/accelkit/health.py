@@ -16,7 +16,7 @@ from decimal import Decimal
 
 import attrs
 
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 from accelkit.types import DeviceId
 
 __all__ = ["DeviceHealth", "HealthEvent", "HealthState", "now"]
@@ -54,6 +54,8 @@ class DeviceHealth:
     """One device's health: its state, why (empty when healthy) and since when."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     state: HealthState = attrs.field(converter=HealthState)
     reason: str = ""
@@ -75,6 +77,8 @@ class HealthEvent:
     """A device's health changed from ``old`` to ``new`` (``new.reason`` says why)."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     device_id: DeviceId
     old: HealthState = attrs.field(converter=HealthState)

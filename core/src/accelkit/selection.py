@@ -10,7 +10,7 @@ from typing import Any
 import attrs
 
 from accelkit.errors import ConfigError
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 
 __all__ = ["DISABLE_ENV", "STRICT_ENV", "PluginSelection"]
 
@@ -57,6 +57,8 @@ class PluginSelection:
     """
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     allowed: frozenset[str] | None = attrs.field(default=None, converter=_optional_names)
     blocked: frozenset[str] = attrs.field(default=frozenset(), converter=_names)

@@ -11,7 +11,7 @@ from typing import Any, NewType, TypeVar
 import attrs
 from frozendict import frozendict
 
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 
 __all__ = [
     "AMOUNT_DIGITS",
@@ -227,6 +227,8 @@ class SlotSpec:
     """
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     name: SlotName = attrs.field(validator=_non_empty)
     type: SlotType = attrs.field(converter=SlotType)
@@ -280,6 +282,8 @@ class ComputeDevice:
     """One device of a node as its plugin discovered it."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     device_name: DeviceName = attrs.field(validator=_non_empty)
     device_id: DeviceId = attrs.field(validator=_non_empty)
@@ -297,6 +301,8 @@ class DeviceSlotInfo:
     """The capacity one device contributes to one slot."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     slot_type: SlotType = attrs.field(converter=SlotType)
     slot_name: SlotName = attrs.field(validator=_non_empty)
@@ -318,6 +324,8 @@ class Workload:
     """A container or process tree that devices are allocated to."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     id: str = attrs.field(validator=_non_empty)
     type: WorkloadType = attrs.field(converter=WorkloadType, default=WorkloadType.PROCESS_TREE)
@@ -336,6 +344,8 @@ class Mount:
     """A path bound into a workload, or a device node exposed to it."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     source: str
     target: str
@@ -369,6 +379,8 @@ class WorkloadConfig:
     """What a lifecycle hook asks of a workload's creation; every field is optional."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     mounts: tuple[Mount, ...] = attrs.field(default=(), converter=_tuple_of_mounts)
     env_vars: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_str_map)
@@ -391,6 +403,8 @@ class NodeInfo:
     """Driver and runtime versions and hardware facts, all as strings."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     driver_version: str = ""
     runtime_version: str = ""

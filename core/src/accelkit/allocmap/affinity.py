@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 
 
 class AffinityPolicy(enum.StrEnum):
@@ -38,6 +38,8 @@ class AffinityHint:
     """
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     policy: AffinityPolicy = attrs.field(converter=AffinityPolicy)
     numa_nodes: frozenset[int] = attrs.field(default=frozenset(), converter=_node_set)

@@ -28,7 +28,7 @@ import attrs
 from accelkit.allocmap import namespaced
 from accelkit.allocmap.pool import CACHE_LIMIT, ScannedPool, SlotPool
 from accelkit.allocmap.shared import AmountTable, SharedGrants
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 from accelkit.types import DeviceAllocation
 
 Amount = Callable[[Any, int], Decimal]
@@ -80,6 +80,8 @@ class Store:
     """
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     params: str
     cells: str
@@ -99,6 +101,8 @@ class Result:
     statements that return it; ``start`` and ``note`` collect the devices of a split."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     cells: str
     start: str

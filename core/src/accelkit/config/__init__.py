@@ -17,7 +17,6 @@ from accelkit.config.converter import (
     KeyPath,
     Renamed,
     Rule,
-    attrs_repr,
     format_key,
     structure,
 )
@@ -58,6 +57,7 @@ from accelkit.config.rules import (
     positive_decimal,
     resource_domain,
 )
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 
 __all__ = [
     "BYTE_SIZE",
@@ -83,6 +83,8 @@ __all__ = [
     "ResourceConfig",
     "Rule",
     "SlurmBridgeConfig",
+    "attrs_eq",
+    "attrs_hash",
     "attrs_repr",
     "choice",
     "decimal_between",

@@ -32,7 +32,7 @@ from cattrs.errors import (
 from cattrs.gen import make_dict_structure_fn, override
 
 from accelkit.errors import ConfigError
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 
 __all__ = [
     "KeyPath",
@@ -55,6 +55,8 @@ class Rule:
     """How to read one value: ``parse`` returns it or raises ``ValueError`` with the message."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     parse: Callable[[Any], Any]
 
@@ -68,6 +70,8 @@ class Renamed:
     """
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     old: str
 

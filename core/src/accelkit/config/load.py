@@ -29,7 +29,7 @@ from accelkit.config.model import (
 from accelkit.config.reading import read_toml
 from accelkit.config.schema import AgentEntry, HostFile, PluginsSection
 from accelkit.errors import ConfigError, ConfigErrors
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 from accelkit.selection import PluginSelection
 from accelkit.types import AgentId
 
@@ -49,6 +49,8 @@ class HostConfigDraft:
     """
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     config: HostConfig | None
     plugins: PluginSelection

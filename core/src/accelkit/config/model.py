@@ -16,6 +16,7 @@ from frozendict import frozendict
 from accelkit.config.converter import Rule, attrs_repr
 from accelkit.config.rules import NON_EMPTY_STRING, RESOURCE_DOMAIN, SECONDS
 from accelkit.errors import ConfigError
+from accelkit.reprs import attrs_eq, attrs_hash
 from accelkit.selection import PluginSelection
 from accelkit.types import AgentId
 
@@ -73,6 +74,8 @@ class ResourceConfig:
     """The ``[resource]`` section."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     allocation_mode: AllocationMode = AllocationMode.SHARED
     #: a count of the lowest-numbered cores, or explicit core ids
@@ -92,6 +95,8 @@ class HealthConfig:
     """``[health]`` (DESIGN §15): seconds between two rediscoveries of ``serve``."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     rediscover_interval: Annotated[Decimal, SECONDS] = Decimal(60)
 
@@ -101,6 +106,8 @@ class K8sBridgeConfig:
     """``[bridge.k8s]`` (DESIGN §16): extended resources are named ``<domain>/<slot>``."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     domain: Annotated[str, RESOURCE_DOMAIN] = "accelkit.io"
     #: the kubelet's device-plugins directory (``kubelet.sock`` and the plugins' sockets)
@@ -147,6 +154,8 @@ class SlurmBridgeConfig:
     """``[bridge.slurm]`` (DESIGN §16): GRES names and the Slurm commands the bridge runs."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     #: the GRES name of a plugin's devices, by plugin key (others: the plugin key itself)
     gres_names: Mapping[str, Annotated[str, Rule(_gres_name)]] = attrs.field(
@@ -165,6 +174,8 @@ class BridgeConfig:
     """``[bridge]``: one table per scheduler bridge, ``None`` when absent."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     k8s: K8sBridgeConfig | None = None
     slurm: SlurmBridgeConfig | None = None
@@ -179,6 +190,8 @@ class AgentResources:
     """``[agents.resource]`` of one agent (MANUAL mode only; its ``pids`` is the agent's)."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     cpu: tuple[str, ...] | None = None
     mem: int | None = None
@@ -192,6 +205,8 @@ class AgentConfig:
     """One ``[[agents]]`` entry."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     id: AgentId
     resource: AgentResources | None = None
@@ -204,6 +219,8 @@ class HostConfig:
     """A whole host configuration; ``source`` is the file it came from, if any."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     resource: ResourceConfig = attrs.field(factory=ResourceConfig)
     plugins: PluginSelection = attrs.field(factory=PluginSelection)

@@ -31,6 +31,7 @@ from accelkit.config.rules import (
     SECONDS,
     choice,
 )
+from accelkit.reprs import attrs_eq, attrs_hash
 
 __all__ = [
     "AgentEntry",
@@ -122,6 +123,8 @@ class ResourceSection:
     """``[resource]``."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     allocation_mode: Annotated[AllocationMode, choice(AllocationMode, "mode")] = (
         AllocationMode.SHARED
@@ -144,6 +147,8 @@ class PluginsSection:
     """``[plugins]``; ``config`` holds one table per entry-point name, read by its plugin."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     allowed: Annotated[tuple[str, ...] | None, NAMES] = None
     blocked: Annotated[tuple[str, ...], NAMES] = ()
@@ -158,6 +163,8 @@ class AgentIdentity:
     """``[agents.agent]``."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     id: Annotated[str, AGENT_ID] = attrs.field(metadata={MISSING: _NEEDS_ID})
 
@@ -167,6 +174,8 @@ class AgentResourceSection:
     """``[agents.resource]`` (``cpu``, ``mem`` and ``devices`` in MANUAL mode only)."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     cpu: Annotated[tuple[str, ...] | None, Rule(_core_ids)] = None
     mem: Annotated[int | None, BYTE_SIZE] = None
@@ -180,6 +189,8 @@ class AgentEntry:
     """One ``[[agents]]`` entry."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     agent: AgentIdentity = attrs.field(
         metadata={MISSING: "every agent needs a non-empty string id"}
@@ -192,6 +203,8 @@ class HostFile:
     """A whole host configuration file."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     resource: ResourceSection = attrs.field(factory=ResourceSection)
     plugins: PluginsSection = attrs.field(factory=PluginsSection)

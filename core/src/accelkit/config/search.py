@@ -18,7 +18,7 @@ from pathlib import Path
 import attrs
 
 from accelkit.errors import ConfigError
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 
 __all__ = ["CONFIG_ENV", "SYSTEM_CONFIG", "SYSTEM_CONFIG_ENV", "ConfigChoice", "find_host_config"]
 
@@ -32,6 +32,8 @@ class ConfigChoice:
     """The file to read (``None``: the built-in defaults) and what chose it."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     path: Path | None
     #: ``--config``, ``ACCELKIT_CONFIG``, ``the system config`` or ``no config file``

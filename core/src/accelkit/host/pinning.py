@@ -35,7 +35,7 @@ from accelkit.partition import (
     natural_sort_key,
 )
 from accelkit.partition.scaling import partition_capacity, scaling_factors
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 from accelkit.types import AgentId, DeviceId, DeviceName
 
 __all__ = ["ASSIGNMENTS_FILE", "FORMAT", "PinnedAssignment", "apply_pinned", "read_pinned"]
@@ -66,6 +66,8 @@ class PinnedAssignment:
     """Per plugin, each agent's devices; recorded for exactly these ``agents``."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     agents: tuple[AgentId, ...] = attrs.field(converter=_agents)
     devices: Pins = attrs.field(converter=_pins)

@@ -23,7 +23,7 @@ import attrs
 
 from accelkit.errors import InvalidResourceArgument
 from accelkit.health import DeviceHealth, HealthState
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 from accelkit.types import DeviceId, DeviceName
 
 __all__ = ["CORDON_PREFIX", "ChangeKind", "DeviceChange", "HealthBoard", "Subscription"]
@@ -50,6 +50,8 @@ class DeviceChange:
     """A device's effective health went from ``old`` to ``new`` (``None``: added / removed)."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     plugin: DeviceName
     device_id: DeviceId
@@ -69,6 +71,8 @@ class Cordon:
     """An operator took a device out of allocation: why, and since when."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     reason: str
     since: Decimal

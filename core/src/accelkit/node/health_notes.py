@@ -14,7 +14,7 @@ from collections.abc import Iterable
 import attrs
 
 from accelkit.errors import ConfigError
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 from accelkit.types import AgentId
 from accelkit.workload.ledger import Ledger
 from accelkit.workload.state_dir import KEY
@@ -37,6 +37,8 @@ class HealthNote:
     """A device of a workload changed health: when (epoch seconds), which, to what, why."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     agent: AgentId
     workload_id: str

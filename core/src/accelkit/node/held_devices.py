@@ -18,7 +18,7 @@ import attrs
 from accelkit.errors import ConfigError
 from accelkit.host import AgentView, PartitionHost
 from accelkit.partition import natural_sort_key
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 from accelkit.types import AgentId, DeviceId, DeviceName
 from accelkit.workload.config_seen import config_digest, note_config
 from accelkit.workload.ledger import Ledger
@@ -46,6 +46,8 @@ class HeldElsewhere:
     """A device a live record holds that this partition gives to other agents (or none)."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     plugin: DeviceName
     device_id: DeviceId

@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 
 from accelkit.plugin import PluginRole
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 from accelkit.types import (
     AgentId,
     ComputeDevice,
@@ -42,6 +42,8 @@ class DevicePartition:
     """Whole devices given to one agent: cpu cores, accelerators."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     device_ids: tuple[DeviceId, ...] = attrs.field(converter=_device_ids)
 
@@ -62,6 +64,8 @@ class SlotPartition:
     """
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     slots: Mapping[SlotName, Decimal] = attrs.field(converter=_slot_amounts)
     device_ids: tuple[DeviceId, ...] = attrs.field(default=(), converter=_device_ids)
@@ -90,6 +94,8 @@ class GlobalDeviceInfo:
     """Everything partitioning needs to know of one plugin's devices on the node."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     device_name: DeviceName
     devices: tuple[ComputeDevice, ...] = attrs.field(converter=_devices)

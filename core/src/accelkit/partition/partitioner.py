@@ -25,7 +25,7 @@ from accelkit.partition.reserve import Reservation, reserve
 from accelkit.partition.scaling import partition_capacity, scaling_factors
 from accelkit.partition.scaling import plain_amounts as _plain
 from accelkit.plugin import PluginRole
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 from accelkit.types import AgentId, DeviceId, DeviceName, SlotName, SlotType
 
 _ZERO = Decimal(0)
@@ -41,6 +41,8 @@ class PartitionResult:
     """
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     mode: AllocationMode
     assignments: ResourceAssignments

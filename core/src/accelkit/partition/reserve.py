@@ -13,7 +13,7 @@ from accelkit.partition.model import GlobalDeviceMap, provider
 from accelkit.partition.ordering import natural_sort_key
 from accelkit.partition.problems import listing
 from accelkit.plugin import PluginRole
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 from accelkit.sizes import format_binary_size
 from accelkit.types import DeviceId
 
@@ -32,6 +32,8 @@ class Reservation:
     """
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     cpu: tuple[DeviceId, ...] = attrs.field(default=(), converter=_device_ids)
     mem: int = 0

@@ -26,7 +26,7 @@ from typing import ClassVar
 import attrs
 
 from accelkit.errors import WorkloadError
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 from accelkit.types import AgentId, Workload, WorkloadConfig, WorkloadType
 
 
@@ -59,6 +59,8 @@ class WorkloadHandle:
     """
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     runtime: str
     ident: str
@@ -98,6 +100,8 @@ class LaunchSpec:
     """
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     agent_id: AgentId
     workload: Workload

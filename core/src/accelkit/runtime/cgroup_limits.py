@@ -14,7 +14,7 @@ from collections.abc import Iterable
 import attrs
 
 from accelkit.errors import WorkloadError
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 from accelkit.runtime.render.cpulist import format_cpu_list
 
 __all__ = ["CgroupLimits", "DeviceRule", "cpu_list", "deny_rules"]
@@ -45,6 +45,8 @@ class CgroupLimits:
     """The limits of one workload's cgroups; ``None`` means "not limited"."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     memory: int | None = None
     cpus: tuple[int, ...] | None = None

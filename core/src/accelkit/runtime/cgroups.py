@@ -30,7 +30,7 @@ from pathlib import Path
 import attrs
 
 from accelkit.cgroup import CgroupDir, CgroupFormatError
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 from accelkit.runtime.base import RuntimeUnavailable
 
 __all__ = [
@@ -97,6 +97,8 @@ class WorkloadCgroups:
     """
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     version: int
     relative: str

@@ -41,7 +41,7 @@ import attrs
 
 from accelkit.cgroup import CgroupFS
 from accelkit.errors import WorkloadError
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 from accelkit.runtime.base import LaunchSpec, Runtime, RuntimeUnavailable, WorkloadHandle
 from accelkit.runtime.cgroup_limits import CgroupLimits, deny_rules
 from accelkit.runtime.cgroup_setup import apply_limits, create_cgroups, sweep_stale
@@ -70,6 +70,8 @@ class _Parked:
     """A launcher waiting for its plan, and its move into the workload's new cgroups."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     tree: ProcessTree
     placing: asyncio.Future[WorkloadCgroups]

@@ -15,7 +15,7 @@ from decimal import Decimal, InvalidOperation
 
 import attrs
 
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 
 #: start times closer than this are the same process (absorbs boot-time jitter)
 START_TIME_TOLERANCE = Decimal(1)
@@ -38,6 +38,8 @@ class ProcessStamp:
     """A process as recorded: its pid and its start time (psutil ``create_time``)."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     pid: int = attrs.field(validator=attrs.validators.gt(0))
     start_time: str = attrs.field(converter=_start_time)

@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 
 from accelkit.config.model import HostConfig
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 from accelkit.workload.ledger import Ledger
 
 __all__ = ["ConfigSeen", "config_digest", "note_config"]
@@ -35,6 +35,8 @@ class ConfigSeen:
     """A config as the ledger remembers it: its digest and the file it came from."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     digest: str
     source: str

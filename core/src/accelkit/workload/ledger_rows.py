@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 from accelkit.types import AgentId, DeviceId, DeviceName, SlotName
 from accelkit.workload.occupancy import SCHEMA as OCCUPANCY_SCHEMA
 from accelkit.workload.record import LedgerFormatError, LedgerRecord
@@ -61,6 +61,8 @@ class SetAside:
     """A ledger row that could not be read and was moved to the ``set_aside`` table."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     key: tuple[str, str]
     reason: str
@@ -77,6 +79,8 @@ class LedgerScan:
     """The readable records, by ``(agent, workload id)``, the rows set aside, the counter."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     records: dict[RecordKey, LedgerRecord]
     set_aside: tuple[SetAside, ...] = ()
@@ -91,6 +95,8 @@ class LedgerChanges:
     """
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     records: dict[RecordKey, LedgerRecord]
     removed: tuple[RecordKey, ...]
@@ -104,6 +110,8 @@ class Holding:
     """One record's amount on one device, from the device index."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     agent_id: AgentId
     workload_id: str

@@ -63,7 +63,7 @@ from accelkit.errors import (
 )
 from accelkit.events import WorkloadEvent, WorkloadPhase
 from accelkit.plugin import AbstractAgentContext, AbstractLifecycleHook
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 from accelkit.types import AgentId, DeviceAllocation, DeviceName, Workload, WorkloadConfig
 from accelkit.workload.hook_start import HookStart
 from accelkit.workload.merge import merge_configs
@@ -83,6 +83,8 @@ class HookTarget:
     """One plugin's part of a workload: its key, the agent's context and what it allocated."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     key: DeviceName
     context: AbstractAgentContext

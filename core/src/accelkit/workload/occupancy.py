@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 from accelkit.types import DeviceId
 from accelkit.workload.record import LedgerRecord
 
@@ -123,6 +123,8 @@ class HeldSeconds:
     """
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     plugin: str
     device: str

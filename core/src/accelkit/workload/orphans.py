@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from accelkit.errors import ConfigError, WorkloadError
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 from accelkit.workload.state_dir import KEY
 
 if TYPE_CHECKING:  # a ledger whose records name no engine imports no docker module
@@ -68,6 +68,8 @@ class OrphanContainer:
     """A container of this ledger that no record named; it was stopped and removed."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     id: str
     name: str
@@ -99,6 +101,8 @@ class SweepReport:
     """What a sweep removed, what it left because it was too young, and what went wrong."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     removed: tuple[OrphanContainer, ...] = ()
     #: names of containers without a record, spared because they were just created

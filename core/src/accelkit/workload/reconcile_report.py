@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 from accelkit.types import AgentId, DeviceId, DeviceName, SlotName
 from accelkit.workload.ledger import SetAside
 
@@ -26,6 +26,8 @@ class DoubleBooking:
     """A device claimed beyond its capacity by the records listed in ``claims``."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     agent_id: AgentId
     plugin: DeviceName
@@ -41,6 +43,8 @@ class TornDown:
     """A dead workload whose teardown was finished (or, ``unfinished``, left to retry)."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     agent_id: AgentId
     workload_id: str
@@ -55,6 +59,8 @@ class ReconcileReport:
     """What reconciling found and did."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     kept: tuple[RecordKey, ...] = ()
     torn_down: tuple[TornDown, ...] = ()

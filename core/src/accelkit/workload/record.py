@@ -41,7 +41,7 @@ from typing import Any
 import attrs
 
 from accelkit.events import WorkloadPhase
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 from accelkit.runtime.base import WorkloadHandle
 from accelkit.runtime.process_stamp import ProcessStamp
 from accelkit.types import (
@@ -79,6 +79,8 @@ class LedgerRecord:
     """What the ledger knows of one workload."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     agent_id: AgentId
     workload: Workload

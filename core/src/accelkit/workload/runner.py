@@ -37,7 +37,7 @@ import attrs
 
 from accelkit.errors import InvalidResourceArgument, WorkloadError
 from accelkit.events import WorkloadPhase
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 from accelkit.runtime.base import LaunchSpec, Runtime, WorkloadHandle, WorkloadUnreachable
 from accelkit.runtime.cgroups import V2_DEVICES_NOTE
 from accelkit.runtime.process import ProcessRuntime
@@ -178,6 +178,8 @@ def _check_run(argv: Sequence[str], grace: float) -> None:
 @attrs.frozen(repr=False)
 class _Options:
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     image: str | None
     grace: float
@@ -227,6 +229,8 @@ def _devices(record: LedgerRecord) -> str:
 @attrs.frozen(repr=False)
 class _Run:
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     node: RunNode
     runtime: Runtime

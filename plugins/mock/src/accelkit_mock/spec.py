@@ -45,6 +45,8 @@ from accelkit.config import (
     SECONDS,
     KeyPath,
     Rule,
+    attrs_eq,
+    attrs_hash,
     attrs_repr,
     format_key,
     positive_decimal,
@@ -139,6 +141,8 @@ class DeviceEntry:
     """``[[kinds.devices]]`` as written; ``id`` may be left out for kind ``mem`` only."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     id: Annotated[str | None, Rule(_device_id)] = None
     model: str | None = None
@@ -160,6 +164,8 @@ class KindEntry:
     """``[[kinds]]`` as written."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     key: Annotated[str, Rule(_kind_key)] = attrs.field(metadata={MISSING: _NEEDS_KEY})
     allocation: Annotated[str, Rule(_allocation)] = "discrete"
@@ -172,6 +178,8 @@ class DeviceFile:
     """A mock device file: ``[[kinds]]`` tables only."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     kinds: tuple[KindEntry, ...] = ()
 
@@ -181,6 +189,8 @@ class MockConfig:
     """``[plugins.config.mock]``: a device file, or the same ``[[kinds]]`` inline."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     config_file: str | None = None
     kinds: tuple[KindEntry, ...] = ()
@@ -193,6 +203,8 @@ class MockDevice:
     """One declared device."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     id: str
     model: str
@@ -214,6 +226,8 @@ class MockKind:
     """One declared kind of device, played by its own plugin instance."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     key: str
     allocation: str

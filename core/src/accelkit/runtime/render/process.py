@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from accelkit.reprs import attrs_repr
+from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 from accelkit.types import MountType, WorkloadConfig
 
 
@@ -34,6 +34,8 @@ class ProcessPlan:
     """How to start one process tree; JSON-serialisable for the launcher."""
 
     __repr__ = attrs_repr
+    __eq__ = attrs_eq
+    __hash__ = attrs_hash
 
     env: Mapping[str, str] = attrs.field(factory=dict, converter=_str_map)
     cpu_affinity: tuple[int, ...] | None = attrs.field(default=None, converter=_optional_ints)

@@ -13,7 +13,9 @@ from .imported_modules import modules_of
 #: the metadata parser (a distribution's name is read for a message only),
 #: the metric types (the mock plugin imports them when metrics are gathered), the operators'
 #: status and release, the orphan container sweep (a process run does not sweep), the other
-#: runtimes (a node knows them by name and imports one when it is asked for)
+#: runtimes (a node knows them by name and imports one when it is asked for), a terminal's
+#: handling (the run has none), a manual node's partitioning, fraction maps and the W3-type
+#: FILL scan (this node's maps are all discrete)
 NOT_ON_THE_WAY = (
     "secrets",
     "email.feedparser",
@@ -29,6 +31,10 @@ NOT_ON_THE_WAY = (
     "accelkit.runtime.kubelet_pods",
     "accelkit.runtime.slurm_jobs",
     "accelkit.runtime.k8s_claims",
+    "accelkit.workload.terminal",
+    "accelkit.partition.manual",
+    "accelkit.allocmap.fraction",
+    "accelkit.allocmap.fillscan",
 )
 
 

@@ -7,11 +7,16 @@ mask, exclusive slot types, UNIQUE slots, NUMA affinity hints, and are atomic an
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from accelkit.allocmap.affinity import AffinityHint, AffinityPolicy
 from accelkit.allocmap.base import AbstractAllocMap
 from accelkit.allocmap.discrete import DiscretePropertyAllocMap
-from accelkit.allocmap.fraction import FractionAllocMap
 from accelkit.allocmap.strategy import AllocationStrategy
+from accelkit.lazy import lazy_names
+
+if TYPE_CHECKING:  # imported when first used: most nodes' maps are discrete
+    from accelkit.allocmap.fraction import FractionAllocMap
 
 __all__ = [
     "AbstractAllocMap",
@@ -21,3 +26,5 @@ __all__ = [
     "DiscretePropertyAllocMap",
     "FractionAllocMap",
 ]
+
+__getattr__ = lazy_names(__name__, {"FractionAllocMap": ".fraction"})

@@ -43,7 +43,7 @@ from decimal import Decimal
 
 from frozendict import frozendict
 
-from accelkit.allocmap import fillrule, fillscan, onedevice
+from accelkit.allocmap import fillrule, onedevice
 from accelkit.allocmap.affinity import AffinityHint
 from accelkit.allocmap.maplock import MapLock, inlined
 from accelkit.allocmap.operations import MapOperations
@@ -74,6 +74,8 @@ def install(m: MapOperations, quick_place: QuickPlace) -> None:
     if len(pools) == 1 and pools[0].simple:
         onedevice.install(m, pools[0])
     elif len(pools) == 1 and isinstance(pools[0], ScannedPool):
+        from accelkit.allocmap import fillscan  # a W3-type FILL map's only
+
         fillscan.install(m, pools[0])
     elif len(pools) == 1 and pools[0].quick:
         _install_one_pool(m, pools[0], quick_place)

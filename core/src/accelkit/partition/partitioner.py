@@ -10,7 +10,6 @@ import attrs
 from accelkit.config.model import AgentConfig, AllocationMode, ResourceConfig
 from accelkit.errors import ConfigError
 from accelkit.partition.autosplit import Node, node_key, split_plugin
-from accelkit.partition.manual import ManualAssigner
 from accelkit.partition.model import (
     DevicePartition,
     GlobalDeviceInfo,
@@ -187,6 +186,8 @@ class ResourcePartitioner:
 
     def generate_manual_assignments(self, agents: Sequence[AgentConfig]) -> ResourceAssignments:
         """Each agent gets what its ``[agents.resource]`` names, after every check passes."""
+        from accelkit.partition.manual import ManualAssigner  # a manual node's only
+
         problems = self._problems()
         assignments = ManualAssigner(self.device_map, self.reservation, problems).assign(agents)
         problems.raise_any()
@@ -224,6 +225,8 @@ class ResourcePartitioner:
         unassigned: dict[DeviceName, tuple[DeviceId, ...]]
         # A lone agent without [agents.resource] has nothing to check: it is simply SHARED.
         if configured is AllocationMode.MANUAL and (len(agents) > 1 or agents[0].resource):
+            from accelkit.partition.manual import ManualAssigner  # a manual node's only
+
             problems = self._problems()
             assigner = ManualAssigner(self.device_map, self.reservation, problems)
             manual = assigner.assign(agents)

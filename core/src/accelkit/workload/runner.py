@@ -58,10 +58,10 @@ from accelkit.workload.lifecycle import WorkloadLifecycle
 from accelkit.workload.record import LedgerRecord
 from accelkit.workload.release_notes import take_release_note
 from accelkit.workload.signals import FORWARDED_SIGNALS, SignalRelay
-from accelkit.workload.terminal import Terminal
 
 if TYPE_CHECKING:
     from accelkit.workload.run_node import RunNode
+    from accelkit.workload.terminal import Terminal
 
 __all__ = [
     "EXIT_CANNOT_RUN",
@@ -209,6 +209,8 @@ def announced_gaps(missing: str) -> str:
 
 
 def _open_terminal(echo: Echo) -> Terminal | None:
+    from accelkit.workload.terminal import Terminal  # a run at a terminal's only
+
     try:
         return Terminal.open()
     except OSError as exc:

@@ -23,10 +23,12 @@ import os
 import signal
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accelkit.runtime.base import Runtime, WorkloadHandle
-from accelkit.workload.terminal import Terminal
+
+if TYPE_CHECKING:  # imported by a run at a terminal only
+    from accelkit.workload.terminal import Terminal
 
 __all__ = ["FORWARDED_SIGNALS", "SignalRelay"]
 

@@ -10,7 +10,8 @@ import pytest
 from .imported_modules import modules_of
 
 #: what a status of process workloads never needs: the container engine's modules (the
-#: orphan sweep asks no engine when the ledger noted none) and the tracking runtimes
+#: orphan sweep asks no engine when the ledger noted none), the tracking runtimes and the
+#: lifecycle (imported where a teardown is finished; this ledger has none to finish)
 NOT_ON_THE_WAY = (
     "accelkit.runtime.docker",
     "accelkit.runtime.docker_values",
@@ -19,6 +20,9 @@ NOT_ON_THE_WAY = (
     "accelkit.runtime.kubelet_pods",
     "accelkit.runtime.slurm_jobs",
     "accelkit.runtime.k8s_claims",
+    "accelkit.workload.lifecycle",
+    "accelkit.workload.recorded_lifecycle",
+    "accelkit.workload.validate",
 )
 
 

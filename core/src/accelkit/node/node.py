@@ -33,13 +33,13 @@ from accelkit.runtime.registry import RuntimesByName, installed_runtimes_by_name
 from accelkit.types import AgentId, SlotName, Workload
 from accelkit.workload.bookkeeper import Bookkeeper
 from accelkit.workload.ledger import Ledger
-from accelkit.workload.lifecycle import PhaseListener, WorkloadLifecycle
 from accelkit.workload.reconcile_report import ReconcileReport, RecordKey
 from accelkit.workload.record import LedgerRecord
 
 if TYPE_CHECKING:  # imported by the commands that rediscover, sweep, ask statuses, release
     from accelkit.node.rediscovery import Rediscoverer, RediscoveryReport
     from accelkit.runtime.docker import DockerRuntime
+    from accelkit.workload.lifecycle import PhaseListener, WorkloadLifecycle
     from accelkit.workload.orphans import SweepReport
     from accelkit.workload.status import ReleaseReport, WorkloadStatus
 

@@ -50,16 +50,15 @@ from accelkit.workload import stopping
 from accelkit.workload.holders import naming_holders
 from accelkit.workload.ledger import Ledger, LedgerScan
 from accelkit.workload.ledger_peek import catch_up_early
-from accelkit.workload.lifecycle import PhaseListener, WorkloadLifecycle
 from accelkit.workload.liveness import Liveness
 from accelkit.workload.node_wide import NodeWideAgents
 from accelkit.workload.reconcile import Reconciler
 from accelkit.workload.reconcile_report import ReconcileReport, RecordKey, TornDown, merged
 from accelkit.workload.record import LedgerRecord
-from accelkit.workload.recorded_lifecycle import recorded_lifecycle, result_waits
 
 if TYPE_CHECKING:  # status and release are imported by the operators' commands only
     from accelkit.host import AgentView
+    from accelkit.workload.lifecycle import PhaseListener, WorkloadLifecycle
     from accelkit.workload.status import ReleaseReport, WorkloadStatus
 
 
@@ -382,6 +381,8 @@ class Bookkeeper:
         """The driver of a booked workload: the intent and the result of every hook call are
         recorded (:mod:`.recorded_lifecycle`); release frees and forgets (or, with an
         unfinished teardown, leaves it). ``handle_next``: a handle is recorded next."""
+        from accelkit.workload.recorded_lifecycle import recorded_lifecycle  # not status's
+
         return recorded_lifecycle(self, record, on_phase=on_phase, handle_next=handle_next)
 
     def note_start(self, key: RecordKey, plugin: DeviceName, phase: WorkloadPhase) -> None:
@@ -400,6 +401,8 @@ class Bookkeeper:
         the next intent or handle recorded syncs it anyway. A result goes with the record's
         next write where that follows at once (:func:`.recorded_lifecycle.result_waits`).
         """
+        from accelkit.workload.recorded_lifecycle import result_waits
+
         record = self.owned[key].with_phase(plugin, phase)
         if result_waits(record, plugin, phase, handle_next=key in self.handle_next):
             self.owned[key] = record

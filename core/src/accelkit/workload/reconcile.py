@@ -27,9 +27,8 @@ tried again, and reported again, on every sync, so it is applied once the other 
 Records naming an agent or plugin this host does not have are reported and left untouched, and
 so is a record that fails in any other way: one bad record never stops a reconciliation.
 
-A record is applied once and then only checked: when its key turns up with another owner,
-creation time or allocation (the workload id was reused), the old claim is freed and the new one
-applied.
+A record is applied once, then only checked: when its key turns up with another owner, creation
+time or allocation (the workload id was reused), the old claim is freed and the new one applied.
 """
 
 from __future__ import annotations
@@ -50,7 +49,6 @@ from accelkit.plugin import AbstractLifecycleHook
 from accelkit.runtime.base import Runtime, WorkloadHandle
 from accelkit.types import AgentId, DeviceAllocation, DeviceId, DeviceName, SlotName, WorkloadType
 from accelkit.workload.ledger import Ledger, LedgerScan
-from accelkit.workload.lifecycle import EventSink, WorkloadLifecycle
 from accelkit.workload.liveness import (  # noqa: F401 - liveness_of: its old home
     Liveness,
     Running,
@@ -63,6 +61,7 @@ from accelkit.workload.record import LedgerRecord
 
 if TYPE_CHECKING:
     from accelkit.host import AgentView
+    from accelkit.workload.lifecycle import EventSink
 
 log = logging.getLogger(__name__)
 
@@ -445,6 +444,7 @@ class Reconciler:
         done: list[DeviceName] = []
         current = [record]
         drivers: list[WorkloadLifecycle] = []
+        from accelkit.workload.lifecycle import WorkloadLifecycle  # not on status's way
 
         def on_start(plugin: DeviceName, phase: WorkloadPhase) -> None:
             current[0] = current[0].with_started(plugin, phase)

@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import accelkit
@@ -130,6 +130,7 @@ def test_the_classes_compared_are_many():
 
 @pytest.mark.parametrize("cls", COMPARED, ids=lambda cls: f"{cls.__module__}.{cls.__qualname__}")
 @given(data=st.data())
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])  # a loaded machine
 def test_a_class_compares_and_hashes_as_attrs_would(cls, data):
     count = len(attrs.fields(cls))
     pick = st.lists(st.sampled_from(POOL), min_size=count, max_size=count)

@@ -20,8 +20,9 @@ installed package's is (one untimed run of each command first).
 
     python tests/benchmarks/cli_floor.py --status --devices --docker [--rounds 9] [--base DIR]
 
-``--base DIR`` runs each accelkit command a second time with DIR's ``core/src`` first on
-``PYTHONPATH`` (``git archive REV core/src | tar -x -C DIR``): before and after, same run. A
+``--base DIR`` runs each accelkit command a second time with DIR's ``core/src`` and
+``plugins/*/src`` first on ``PYTHONPATH`` (``git archive REV core plugins | tar -x -C DIR``):
+before and after, same run. A
 ``PYTHONPATH`` set for the benchmark itself is what the other commands run.
 
 Prints one JSON object: per command its medians (ms) and its ratio to the floor (or, for the
@@ -78,12 +79,19 @@ def write_node(folder: Path, *, mode: str) -> Path:
 BASE: list[Path] = []
 
 
+def base_path() -> str:
+    """``PYTHONPATH`` for the base code: its core and, where the tree has them, its plugins
+    (a plugin of one version may not load on the core of another)."""
+    plugins = sorted(BASE[0].glob("plugins/*/src"))
+    return os.pathsep.join(str(path) for path in [BASE[0] / "core" / "src", *plugins])
+
+
 def timed(command: Sequence[str], env: dict[str, str] | None = None) -> tuple[float, float]:
     """CPU seconds (user + system) and wall seconds of one run of ``command``."""
     env = dict(env or ENV)
     if command[0] == "base":  # the same command, run with the code under --base
         command = command[1:]
-        env["PYTHONPATH"] = str(BASE[0] / "core" / "src")
+        env["PYTHONPATH"] = base_path()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=env)
@@ -181,7 +189,7 @@ def bench_status(rounds: int) -> dict[str, dict[str, float]]:
         if BASE:
             (folder / "base").mkdir()
             base_config = write_node(folder / "base", mode="shared")
-            env = {**ENV, "PYTHONPATH": str(BASE[0] / "core" / "src")}
+            env = {**ENV, "PYTHONPATH": base_path()}
             holder = subprocess.Popen(
                 [sys.executable, __file__, "--hold", str(base_config)],
                 stdin=subprocess.PIPE,
@@ -213,7 +221,7 @@ def timed_output(command: Sequence[str]) -> str:
     env = dict(ENV)
     if command[0] == "base":
         command = command[1:]
-        env["PYTHONPATH"] = str(BASE[0] / "core" / "src")
+        env["PYTHONPATH"] = base_path()
     return subprocess.run(command, capture_output=True, text=True, check=True, env=env).stdout
 
 

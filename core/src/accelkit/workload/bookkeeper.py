@@ -298,7 +298,8 @@ class Bookkeeper:
                     agent.free(allocation)
                     raise
                 self.owned[key] = record
-                return record
+            self._seq = self.ledger.past_own(self._seq)  # our own writes are not read back
+            return record
 
     async def book_devices(
         self,
@@ -367,7 +368,8 @@ class Bookkeeper:
                         agent.contexts[plugin].alloc_map.free(allocation[plugin])
                     raise
                 self.owned[key] = record
-                return record
+            self._seq = self.ledger.past_own(self._seq)  # our own writes are not read back
+            return record
 
     # -- the workloads this process manages ----------------------------------------------------
 
@@ -436,11 +438,12 @@ class Bookkeeper:
                 )
                 self.ledger.write(given_up)
                 self.reconciler.hold(given_up)
-                return
-            try:
-                self._agent(record.agent_id).free(record.allocation)
-            finally:
-                self.ledger.remove(*key)
+            else:
+                try:
+                    self._agent(record.agent_id).free(record.allocation)
+                finally:
+                    self.ledger.remove(*key)
+        self._seq = self.ledger.past_own(self._seq)
 
     def hand_over(self, key: RecordKey) -> LedgerRecord:
         """Stop managing a booked workload whose liveness its runtime answers (the handle):

@@ -53,8 +53,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from accelkit.errors import ConfigError
-from accelkit.types import AgentId, DeviceId, DeviceName, SlotName, format_amount
-from accelkit.workload.ledger_files import import_legacy, read_records, set_aside
+from accelkit.types import AgentId, DeviceId, DeviceName, SlotName
+from accelkit.workload.ledger_files import hold_rows, import_legacy, read_records, set_aside
 from accelkit.workload.ledger_identity import write_identity
 from accelkit.workload.ledger_open import connect_checked
 from accelkit.workload.ledger_queue import WriterQueue
@@ -112,6 +112,9 @@ class Ledger:
         #: the writer queue (:mod:`.ledger_queue`); False: not opened yet
         self._queue: WriterQueue | Literal[False] | None = False
         self._wal: WalSync | None = None  # opened at the first durable commit
+        #: the counter before and after the last outermost transaction's writes (_next_seq)
+        self._writes: tuple[int, int] | None = None
+        self._committed: tuple[int, int] | None = None
         #: wall-clock nanoseconds of the held-device intervals (:mod:`.occupancy`)
         self.clock: Callable[[], int] = time.time_ns
 
@@ -242,7 +245,7 @@ class Ledger:
         except sqlite3.Error as exc:
             msg = "cannot lock it"
             raise self._error(msg, exc) from exc
-        self._depth = 1
+        self._depth, self._writes = 1, None
         try:
             yield
         except BaseException:
@@ -258,6 +261,15 @@ class Ledger:
                 db.execute("ROLLBACK")
             msg = "cannot commit"
             raise self._error(msg, exc) from exc
+        self._committed = self._writes
+
+    def past_own(self, since: int) -> int:
+        """The counter past the last transaction's own writes when ``since`` is the value it
+        began at (under the lock: nobody else wrote between), else ``since``: a sync need not
+        read back what its caller just wrote. Outside a transaction only."""
+        if self._depth or self._committed is None or self._committed[0] != since:
+            return since
+        return self._committed[1]
 
     def _writer_queue(self) -> WriterQueue | None:
         """The state directory's writer queue, opened with the connection's directory."""
@@ -425,7 +437,9 @@ class Ledger:
 
     def _next_seq(self) -> int:
         row = self._execute("UPDATE meta SET value = value + 1 WHERE name = 'seq' RETURNING value")
-        return int(row.fetchone()[0])
+        seq = int(row.fetchone()[0])
+        self._writes = (seq - 1 if self._writes is None else self._writes[0], seq)
+        return seq
 
     def write(self, record: LedgerRecord, *, durable: bool = True, same: bool = False) -> None:
         """Create or replace a workload's record (and its device index entries); ``durable`` as
@@ -439,7 +453,7 @@ class Ledger:
                 return
             self._execute(REPLACE_RECORD, (*key, seq, body))
             self._execute("DELETE FROM holdings WHERE agent = ? AND workload = ?", key)
-            self._hold(record)
+            hold_rows(self.db, record)
             note_booking(self.db, record, self.clock())
 
     def create(self, record: LedgerRecord, *, durable: bool = True) -> bool:
@@ -451,24 +465,11 @@ class Ledger:
             row = (*record.key, seq, record_text(record))
             if not self._execute(INSERT_RECORD, row).rowcount:
                 self._execute("UPDATE meta SET value = ? WHERE name = 'seq'", (seq - 1,))
+                self._writes = (self._writes[0], seq - 1) if self._writes else None
                 return False
-            self._hold(record)
+            hold_rows(self.db, record)
             note_new_booking(self.db, record, self.clock())
             return True
-
-    def _hold(self, record: LedgerRecord) -> None:
-        """The device index entries of ``record`` (none are there for its key)."""
-        agent, workload = record.key
-        self.db.executemany(
-            "INSERT INTO holdings VALUES (?, ?, ?, ?, ?, ?)",
-            [
-                (agent, workload, plugin, slot, device, format_amount(amount))
-                for plugin, alloc in record.allocation.items()
-                for slot, per_device in alloc.items()
-                for device, amount in per_device.items()
-                if amount
-            ],
-        )
 
     def remove(self, agent_id: str, workload_id: str) -> bool:
         """Delete a workload's record; ``False`` when there was none."""

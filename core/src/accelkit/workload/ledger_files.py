@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from accelkit.errors import ConfigError
+from accelkit.types import format_amount
 from accelkit.workload.ledger_rows import (
     BUSY_TIMEOUT_MS,
     DB_NAME,
@@ -110,3 +111,18 @@ def set_aside(ledger: Ledger, agent: str, workload: str, body: Any, reason: str)
     except ConfigError:
         return SetAside(key, reason, None)
     return SetAside(key, reason)
+
+
+def hold_rows(db: sqlite3.Connection, record: LedgerRecord) -> None:
+    """The device index entries of ``record`` (none are there for its key)."""
+    agent, workload = record.key
+    db.executemany(
+        "INSERT INTO holdings VALUES (?, ?, ?, ?, ?, ?)",
+        [
+            (agent, workload, plugin, slot, device, format_amount(amount))
+            for plugin, alloc in record.allocation.items()
+            for slot, per_device in alloc.items()
+            for device, amount in per_device.items()
+            if amount
+        ],
+    )

@@ -33,14 +33,17 @@ Roles = Mapping[str, PluginRole]
 _ORDER = {PluginRole.CORES: 0, PluginRole.MEMORY: 1}
 
 
-async def _status(
-    config_path: Path | None, *, with_held: bool
-) -> tuple[list[dict[str, Any]], list[str], list[str], set[str], Roles]:
+#: rows, their JSON tails (``--json``), cordons, findings, the agents, the plugins' roles
+Snapshot = tuple[list[dict[str, Any]], list[str], list[str], list[str], set[str], Roles]
+
+
+async def _status(config_path: Path | None, *, with_held: bool) -> Snapshot:
     """Rows, cordons, findings, the node's agents and its plugins' roles.
 
     One snapshot: the records and liveness the opening reconciliation judged (each record
     read once, each workload's liveness asked once), what it finished since read
-    incrementally; ``with_held`` adds the seconds each workload has held its devices.
+    incrementally. ``with_held`` (``--json``) gives, instead of each row's health and notes,
+    its tail (:func:`_json_tails`) with the seconds it has held its devices.
     """
     from accelkit.node import Node
     from accelkit.runtime.registry import RuntimesOnDemand, installed_runtimes
@@ -61,9 +64,7 @@ async def _status(
         await runtimes.close()
 
 
-async def _snapshot(
-    node: Node, *, with_held: bool
-) -> tuple[list[dict[str, Any]], list[str], list[str], set[str], Roles]:
+async def _snapshot(node: Node, *, with_held: bool) -> Snapshot:
     """:func:`_status` of a node not yet started."""
     from accelkit.node.health_notes import read_notes
 
@@ -72,20 +73,21 @@ async def _snapshot(
         rows = await status_rows(node.bookkeeper, reconcile=False)  # as node.status(...)
         notes = read_notes(node.bookkeeper.ledger)
         health = _health_rows(node.health.snapshot())
-        held = _held(node.bookkeeper.ledger) if with_held else {}
-        shown: Shown = {}
-        for row in rows:
-            key = (row["agent"], row["workload"])
-            _add_health(row, health, notes.get(key, []), shown)
-            if with_held:
-                row["held_seconds"] = held.get(key, {})
+        tails: list[str] = []
+        if with_held:
+            tails = _json_tails(rows, health, notes, _held(node.bookkeeper.ledger))
+        else:
+            shown: Shown = {}
+            for row in rows:
+                key = (row["agent"], row["workload"])
+                _add_health(row, health, notes.get(key, []), shown)
         cordons = [
             f"{plugin}/{device}: {cordon.reason or '(no reason given)'}"
             for (plugin, device), cordon in sorted(node.health.cordons().items())
         ]
         findings = list(dict.fromkeys(node.last_report.messages()))
         roles = {str(k): role for k, role in node.host.roles.items()}
-        return rows, cordons, findings, set(node.host.agents), roles
+        return rows, tails, cordons, findings, set(node.host.agents), roles
 
 
 def _health_rows(health: Health) -> dict[str, dict[str, dict[str, Any]]]:
@@ -134,26 +136,77 @@ def _add_health(
     row["notes"] = [note.to_json() for note in notes]
 
 
-def _json_lines(found: list[dict[str, Any]]) -> str:
+def _json_tails(
+    rows: list[dict[str, Any]],
+    health: dict[str, dict[str, dict[str, Any]]],
+    notes: Mapping[tuple[str, str], list[Any]],
+    held: Mapping[tuple[str, str], dict[str, dict[str, str]]],
+) -> list[str]:
+    """Per row, the JSON text of what :func:`_add_health` and the held seconds would add
+    to it (``health``, ``notes``, ``held_seconds``), each key after the row's own, for
+    :func:`_json_lines` to write after them.
+
+    The health of a set of devices is written once, as text, for every row that holds
+    that set (thousands of workloads hold a few): no per-row health to make or encode.
+    """
+    encode = _encoder()
+    texts: dict[tuple[tuple[str, ...], ...], str] = {}
+    tails = []
+    for row in rows:
+        devices = row["devices"]
+        held_set = tuple([(plugin, *ids) for plugin, ids in devices.items()])
+        text = texts.get(held_set)
+        if text is None:
+            text = texts[held_set] = encode(
+                {
+                    plugin: {d: known[d] for d in ids if d in known}
+                    for plugin, ids in devices.items()
+                    for known in [health.get(plugin, {})]
+                }
+            )
+        key = (row["agent"], row["workload"])
+        noted = notes.get(key)
+        noted_text = encode([note.to_json() for note in noted]) if noted else "[]"
+        tails.append(
+            f', "health": {text}, "notes": {noted_text}, '
+            f'"held_seconds": {encode(held.get(key, {}))}}}'
+        )
+    return tails
+
+
+def _json_lines(found: list[dict[str, Any]], tails: list[str] | None = None) -> str:
     """The workloads as a JSON list, one per line: encoded whole in C (``indent`` would
     take Python's encoder, a tenth of a second per thousand workloads), by one encoder
-    (``json.dumps`` makes one per call, a third of the time for thousands of rows)."""
+    (``json.dumps`` makes one per call, a third of the time for thousands of rows).
+
+    ``tails`` (:func:`_json_tails`, one per row) end each row's object instead of its
+    closing brace (the rows of ``status`` are never empty).
+    """
     if not found:
         return "[]"
-    return "[\n  " + ",\n  ".join(_row_encoder()(found)) + "\n]"
+    lines = _row_encoder()(found)
+    if tails is not None:
+        lines = (line[:-1] + tail for line, tail in zip(lines, tails, strict=True))
+    return "[\n  " + ",\n  ".join(lines) + "\n]"
 
 
-def _row_encoder() -> Callable[[list[dict[str, Any]]], Iterator[str]]:
-    """Each row's text as ``json.dumps`` writes it, by one C encoder where there is one."""
+def _encoder() -> Callable[[Any], str]:
+    """One value's text as ``json.dumps`` writes it, by one C encoder where there is one."""
     from json import encoder
 
     make_encoder = getattr(encoder, "c_make_encoder", None)  # not in the stubs
     if make_encoder is None:  # an interpreter without the C encoder
-        return lambda rows: (json.dumps(row) for row in rows)
+        return json.dumps
     make = make_encoder(
         None, None, encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True
     )
-    return lambda rows: ("".join(make(row, 0)) for row in rows)
+    return lambda value: "".join(make(value, 0))
+
+
+def _row_encoder() -> Callable[[list[dict[str, Any]]], Iterator[str]]:
+    """Each row's text as ``json.dumps`` writes it (:func:`_encoder`)."""
+    encode = _encoder()
+    return lambda rows: map(encode, rows)
 
 
 def _age(seconds: int) -> str:
@@ -322,16 +375,20 @@ def _freeze_at_exit() -> None:
 def _show(
     config_path: Path | None, agent: str | None, *, wide: bool, quiet: bool, as_json: bool
 ) -> None:
-    found, cordons, findings, agents, roles = asyncio.run(_status(config_path, with_held=as_json))
+    found, tails, cordons, findings, agents, roles = asyncio.run(
+        _status(config_path, with_held=as_json)
+    )
     for line in findings:
         click.echo(f"warning: {line}", err=True)
     if agent is not None:
         if agent not in agents | {s["agent"] for s in found}:
             msg = str(UnknownAgent(agent, agents))
             raise click.BadParameter(msg, param_hint="'--agent'")
+        if as_json:
+            tails = [tail for s, tail in zip(found, tails, strict=True) if s["agent"] == agent]
         found = [s for s in found if s["agent"] == agent]
     if as_json:
-        click.echo(_json_lines(found))
+        click.echo(_json_lines(found, tails))
         return
     if quiet:
         for s in found:

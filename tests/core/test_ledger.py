@@ -151,6 +151,26 @@ def test_the_device_index_names_the_holders(tmp_path):
     assert ledger.holders("cuda", []) == []
 
 
+def test_changes_read_the_counters_in_one_statement(tmp_path):
+    """Under the writers' lock, a catch-up that finds changes reads both counters at once."""
+    ours, theirs = Ledger(tmp_path), Ledger(tmp_path)
+    since = ours.seq
+    theirs.write(record(workload="x"))
+    theirs.remove("agent-1", "x")
+    theirs.write(record(workload="y"))
+    statements: list[str] = []
+    ours.db.set_trace_callback(statements.append)
+    changes = ours.changes(since)
+    ours.db.set_trace_callback(None)
+    assert [s for s in statements if "FROM meta" in s] == [
+        "SELECT name, value FROM meta WHERE name IN ('seq', 'pruned')"
+    ]
+    assert list(changes.records) == [("agent-1", "y")]
+    assert changes.removed == (("agent-1", "x"),)
+    assert changes.seq == theirs.seq
+    assert ours.changes(changes.seq).records == {}
+
+
 def test_a_new_record_is_created_as_a_write_makes_it_without_reading_first(tmp_path):
     """The same rows as a write (record, device index, held intervals), in writes only; a
     key in use refuses it with nothing changed."""

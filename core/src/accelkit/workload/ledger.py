@@ -344,13 +344,13 @@ class Ledger:
         Records under a key in ``ignore`` (the caller's own) are neither parsed nor returned.
         """
         with self.transaction():
-            seq = self.seq
+            # one read of both counters: the lock is held, whoever waits for it waits for this
+            meta = self._execute("SELECT name, value FROM meta WHERE name IN ('seq', 'pruned')")
+            counters = {str(name): int(value) for name, value in meta.fetchall()}
+            seq = counters["seq"]
             if seq == since:
                 return LedgerChanges({}, (), seq)
-            pruned = int(
-                self._execute("SELECT value FROM meta WHERE name = 'pruned'").fetchone()[0]
-            )
-            if since < pruned:
+            if since < counters["pruned"]:
                 return LedgerChanges({}, (), seq, complete=False)
             rows = [
                 row

@@ -112,7 +112,10 @@ def test_a_cordoned_gpu_fails_the_prolog_drains_the_node_and_serve_lifts_it(
     finally:
         serve.stop()
     assert "DRAIN" not in node_reason(slurm)[0]
-    env = slurm.run("srun", "--gres=gpu:4", "sh", "-c", "echo $MOCK_CUDA_DEVICES")
+    # a node just resumed may still be settling in the controller: the job then queues and
+    # starts at the scheduler's next pass (up to a minute), which this waits for
+    command = ("srun", "--gres=gpu:4", "sh", "-c", "echo $MOCK_CUDA_DEVICES")
+    env = slurm.run(*command, timeout=180)
     assert env.stdout.strip() == "cuda0,cuda1,cuda2,cuda3"
 
 

@@ -18,6 +18,8 @@ import accelkit
 import accelkit_mock
 from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 
+from .attrs_support import attrs_own_repr
+
 SKIPPED = ("accelkit.testing", "accelkit.bridge", "accelkit.__main__")
 
 
@@ -52,16 +54,6 @@ COMPARED = [
 POOL = [0, 1, Decimal("1.0"), "a", "b", float("nan"), None, (1, "a"), frozenset({1})]
 
 
-def _attrs_own_repr(instance: Any) -> str:
-    cls = type(instance)
-    twin = attrs.make_class(
-        cls.__name__,
-        {a.name: attrs.field(repr=a.repr, default=None) for a in attrs.fields(cls)},
-    )
-    twin.__qualname__ = cls.__qualname__
-    return repr(twin(*(getattr(instance, a.name) for a in attrs.fields(cls))))
-
-
 def _filled(cls: type) -> Any:
     """An instance of ``cls`` whose fields hold distinct values, made without its __init__."""
     instance = object.__new__(cls)
@@ -74,7 +66,7 @@ def _filled(cls: type) -> Any:
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda cls: f"{cls.__module__}.{cls.__qualname__}")
 def test_a_class_reads_as_attrs_would_write_it(cls):
     instance = _filled(cls)
-    assert repr(instance) == _attrs_own_repr(instance)
+    assert repr(instance) == attrs_own_repr(instance)
 
 
 def test_a_field_hidden_from_the_repr_stays_hidden():

@@ -13,6 +13,8 @@ from accelkit.config import converter, model, schema
 from accelkit.config.converter import attrs_repr
 from accelkit.config.load import load_host_config
 
+from .attrs_support import attrs_own_repr
+
 EXAMPLES = Path(__file__).parents[2] / "docs" / "examples"
 CLASSES = [
     cls
@@ -20,17 +22,6 @@ CLASSES = [
     for cls in vars(module).values()
     if isinstance(cls, type) and attrs.has(cls) and cls.__repr__ is attrs_repr
 ]
-
-
-def _attrs_own_repr(instance: Any) -> str:
-    """The repr attrs generates for a class with ``instance``'s fields and repr options."""
-    cls = type(instance)
-    twin = attrs.make_class(
-        cls.__name__,
-        {a.name: attrs.field(repr=a.repr, default=None) for a in attrs.fields(cls)},
-    )
-    twin.__qualname__ = cls.__qualname__
-    return repr(twin(**{a.name: getattr(instance, a.name) for a in attrs.fields(cls)}))
 
 
 def _instances(value: Any) -> list[Any]:
@@ -55,7 +46,7 @@ def test_a_loaded_config_reads_as_attrs_would_write_it(name):
     assert model.HostConfig in seen
     assert model.AgentConfig in seen
     for instance in _instances(config):
-        assert repr(instance) == _attrs_own_repr(instance)
+        assert repr(instance) == attrs_own_repr(instance)
 
 
 def test_each_class_with_its_defaults_reads_as_attrs_would_write_it():
@@ -64,7 +55,7 @@ def test_each_class_with_its_defaults_reads_as_attrs_would_write_it():
             instance = cls()
         except TypeError:  # a required field: these are covered by the loaded configs
             continue
-        assert repr(instance) == _attrs_own_repr(instance)
+        assert repr(instance) == attrs_own_repr(instance)
 
 
 def test_a_cycle_shows_as_dots_and_the_guard_is_left_clean():

@@ -10,7 +10,8 @@ import pytest
 from .imported_modules import modules_of
 
 #: what a run never needs: rediscovery (the node service's), the random-token module,
-#: the metadata parser (a distribution's name is read for a message only),
+#: the metadata library and its parser (entry points are read from the metadata directories,
+#: a distribution's name for a message only),
 #: the metric types (the mock plugin imports them when metrics are gathered), the operators'
 #: status and release, the orphan container sweep (a process run does not sweep), the other
 #: runtimes (a node knows them by name and imports one when it is asked for), a terminal's
@@ -18,6 +19,7 @@ from .imported_modules import modules_of
 #: FILL scan (this node's maps are all discrete)
 NOT_ON_THE_WAY = (
     "secrets",
+    "importlib.metadata",
     "email.feedparser",
     "accelkit.node.rediscovery",
     "accelkit.node.context_swap",

@@ -1,5 +1,6 @@
 """``accelkit status`` starts with what it reads: a ledger whose records name no container
-engine imports no docker module, and no runtime is imported to answer it."""
+engine imports no docker module, no runtime is imported to answer it, and the plugins are
+found without the metadata library."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ from .imported_modules import modules_of
 
 #: what a status of process workloads never needs: the container engine's modules (the
 #: orphan sweep asks no engine when the ledger noted none), the tracking runtimes and the
-#: lifecycle (imported where a teardown is finished; this ledger has none to finish)
+#: lifecycle (imported where a teardown is finished; this ledger has none to finish), the
+#: metadata library and its email parser (entry points are read from the metadata directories)
 NOT_ON_THE_WAY = (
+    "importlib.metadata",
+    "email.feedparser",
     "accelkit.runtime.docker",
     "accelkit.runtime.docker_values",
     "accelkit.runtime.docker_ops",

@@ -19,7 +19,6 @@ import functools
 import logging
 import traceback
 from collections.abc import Callable, Hashable, Iterable
-from importlib.metadata import EntryPoint, entry_points
 
 import pluggy
 
@@ -42,6 +41,7 @@ from accelkit.config.plugin_sections import (
     schema_problems,
     unmatched_names,
 )
+from accelkit.entrypoints import EntryPoint, entry_points
 from accelkit.errors import (
     ConfigError,
     PluginContractError,

@@ -19,6 +19,7 @@ import functools
 import logging
 import traceback
 from collections.abc import Callable, Hashable, Iterable
+from typing import TYPE_CHECKING
 
 import pluggy
 
@@ -41,7 +42,7 @@ from accelkit.config.plugin_sections import (
     schema_problems,
     unmatched_names,
 )
-from accelkit.entrypoints import EntryPoint, entry_points
+from accelkit.entrypoints import entry_points
 from accelkit.errors import (
     ConfigError,
     PluginContractError,
@@ -64,6 +65,9 @@ from accelkit.registry import (
     origin,
 )
 from accelkit.selection import PluginSelection
+
+if TYPE_CHECKING:
+    from accelkit.entrypoints import EntryPoint
 
 __all__ = ["PluginLoader", "make_plugin_manager"]
 

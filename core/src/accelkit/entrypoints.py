@@ -21,25 +21,23 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from importlib.metadata import Distribution
 
-__all__ = ["EntryPoint", "entry_points"]
+    class EntryPoint(Protocol):
+        """What the loader uses of an entry point (``importlib.metadata.EntryPoint`` has it)."""
+
+        @property
+        def name(self) -> str: ...
+        @property
+        def value(self) -> str: ...
+        @property
+        def dist(self) -> Distribution | None: ...
+        def load(self) -> Any: ...
 
 
-class EntryPoint(Protocol):
-    """What the loader uses of an entry point (``importlib.metadata.EntryPoint`` has it)."""
+__all__ = ["entry_points"]
 
-    @property
-    def name(self) -> str: ...
-    @property
-    def value(self) -> str: ...
-    @property
-    def dist(self) -> Distribution | None: ...
-    def load(self) -> Any: ...
-
-
-#: ``module[:attr]`` of an entry point's value, as ``importlib.metadata`` reads it
-_ENTRY_VALUE = re.compile(
-    r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$"
-)
+#: ``module[:attr]`` of an entry point's value, as ``importlib.metadata`` reads it (compiled
+#: by ``re`` on first use: most commands load one distribution or none)
+_ENTRY_VALUE = r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$"
 
 
 class _FoundEntryPoint:
@@ -53,7 +51,7 @@ class _FoundEntryPoint:
 
     def load(self) -> Any:
         """The object the value names: its module imported, its attributes looked up."""
-        match = _ENTRY_VALUE.match(self.value)
+        match = re.match(_ENTRY_VALUE, self.value)
         if match is None:
             msg = f"entry point {self.name!r}: {self.value!r} names no module"
             raise ValueError(msg)

@@ -156,3 +156,22 @@ def test_a_mig_like_device_names_its_parent_as_the_cuda_plugin_does():
     devices = {d.device_id: d for d in started(kinds)["gpu"].devices}
     assert devices["g0-mig1"].extra["parent_id"] == "g0"
     assert "parent_id" not in devices["g0"].extra
+
+
+def test_slots_asked_again_are_the_same_and_follow_a_declaration_made_since(tmp_path):
+    """A node's start asks for the slots three times: the answer is made once, and a device
+    declared anew by a rediscovery (its memory changed in the device file) gets its new slot."""
+    devices = tmp_path / "devices.toml"
+    kind = '[[kinds]]\nkey = "mem"\n[[kinds.devices]]\nid = "root"\nmemory = "{}"\n'
+    devices.write_text(kind.format("8G"))
+    [mem] = started({"config-file": str(devices)}).values()
+    first = mem.device_slots(mem.devices)
+    assert mem.device_slots(mem.devices) == first
+    assert mem.device_slots(mem.devices)["root"] is first["root"]
+    assert mem.configurable_slots() == mem.configurable_slots()
+    assert mem.configurable_slots() is not mem.configurable_slots()  # the caller's own list
+
+    devices.write_text(kind.format("16G"))
+    rediscovered = asyncio.run(mem.discover())
+    assert mem.device_slots(rediscovered)["root"].amount == Decimal(16 * 1024**3)
+    assert first["root"].amount == Decimal(8 * 1024**3)

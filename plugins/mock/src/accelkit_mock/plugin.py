@@ -226,27 +226,42 @@ class MockPlugin(AbstractComputePlugin):
         ]
 
     def configurable_slots(self) -> Sequence[SlotSpec]:
-        devices = self.kind.devices
-        if not devices:
-            fractional = self.kind.allocation == "fractional"
-            slot = "shares" if fractional else "device"
-            divisible = self.key == "mem" or (fractional and self.key != "cpu")
-            plain = MockDevice("", "", None, 0, 0, Decimal(1), slot=slot, divisible=divisible)
-            devices = (plain,)
-        specs = {s.name: s for s in (slot_spec(self.kind, d) for d in devices)}
-        return [specs[name] for name in sorted(specs)]
+        """The slots of the kind's declared devices (made once: the kind never changes, and
+        a node's start asks three times)."""
+        if (made := getattr(self, "_slot_specs", None)) is None:
+            devices = self.kind.devices
+            if not devices:
+                fractional = self.kind.allocation == "fractional"
+                slot = "shares" if fractional else "device"
+                divisible = self.key == "mem" or (fractional and self.key != "cpu")
+                plain = MockDevice("", "", None, 0, 0, Decimal(1), slot=slot, divisible=divisible)
+                devices = (plain,)
+            specs = {s.name: s for s in (slot_spec(self.kind, d) for d in devices)}
+            made = self._slot_specs = tuple(specs[name] for name in sorted(specs))
+        return list(made)
 
     def device_nodes(self, devices: Sequence[ComputeDevice]) -> Sequence[str]:
         """The ``device-node`` of each device that declares one (as the hook mounts them)."""
         return [path for d in devices if (path := d.extra.get("device-node", ""))]
 
     def device_slots(self, devices: Iterable[ComputeDevice]) -> Mapping[DeviceId, DeviceSlotInfo]:
+        """Each device's slot as it is declared now (each declaration's made once: a node's
+        start asks three times for every device)."""
         declared = self.declared
+        made: dict[DeviceId, tuple[MockDevice, DeviceSlotInfo]] | None
+        if (made := getattr(self, "_slot_infos", None)) is None:
+            made = {}
+            self._slot_infos = made
         result: dict[DeviceId, DeviceSlotInfo] = {}
         for device in devices:
-            spec = declared[device.device_id]
-            name, slot_type = slot_of(self.kind, spec)
-            result[device.device_id] = DeviceSlotInfo(slot_type, name, spec.amount, spec.numa_node)
+            device_id = device.device_id
+            spec = declared[device_id]
+            known = made.get(device_id)
+            if known is None or known[0] is not spec:  # first asked, or declared anew since
+                name, slot_type = slot_of(self.kind, spec)
+                info = DeviceSlotInfo(slot_type, name, spec.amount, spec.numa_node)
+                known = made[device_id] = (spec, info)
+            result[device_id] = known[1]
         return result
 
     def allocation_strategy(self) -> AllocationStrategy:

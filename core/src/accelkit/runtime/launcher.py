@@ -3,7 +3,9 @@
 Run as ``python -I -S launcher.py <plan fd> <status fd>`` (built-in modules only: it starts in
 the time of a bare interpreter and never imports the caller's packages). Its pid is the
 workload's leader pid from the start, which is why the ledger can record the leader before any
-hook runs.
+hook runs. ``python -I -S launcher.py serve <socket fd> [contain]`` is a fork server instead
+(:func:`serve`): one interpreter that clones a launcher per request, each its caller's child,
+so that a process starting many workloads starts one interpreter, not one per workload.
 
 Protocol: the parent writes the plan (:func:`encode_plan`) to the plan pipe and closes it. The
 plan is a sequence of NUL-terminated byte strings: the program to execute (a path, found on the
@@ -77,6 +79,9 @@ _CAP_SYS_PTRACE, _CAP_SYS_ADMIN = 19, 21
 #: what a contained workload must not have: the capabilities that undo its containment
 DROPPED_CAPABILITIES = (_CAP_SYS_ADMIN, _CAP_SYS_PTRACE)
 _TIOCSCTTY = 0x540E
+_CLONE_PARENT = 0x00008000
+#: clone(2)'s number on the machines whose launchers a fork server may clone (see :func:`serve`)
+CLONE_SYSCALLS = {"x86_64": 56, "aarch64": 220, "riscv64": 220}
 
 
 class PlanError(ValueError):
@@ -350,5 +355,65 @@ def main(argv: list[str]) -> None:
         _fail(status_fd, f"cannot run {os.fsdecode(command[0])!r}", reason, status)
 
 
+def _received_fds(ancdata: list[tuple[int, int, bytes]]) -> list[int]:
+    """The descriptors of a message's ``SCM_RIGHTS`` (native ``int``s)."""
+    fds = []
+    for _level, _kind, data in ancdata:
+        usable = len(data) - len(data) % 4
+        fds += [int.from_bytes(data[i : i + 4], sys.byteorder) for i in range(0, usable, 4)]
+    return fds
+
+
+def serve(ctl_fd: int, contain_ahead: bool) -> None:
+    """The fork server: clone a launcher for each request on the socket ``ctl_fd``.
+
+    A request is one byte carrying two descriptors (``SCM_RIGHTS``): the launcher's plan and
+    status pipes, as :func:`main` takes them. The server clones itself with ``CLONE_PARENT``,
+    so the clone is its caller's child, as a launcher the caller started would be; the clone
+    starts a session of its own and runs :func:`main`. The reply is the clone's pid and a
+    newline, or ``-<errno>`` when the clone failed. The server ends at end of file (its caller
+    closed the socket, or died). ``contain_ahead`` is :func:`main`'s ``contain`` argument.
+    """
+    import _socket  # built in: socket.py imports enum
+    import ctypes  # for clone(2), and what containment uses: imported once, for every clone
+
+    number = CLONE_SYSCALLS[os.uname().machine]
+    libc = ctypes.PyDLL(None, use_errno=True)  # the interpreter's lock held, as os.fork holds it
+    clone, api = libc.syscall, ctypes.pythonapi
+    clone.restype = ctypes.c_long
+    sock = _socket.socket(fileno=ctl_fd)
+    space = _socket.CMSG_SPACE(8)
+    while True:
+        data, ancdata, _flags, _address = sock.recvmsg(1, space)
+        fds = _received_fds(ancdata)
+        if not data or len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            if not data:
+                return
+            sock.sendall(b"-22\n")  # EINVAL
+            continue
+        api.PyOS_BeforeFork()
+        pid = clone(number, _CLONE_PARENT, 0, 0, 0, 0)
+        if pid == 0:
+            try:
+                api.PyOS_AfterFork_Child()
+                sock.close()
+                os.setsid()
+                main(
+                    ["launcher", str(fds[0]), str(fds[1]), *(["contain"] if contain_ahead else [])]
+                )
+            finally:  # main execs or exits; never back into the server's loop
+                os._exit(EXIT_FAILED)
+        failed = ctypes.get_errno() if pid < 0 else 0
+        api.PyOS_AfterFork_Parent()
+        for fd in fds:
+            os.close(fd)
+        sock.sendall(f"{-failed if failed else pid}\n".encode())
+
+
 if __name__ == "__main__":
-    main(sys.argv)
+    if sys.argv[1:2] == ["serve"]:
+        serve(int(sys.argv[2]), sys.argv[3:4] == ["contain"])
+    else:
+        main(sys.argv)

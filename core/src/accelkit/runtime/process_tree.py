@@ -19,13 +19,14 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 from accelkit.errors import WorkloadError
 from accelkit.runtime import launcher
 from accelkit.runtime.process_stamp import ProcessStamp
 from accelkit.runtime.render.process import ProcessPlan
 
-__all__ = ["CommandNotRunnable", "ProcessTree", "exit_status"]
+__all__ = ["CommandNotRunnable", "LauncherProcess", "ProcessTree", "exit_status"]
 
 
 LAUNCHER = str(Path(launcher.__file__))
@@ -77,10 +78,26 @@ def _launch_failure(report: bytes) -> CommandNotRunnable:
     return CommandNotRunnable(text, launcher.EXIT_FAILED)
 
 
+class LauncherProcess(Protocol):
+    """A launcher as this process's child: a ``Popen``, or one the fork server cloned."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self) -> int: ...
+
+    def kill(self) -> None: ...
+
+
 class ProcessTree:
     """One workload's launcher, then its command."""
 
-    def __init__(self, process: subprocess.Popen[bytes], plan_fd: int, status_fd: int) -> None:
+    def __init__(self, process: LauncherProcess, plan_fd: int, status_fd: int) -> None:
         self.process = process
         self._exited: asyncio.Future[int] | None = None
         self._plan_fd: int | None = plan_fd

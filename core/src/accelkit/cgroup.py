@@ -24,7 +24,7 @@ import logging
 import os
 import posixpath
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -252,12 +252,18 @@ class CgroupFS:
             return ()
         return parse_proc_cgroup(text, source=str(source))
 
-    def process_directory(self, controller: str, pid: int | str = "self") -> CgroupDir | None:
-        """The cgroup of a process in the hierarchy of ``controller``, or ``None``."""
+    def process_directory(
+        self,
+        controller: str,
+        pid: int | str = "self",
+        memberships: Sequence[CgroupMembership] | None = None,
+    ) -> CgroupDir | None:
+        """The cgroup of a process in the hierarchy of ``controller``, or ``None``
+        (``memberships``: the process's, read already by :meth:`memberships`)."""
         mounts, version = self._mounts_for(controller)
         if not mounts:
             return None
-        for membership in self.memberships(pid):
+        for membership in self.memberships(pid) if memberships is None else memberships:
             unified = membership.hierarchy_id == 0 and not membership.controllers
             if (version == 2 and unified) or (
                 version == 1 and controller in membership.controllers

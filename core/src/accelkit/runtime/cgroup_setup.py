@@ -117,34 +117,72 @@ def _running(pid: int) -> bool:
         return True  # cannot tell: keep its group
 
 
+#: what a v1 cpuset must have before a task can join it
+_CPUSET_FILES = ("cpuset.cpus", "cpuset.mems")
+
+
 def _leaf(base: Path, relative: str, *, cpuset: bool) -> Path:
-    """Make ``base/relative`` level by level; an existing leaf must be empty."""
+    """Make ``base/relative`` (its missing levels too); an existing leaf must be empty."""
+    path = base / relative
+    try:
+        path.mkdir()
+    except FileNotFoundError:  # a level above is missing: made level by level
+        return _levels(base, relative, cpuset=cpuset)
+    except FileExistsError:
+        _check_empty(path)
+    if cpuset:
+        parent = path.parent
+        values = [(parent / name).read_text().strip() for name in _CPUSET_FILES]
+        if not all(values):  # a level made a moment ago by another workload's setup
+            _fill_cpusets(base, relative)
+        else:
+            for name, value in zip(_CPUSET_FILES, values, strict=True):
+                write_control(path / name, value)
+    return path
+
+
+def _levels(base: Path, relative: str, *, cpuset: bool) -> Path:
+    path = base
+    for part in relative.split("/"):
+        path = path / part
+        with contextlib.suppress(FileExistsError):
+            path.mkdir()
+    _check_empty(path)
+    if cpuset:
+        _fill_cpusets(base, relative)
+    return path
+
+
+def _fill_cpusets(base: Path, relative: str) -> None:
+    """Give each level of a v1 cpuset its parent's CPUs and memory nodes where it has none.
+
+    v1 cpuset children start with no CPUs and no memory nodes, and so does a level that
+    another workload's setup made a moment ago and has not filled in yet: a task joining a
+    cpuset without CPUs fails (``ENOSPC``).
+    """
     path = base
     for part in relative.split("/"):
         parent, path = path, path / part
-        with contextlib.suppress(FileExistsError):
-            path.mkdir()
-        if cpuset:
-            # v1 cpuset children start with no CPUs and no memory nodes, and so does a level
-            # that another workload's setup made a moment ago and has not filled in yet: a
-            # task joining a cpuset without CPUs fails (ENOSPC)
-            for name in ("cpuset.cpus", "cpuset.mems"):
-                if not (path / name).read_text().strip():
-                    write_control(path / name, (parent / name).read_text().strip())
+        for name in _CPUSET_FILES:
+            if not (path / name).read_text().strip():
+                write_control(path / name, (parent / name).read_text().strip())
+
+
+def _check_empty(path: Path) -> None:
     procs = path / "cgroup.procs"
     if procs.exists() and procs.read_text().split():
         msg = f"cgroup {path} already exists and has processes: another workload uses it"
         raise CgroupSetupError(msg)
-    return path
 
 
 def _make_v1(fs: CgroupFS, relative: str) -> WorkloadCgroups:
     dirs: dict[str, Path] = {}
     missing: dict[str, str] = {}
     made = WorkloadCgroups(1, relative, dirs, missing)
+    memberships = fs.memberships()
     try:
         for controller in V1_CONTROLLERS:
-            own = fs.process_directory(controller)
+            own = fs.process_directory(controller, memberships=memberships)
             if own is None or own.version != 1:
                 missing[controller] = "no cgroup v1 hierarchy has this controller"
                 continue

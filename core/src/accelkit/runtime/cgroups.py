@@ -203,16 +203,23 @@ class WorkloadCgroups:
             return values.get("oom_kill", 0)
         return 0
 
-    def remove(self) -> None:
-        """Remove the (empty) groups, then the ``accelkit/<agent>`` levels nothing else uses."""
+    def remove(self, *, levels: bool = True) -> None:
+        """Remove the (empty) groups, then (``levels``) the ``accelkit/<agent>`` levels
+        nothing else uses."""
         for directory in self.directories:
             with contextlib.suppress(FileNotFoundError):
                 directory.rmdir()
+        if levels:
+            self.remove_levels()
+
+    def remove_levels(self) -> None:
+        """Remove the ``accelkit/<agent>`` levels above the groups that nothing uses."""
+        for directory in self.directories:
             for parent in (directory.parent, directory.parent.parent):
                 try:
                     parent.rmdir()
                 except OSError:
-                    break  # another workload's group is still there
+                    break  # another workload's group is still there (or it is gone)
 
     def to_details(self) -> dict[str, str]:
         """Plain strings for :class:`~accelkit.runtime.base.WorkloadHandle` details."""

@@ -106,6 +106,8 @@ class ProcessRuntime(Runtime):
         self._parked: dict[str, _Parked] = {}
         self._created: dict[str, _Pending] = {}
         self._made = 0
+        #: groups whose ``accelkit/<agent>`` levels :meth:`close` removes (see :meth:`stop`)
+        self._levels: dict[tuple[str, ...], WorkloadCgroups] = {}
         #: from the second workload on, a launcher kept ready for the next (:mod:`.spare`)
         self._spare = SpareLauncher()
         #: whether workloads are contained (read-only cgroups, capabilities dropped)
@@ -230,16 +232,16 @@ class ProcessRuntime(Runtime):
             finally:
                 pending.waiting -= 1
                 self._forget(handle, pending)
-        cgroups = _cgroups_of(handle)
+        cgroups = _cgroups_of(handle) if pending is None else pending.cgroups
         if cgroups.dirs:
-            left, populated = await _in_thread(lambda: _left_behind(cgroups))
+            left, populated = _left_behind(cgroups)  # a few small files: less than a thread's trip
             if left and pending is not None and on_leftovers is not None:
                 on_leftovers(status, sorted(left))
             delay = 0.0005
             while populated:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 0.05)
-                populated = await _in_thread(cgroups.populated)
+                populated = cgroups.populated()
         elif pending is None:
             stamp = _leader(handle)
             while stamp is not None and stamp.is_running():
@@ -257,13 +259,23 @@ class ProcessRuntime(Runtime):
             pending.tree.signal_group(signum)
 
     async def stop(self, handle: WorkloadHandle, grace: float) -> None:
-        """SIGTERM all, SIGKILL after ``grace``, wait until empty, remove the cgroups."""
-        cgroups = _cgroups_of(handle)
+        """SIGTERM all, SIGKILL after ``grace``, wait until empty, remove the cgroups (from
+        the second workload on, the ``accelkit/<agent>`` levels are left for the next, until
+        :meth:`close`: making them again for each costs more than the workload's own)."""
         pending = self._created.get(handle.ident)
+        cgroups = _cgroups_of(handle) if pending is None else pending.cgroups
         if pending is not None:
             pending.tree.abort()  # a launcher still waiting for its plan exits at once
-        if cgroups.dirs:
-            await _in_thread(lambda: _stop_cgroups(cgroups, grace))
+        levels = self._made < 2
+        if not levels:
+            self._levels.setdefault(_levels_key(cgroups), cgroups)
+        if cgroups.dirs and pending is not None and pending.tree.returncode is not None:
+            if not cgroups.populated():  # all gone already: nothing to wait for here
+                cgroups.remove(levels=levels)
+            else:
+                await _in_thread(lambda: _stop_cgroups(cgroups, grace, levels=levels))
+        elif cgroups.dirs:
+            await _in_thread(lambda: _stop_cgroups(cgroups, grace, levels=levels))
         elif pending is not None:
             await _stop_group(pending.tree, grace)
         if pending is not None:
@@ -277,8 +289,12 @@ class ProcessRuntime(Runtime):
         return self._spare.pid
 
     async def close(self) -> None:
-        """End the spare launcher, if any."""
+        """End the spare launcher, if any, and remove the ``accelkit/<agent>`` levels left
+        (those another workload's group is in stay)."""
         await self._spare.close()
+        levels, self._levels = self._levels, {}
+        for cgroups in levels.values():
+            cgroups.remove_levels()
 
     def _forget(self, handle: WorkloadHandle, pending: _Pending) -> None:
         if pending.stopped and not pending.waiting:
@@ -308,7 +324,8 @@ class ProcessRuntime(Runtime):
 
     def oom_kills(self, handle: WorkloadHandle) -> int:
         """How many of the workload's processes the kernel killed at the memory limit."""
-        return _cgroups_of(handle).oom_kills()
+        pending = self._created.get(handle.ident)
+        return (_cgroups_of(handle) if pending is None else pending.cgroups).oom_kills()
 
     async def exit_notes(self, handle: WorkloadHandle) -> list[str]:
         """What the OOM killer did to the workload, and only that: which processes it killed
@@ -446,7 +463,11 @@ def _wait_empty(cgroups: WorkloadCgroups, timeout: float) -> bool:
     return True
 
 
-def _stop_cgroups(cgroups: WorkloadCgroups, grace: float) -> None:
+def _levels_key(cgroups: WorkloadCgroups) -> tuple[str, ...]:
+    return tuple(str(directory.parent) for directory in cgroups.directories)
+
+
+def _stop_cgroups(cgroups: WorkloadCgroups, grace: float, *, levels: bool = True) -> None:
     if cgroups.populated():
         if grace > 0:
             cgroups.signal(signal.SIGTERM)
@@ -465,7 +486,7 @@ def _stop_cgroups(cgroups: WorkloadCgroups, grace: float) -> None:
                         f"exiting after {KILL_TIMEOUT:g} s"
                     )
                     raise WorkloadError(msg)
-    cgroups.remove()
+    cgroups.remove(levels=levels)
 
 
 async def _stop_group(tree: ProcessTree, grace: float) -> None:

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from accelkit.cli.status_cmd import _add_health, _json_lines, _json_tails
+from accelkit.cli.status_cmd import PIECE_ROWS, _add_health, _json_lines, _json_pieces, _json_tails
 from accelkit.workload.occupancy import _seconds_text
 
 text = st.text(max_size=12)  # any code point: non-ASCII and control characters escaped
@@ -27,6 +27,23 @@ def test_the_rows_read_as_json_dumps_writes_each_one_per_line(found):
     expected = "[\n  " + ",\n  ".join(json.dumps(row) for row in found) + "\n]"
     assert _json_lines(found) == (expected if found else "[]")
     assert json.loads(_json_lines(found)) == found
+
+
+@given(
+    st.sampled_from(
+        [1, PIECE_ROWS - 1, PIECE_ROWS, PIECE_ROWS + 1, 2 * PIECE_ROWS, 2 * PIECE_ROWS + 3]
+    )
+)
+def test_the_rows_are_written_in_pieces_of_whole_rows_that_make_the_same_text(count):
+    found = [{"workload": f"w{i}", "n": i} for i in range(count)]
+    tails = [f', "t": {i}}}' for i in range(count)]
+    pieces = list(_json_pieces(found, tails))
+    expected = (
+        "[\n  " + ",\n  ".join(json.dumps({**row, "t": i}) for i, row in enumerate(found)) + "\n]"
+    )
+    assert "".join(pieces) == expected
+    assert len(pieces) == -(-count // PIECE_ROWS) + 1  # the rows' pieces, then the bracket
+    assert all(piece.endswith("}") for piece in pieces[:-1])
 
 
 @given(st.integers(min_value=0, max_value=10**22))

@@ -7,6 +7,7 @@ import atexit
 import contextlib
 import functools
 import gc
+import itertools
 import json
 from collections.abc import Callable, Iterator, Mapping
 from decimal import Decimal
@@ -175,19 +176,35 @@ def _json_tails(
 
 
 def _json_lines(found: list[dict[str, Any]], tails: list[str] | None = None) -> str:
-    """The workloads as a JSON list, one per line: encoded whole in C (``indent`` would
-    take Python's encoder, a tenth of a second per thousand workloads), by one encoder
-    (``json.dumps`` makes one per call, a third of the time for thousands of rows).
+    """The workloads as a JSON list, one per line (:func:`_json_pieces`, joined)."""
+    return "".join(_json_pieces(found, tails))
+
+
+#: rows per piece of ``status --json``'s text: a few pieces, none of them large
+PIECE_ROWS = 256
+
+
+def _json_pieces(found: list[dict[str, Any]], tails: list[str] | None = None) -> Iterator[str]:
+    """The workloads as a JSON list, one per line, in pieces of :data:`PIECE_ROWS` rows:
+    encoded whole in C (``indent`` would take Python's encoder, a tenth of a second per
+    thousand workloads), by one encoder (``json.dumps`` makes one per call, a third of the
+    time for thousands of rows). Written piece by piece, the text of thousands of rows is
+    never held whole, nor copied to add the last newline or encoded at once.
 
     ``tails`` (:func:`_json_tails`, one per row) end each row's object instead of its
     closing brace (the rows of ``status`` are never empty).
     """
     if not found:
-        return "[]"
+        yield "[]"
+        return
     lines = _row_encoder()(found)
     if tails is not None:
         lines = (line[:-1] + tail for line, tail in zip(lines, tails, strict=True))
-    return "[\n  " + ",\n  ".join(lines) + "\n]"
+    opening = "[\n  "
+    while piece := list(itertools.islice(lines, PIECE_ROWS)):
+        yield opening + ",\n  ".join(piece)
+        opening = ",\n  "
+    yield "\n]"
 
 
 def _encoder() -> Callable[[Any], str]:
@@ -388,7 +405,9 @@ def _show(
             tails = [tail for s, tail in zip(found, tails, strict=True) if s["agent"] == agent]
         found = [s for s in found if s["agent"] == agent]
     if as_json:
-        click.echo(_json_lines(found, tails))
+        for piece in _json_pieces(found, tails):
+            click.echo(piece, nl=False)
+        click.echo()
         return
     if quiet:
         for s in found:

@@ -30,16 +30,19 @@ from pathlib import Path
 import attrs
 
 from accelkit.cgroup import CgroupDir, CgroupFormatError
+from accelkit.errors import WorkloadError
 from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 from accelkit.runtime.base import RuntimeUnavailable
 
 __all__ = [
+    "KILL_TIMEOUT",
     "SUPERVISOR_LEAF",
     "V1_CONTROLLERS",
     "V2_CONTROLLERS",
     "CgroupSetupError",
     "WorkloadCgroups",
     "safe_name",
+    "stop_cgroups",
     "workload_cgroup_path",
     "write_control",
 ]
@@ -269,3 +272,44 @@ def _freeze_file(
             write_control(path, thawed)
 
     return thaw
+
+
+#: how long :func:`stop_cgroups` keeps killing before it gives up on unkillable processes
+KILL_TIMEOUT = 30.0
+
+
+def _wait_empty(cgroups: WorkloadCgroups, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    delay = 0.0005
+    while cgroups.populated():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+    return True
+
+
+def stop_cgroups(cgroups: WorkloadCgroups, grace: float, *, levels: bool = True) -> None:
+    """End every process of the groups (``SIGTERM``, ``SIGKILL`` after ``grace`` seconds,
+    again until they are gone, for at most :data:`KILL_TIMEOUT`) and remove them (``levels``:
+    with the ``accelkit/<agent>`` levels nothing else uses); ``WorkloadError`` if they will
+    not end."""
+    if cgroups.populated():
+        if grace > 0:
+            cgroups.signal(signal.SIGTERM)
+        deadline = time.monotonic() + KILL_TIMEOUT
+        if not (grace > 0 and _wait_empty(cgroups, grace)):
+            while True:
+                cgroups.kill()
+                if _wait_empty(cgroups, 0.1):
+                    break
+                if time.monotonic() >= deadline:
+                    left = sorted(cgroups.pids())
+                    msg = (
+                        f"processes {left} of cgroup {cgroups.relative} do not die"
+                        if left
+                        else f"the processes of cgroup {cgroups.relative} have not finished "
+                        f"exiting after {KILL_TIMEOUT:g} s"
+                    )
+                    raise WorkloadError(msg)
+    cgroups.remove(levels=levels)

@@ -17,6 +17,13 @@ No argument, environment entry or path can hold a NUL, so this carries any of th
 the bytes the parent gave, and decoding it needs no module (``json`` would pull in ``re``: 7 ms
 of start-up, which the workload's start would wait for).
 
+A *setup* (:func:`encode_setup`) may come first on the same pipe, while the plan is not known
+yet: a NUL (no plan starts with one: its program is not empty), the count and the files of the
+cgroups to join, and whether to contain the workload. The launcher joins and contains itself
+then, and the plan that follows needs no cgroup and no containment of its own: the parent sends
+the setup as soon as the groups exist, so that this work overlaps the booking and the hooks
+instead of delaying the start.
+
 The launcher moves itself into each cgroup, writing ``0`` (the writer) to each file its plan
 names (``cgroup.procs``, or a cgroup v1 ``tasks`` file: it has one thread), so the command is
 contained from its first instruction (memory, cpuset, devices); it then sets its CPU affinity
@@ -51,6 +58,7 @@ import sys
 TYPE_CHECKING = False  # not typing's: importing typing would cost more than the whole launcher
 if TYPE_CHECKING:  # the launcher imports nothing it need not: it starts before every workload
     from collections.abc import Iterable, Iterator, Mapping, Sequence
+    from typing import NoReturn
 
 EXIT_ABORTED = 125
 #: the launcher itself failed (plan, cgroups, containment, terminal)
@@ -119,6 +127,37 @@ def encode_plan(
         msg = "a command argument, environment entry or path holds a NUL byte"
         raise ValueError(msg)
     return b"".join(field + b"\0" for field in encoded)
+
+
+def encode_setup(cgroup_procs: Sequence[str] = (), *, contain: bool = False) -> bytes:
+    """The setup the launcher does before its plan: join ``cgroup_procs``, then (``contain``)
+    contain itself; sent ahead of the plan, on the same pipe (``ValueError`` for a NUL)."""
+    fields = [str(len(cgroup_procs)), *cgroup_procs, "1" if contain else ""]
+    encoded = [os.fsencode(field) for field in fields]
+    if any(b"\0" in field for field in encoded):
+        msg = "a cgroup path holds a NUL byte"
+        raise ValueError(msg)
+    return b"\0" + b"".join(field + b"\0" for field in encoded)
+
+
+def split_setup(data: bytes) -> tuple[list[bytes], bool, bytes] | None:
+    """The cgroup files and containment of the setup at the start of ``data`` and what follows
+    it; ``None`` while it is not whole (``PlanError`` for one that is malformed)."""
+    fields = data[1:].split(b"\0")
+    if len(fields) < 2:
+        return None
+    if not fields[0].isdigit():
+        msg = f"expected a count, got {fields[0]!r}"
+        raise PlanError(msg)
+    count = int(fields[0])
+    if len(fields) < count + 3:
+        return None
+    flag = fields[count + 1]
+    if flag not in (b"", b"1"):
+        msg = f"bad containment flag {flag!r}"
+        raise PlanError(msg)
+    used = 1 + sum(len(field) + 1 for field in fields[: count + 2])
+    return fields[1 : count + 1], flag == b"1", data[used:]
 
 
 class Plan:
@@ -205,7 +244,9 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def _fail(status_fd: int, stage: str, exc: BaseException | str, status: int = EXIT_FAILED) -> None:
+def _fail(
+    status_fd: int, stage: str, exc: BaseException | str, status: int = EXIT_FAILED
+) -> NoReturn:
     os.write(status_fd, f"{status} {stage}: {exc}".encode(errors="replace"))
     os._exit(status)
 
@@ -302,6 +343,39 @@ def _default_signals() -> None:
         _signal.signal(signum, _signal.SIG_DFL)
 
 
+def _join(procs: Iterable[bytes]) -> None:
+    """Join the cgroups of these ``cgroup.procs`` or ``tasks`` files, writing ``0`` (the writer
+    itself: its one thread through a ``tasks`` file)."""
+    for path in procs:
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.write(fd, b"0")
+        finally:
+            os.close(fd)
+
+
+def _set_up(plan_fd: int, status_fd: int, data: bytes) -> bytes:
+    """Do the setup at the start of ``data`` (read on until it is whole); what follows it."""
+    try:
+        while (setup := split_setup(data)) is None:
+            chunk = os.read(plan_fd, 65536)
+            if not chunk:  # the parent gave up or died
+                os._exit(EXIT_ABORTED)
+            data += chunk
+    except PlanError as exc:
+        _fail(status_fd, "plan", exc)
+    procs, contained, rest = setup
+    stage = "setup"
+    try:
+        _join(procs)
+        stage = "containment"
+        if contained:
+            contain()
+    except OSError as exc:
+        _fail(status_fd, stage, exc)
+    return rest
+
+
 def main(argv: list[str]) -> None:
     """Apply the plan read from ``argv[1]`` and exec; report failures on ``argv[2]``.
 
@@ -313,7 +387,10 @@ def main(argv: list[str]) -> None:
     _default_signals()
     if argv[3:4] == ["contain"]:
         import ctypes  # noqa: F401 - imported ahead: contain() finds it in sys.modules
-    data = _read_all(plan_fd)
+    data = os.read(plan_fd, 65536)
+    if data.startswith(b"\0"):  # a setup first: no plan starts with NUL (its program is not empty)
+        data = _set_up(plan_fd, status_fd, data)
+    data += _read_all(plan_fd)
     if not data:
         os._exit(EXIT_ABORTED)
     try:
@@ -323,12 +400,7 @@ def main(argv: list[str]) -> None:
         return
     program, command, env = plan.program, plan.command, plan.env
     try:
-        for path in plan.procs:  # "0": the writer itself (one thread through a ``tasks`` file)
-            fd = os.open(path, os.O_WRONLY)
-            try:
-                os.write(fd, b"0")
-            finally:
-                os.close(fd)
+        _join(plan.procs)
         if plan.cpus is not None:
             os.sched_setaffinity(0, plan.cpus)
     except OSError as exc:

@@ -2,14 +2,16 @@
 
 :meth:`ProcessRuntime.new_workload` parks a launcher process (its pid names the workload
 ``pid:<n>``) and, while the booking and the hooks run, makes the workload's cgroups
-(:mod:`accelkit.runtime.cgroup_setup`); :meth:`~ProcessRuntime.create` writes the memory limit,
-cpuset, pids limit and the device nodes the workload may not open; :meth:`~ProcessRuntime.start`
-sends the launcher its plan, and it joins the cgroups and execs. So nothing of the user's runs
-outside its cgroups. On v1 the launcher joins them itself, one thread through each ``tasks``
-file, which spares the kernel's lock for moving whole processes: its first use after a pause
-waits out an RCU grace period (10-15 ms). On v2 the runtime moves the launcher while the hooks
-run, so that the wait overlaps them. From its second workload on the runtime keeps a launcher
-ready for the next, taken only where a fresh one would inherit the same (:mod:`.spare`).
+(:mod:`accelkit.runtime.cgroup_setup`) and has the launcher join them and contain itself (its
+setup, :func:`~accelkit.runtime.launcher.encode_setup`); :meth:`~ProcessRuntime.create` writes
+the memory limit, cpuset, pids limit and the device nodes the workload may not open;
+:meth:`~ProcessRuntime.start` sends the launcher its plan, and it execs. So nothing of the
+user's runs outside its cgroups. On v1 the launcher joins them itself, one thread through each
+``tasks`` file, which spares the kernel's lock for moving whole processes: its first use after
+a pause waits out an RCU grace period (10-15 ms). On v2 the runtime moves the launcher while
+the hooks run, so that the wait overlaps them. From its second workload on the runtime keeps a
+launcher ready for the next, taken only where a fresh one would inherit the same
+(:mod:`.spare`).
 
 Liveness is "the cgroup has processes": a leader that exited while a child (or a ``setsid``
 daemon) runs leaves the workload alive, and :meth:`~ProcessRuntime.stop` ends every process of
@@ -32,7 +34,6 @@ import contextlib
 import errno
 import os
 import signal
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -45,7 +46,13 @@ from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 from accelkit.runtime.base import LaunchSpec, Runtime, RuntimeUnavailable, WorkloadHandle
 from accelkit.runtime.cgroup_limits import CgroupLimits, deny_rules
 from accelkit.runtime.cgroup_setup import apply_limits, create_cgroups, sweep_stale
-from accelkit.runtime.cgroups import WorkloadCgroups, workload_cgroup_path, write_control
+from accelkit.runtime.cgroups import (
+    KILL_TIMEOUT,
+    WorkloadCgroups,
+    stop_cgroups,
+    workload_cgroup_path,
+    write_control,
+)
 from accelkit.runtime.process_stamp import ProcessStamp
 from accelkit.runtime.process_tree import ProcessTree
 from accelkit.runtime.render.process import ProcessPlan, render_process
@@ -53,10 +60,8 @@ from accelkit.runtime.spare import SpareLauncher
 from accelkit.sizes import format_binary_size
 from accelkit.types import AgentId, MountType, Workload, WorkloadType
 
-__all__ = ["ProcessRuntime"]
+__all__ = ["KILL_TIMEOUT", "ProcessRuntime"]
 
-#: how long :meth:`ProcessRuntime.stop` keeps killing before it gives up on unkillable processes
-KILL_TIMEOUT = 30.0
 _CAP_SYS_ADMIN = 21
 _NO_CONTAINMENT = (
     "a root workload can move itself out of its cgroups: accelkit lacks CAP_SYS_ADMIN to make "
@@ -125,22 +130,23 @@ class ProcessRuntime(Runtime):
             self._spare.keep(contain=self.contain)
         workload = Workload.process_tree(f"pid:{tree.pid}")
         relative = workload_cgroup_path(agent_id, workload.id)
-        placing = asyncio.ensure_future(_in_thread(lambda: self._place(relative, tree.pid)))
+        placing = asyncio.ensure_future(_in_thread(lambda: self._place(relative, tree)))
         self._parked[workload.id] = _Parked(tree, placing)
         return workload
 
-    def _place(self, relative: str, pid: int) -> WorkloadCgroups:
+    def _place(self, relative: str, tree: ProcessTree) -> WorkloadCgroups:
+        """Make the groups and have the leader join them (it does on v1) and contain itself,
+        while the booking and the hooks run."""
         made = create_cgroups(CgroupFS.read(self.root), relative)
-        if made.self_join_files():
-            sweep_stale(made)
-            return made  # the leader joins them itself, as it is launched
-        try:
-            for procs in made.procs_files():
-                write_control(Path(procs), str(pid))
-        except OSError as exc:
-            made.remove()
-            msg = f"cannot move the workload's leader into its cgroups: {exc.strerror or exc}"
-            raise RuntimeUnavailable(msg) from None
+        if not made.self_join_files():
+            try:
+                for procs in made.procs_files():
+                    write_control(Path(procs), str(tree.pid))
+            except OSError as exc:
+                made.remove()
+                msg = f"cannot move the workload's leader into its cgroups: {exc.strerror or exc}"
+                raise RuntimeUnavailable(msg) from None
+        tree.prepare(made.self_join_files(), contain=self.contain)
         sweep_stale(made)  # groups of runs killed before they recorded them
         return made
 
@@ -273,9 +279,9 @@ class ProcessRuntime(Runtime):
             if not cgroups.populated():  # all gone already: nothing to wait for here
                 cgroups.remove(levels=levels)
             else:
-                await _in_thread(lambda: _stop_cgroups(cgroups, grace, levels=levels))
+                await _in_thread(lambda: stop_cgroups(cgroups, grace, levels=levels))
         elif cgroups.dirs:
-            await _in_thread(lambda: _stop_cgroups(cgroups, grace, levels=levels))
+            await _in_thread(lambda: stop_cgroups(cgroups, grace, levels=levels))
         elif pending is not None:
             await _stop_group(pending.tree, grace)
         if pending is not None:
@@ -309,7 +315,7 @@ class ProcessRuntime(Runtime):
             await parked.tree.wait()
             with contextlib.suppress(RuntimeUnavailable, OSError):  # nothing was placed
                 placed = await asyncio.shield(parked.placing)
-                await _in_thread(lambda: _stop_cgroups(placed, 0))
+                await _in_thread(lambda: stop_cgroups(placed, 0))
         if handle is not None:
             await self.stop(handle, 0)
 
@@ -445,48 +451,15 @@ async def _in_thread(call: Callable[[], _T]) -> _T:
     return await asyncio.get_running_loop().run_in_executor(None, call)
 
 
-def _left_behind(cgroups: WorkloadCgroups) -> tuple[set[int], bool]:
-    """The processes still in the groups, and whether they are populated (one trip to a
-    thread for both: on v1 a listed process is what populates them)."""
-    left = cgroups.pids()
-    return left, bool(left) if cgroups.version == 1 else cgroups.populated()
-
-
-def _wait_empty(cgroups: WorkloadCgroups, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    delay = 0.0005
-    while cgroups.populated():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(delay)
-        delay = min(delay * 2, 0.05)
-    return True
-
-
 def _levels_key(cgroups: WorkloadCgroups) -> tuple[str, ...]:
     return tuple(str(directory.parent) for directory in cgroups.directories)
 
 
-def _stop_cgroups(cgroups: WorkloadCgroups, grace: float, *, levels: bool = True) -> None:
-    if cgroups.populated():
-        if grace > 0:
-            cgroups.signal(signal.SIGTERM)
-        deadline = time.monotonic() + KILL_TIMEOUT
-        if not (grace > 0 and _wait_empty(cgroups, grace)):
-            while True:
-                cgroups.kill()
-                if _wait_empty(cgroups, 0.1):
-                    break
-                if time.monotonic() >= deadline:
-                    left = sorted(cgroups.pids())
-                    msg = (
-                        f"processes {left} of cgroup {cgroups.relative} do not die"
-                        if left
-                        else f"the processes of cgroup {cgroups.relative} have not finished "
-                        f"exiting after {KILL_TIMEOUT:g} s"
-                    )
-                    raise WorkloadError(msg)
-    cgroups.remove(levels=levels)
+def _left_behind(cgroups: WorkloadCgroups) -> tuple[set[int], bool]:
+    """The processes still in the groups, and whether they are populated (one read for both:
+    on v1 a listed process is what populates them)."""
+    left = cgroups.pids()
+    return left, bool(left) if cgroups.version == 1 else cgroups.populated()
 
 
 async def _stop_group(tree: ProcessTree, grace: float) -> None:

@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
@@ -102,6 +103,10 @@ class ProcessTree:
         self._exited: asyncio.Future[int] | None = None
         self._plan_fd: int | None = plan_fd
         self._status_fd: int | None = status_fd
+        #: held while the plan pipe is written or closed (a setup is sent from another thread)
+        self._plan_lock = threading.Lock()
+        #: the launcher was sent its setup (:meth:`prepare`): the plan carries no cgroup
+        self._prepared = False
         stamp = ProcessStamp.of(process.pid)
         if stamp is None:  # it cannot have exited: it waits for our plan
             msg = f"the launcher (pid {process.pid}) vanished before receiving its plan"
@@ -147,6 +152,21 @@ class ProcessTree:
         os.close(status_w)
         return cls(process, plan_w, status_r)
 
+    def prepare(self, cgroup_procs: Sequence[str] = (), *, contain: bool = False) -> None:
+        """Have the launcher join the cgroups of ``cgroup_procs`` and (``contain``) contain
+        itself now, while it waits for its plan; then :meth:`launch` sends only what runs.
+
+        Callable from any thread, before :meth:`launch`; a failure is the launcher's to report,
+        when the plan is sent. A launcher that was aborted, or had its plan, is sent nothing.
+        """
+        body = launcher.encode_setup(cgroup_procs, contain=contain)
+        with self._plan_lock:
+            if self._plan_fd is None or self._prepared:
+                return
+            self._prepared = True
+            with contextlib.suppress(BrokenPipeError):  # gone: its status says why at launch
+                _write_all(self._plan_fd, body)
+
     def launch(
         self,
         argv: Sequence[str],
@@ -163,6 +183,8 @@ class ProcessTree:
         ``tasks`` file) before it execs; ``terminal`` (``<fds>:<path>``) and ``contain`` are
         the launcher's (:mod:`accelkit.runtime.launcher`).
         """
+        if self._prepared:  # joined and contained already
+            cgroup_procs, contain = (), False
         program = argv[0] if argv else ""
         if argv and "/" not in program:  # searched for here: the launcher then only execs
             program = shutil.which(program, path=plan.env.get("PATH", os.defpath)) or program
@@ -202,13 +224,12 @@ class ProcessTree:
                 os.close(status_fd)
 
     def _send(self, data: bytes) -> None:
-        fd, self._plan_fd = self._plan_fd, None
+        with self._plan_lock:
+            fd, self._plan_fd = self._plan_fd, None
         if fd is None:
             return
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            _write_all(fd, data)
         except BrokenPipeError:
             pass  # the launcher is gone; its exit status tells the rest
         finally:
@@ -254,3 +275,9 @@ class ProcessTree:
         """Signal the leader's process group (what is left of the tree without cgroups)."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signum)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]

@@ -228,14 +228,21 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook_factory(_is_homogeneous_sequence, _array_hook_factory)
     converter.register_structure_hook_factory(is_mapping, _table_of_hook_factory)
     # registered last, so a rule wins over the hooks of the type it annotates
-    converter.register_structure_hook_func(lambda t: _rule_of(t) is not None, _apply_rule)
+    converter.register_structure_hook_factory(lambda t: _rule_of(t) is not None, _rule_hook)
     return converter
 
 
-def _apply_rule(value: Any, type_: Any) -> Any:
+def _rule_hook(type_: Any) -> Callable[[Any, Any], Any]:
+    """The hook of a type annotated with a rule: the rule's own parse, found once per type
+    (a device file of hundreds of devices has a value of the type for each)."""
     rule = _rule_of(type_)
-    assert rule is not None  # the hook is registered for annotated types only
-    return rule.parse(value)
+    assert rule is not None  # the factory is registered for annotated types only
+    parse = rule.parse
+
+    def apply_rule(value: Any, _type: Any) -> Any:
+        return parse(value)
+
+    return apply_rule
 
 
 CONVERTER = _make_converter()

@@ -162,6 +162,18 @@ def test_workload_named_constructors():
         Workload("")
 
 
+@pytest.mark.parametrize("given", ["container", WorkloadType.CONTAINER])
+def test_a_workload_type_is_read_from_its_text_or_itself(given):
+    assert Workload("w", given).type is WorkloadType.CONTAINER
+    assert Workload("w", given) == Workload.container("w")
+
+
+@pytest.mark.parametrize("given", ["Container", "", None, 3, ["container"]])
+def test_anything_else_is_refused_as_the_enum_refuses_it(given):
+    with pytest.raises(ValueError, match="is not a valid WorkloadType"):
+        Workload("w", given)
+
+
 def test_workload_config_defaults_and_conversion():
     config = WorkloadConfig(
         mounts=[Mount.device("/dev/nvidia0")], cpuset_cpus=[0, 1], cdi_devices=["a=b"]

@@ -189,6 +189,19 @@ class MountType(enum.StrEnum):
     DEVICE = "device"
 
 
+#: each workload type by its text (and by itself: a member hashes and compares as its text)
+_WORKLOAD_TYPES = {kind.value: kind for kind in WorkloadType}
+
+
+def _workload_type(value: str) -> WorkloadType:
+    """``WorkloadType(value)``, with one look-up for a type or its text (the ledger makes a
+    workload for each of thousands of records)."""
+    try:
+        return _WORKLOAD_TYPES[value]
+    except (KeyError, TypeError):  # not a type's text (nor hashable): the enum's own error
+        return WorkloadType(value)
+
+
 def _non_empty(_inst: object, attribute: attrs.Attribute[Any], value: str) -> None:
     if not value:
         msg = f"{attribute.name} must not be empty"
@@ -328,7 +341,7 @@ class Workload:
     __hash__ = attrs_hash
 
     id: str = attrs.field(validator=_non_empty)
-    type: WorkloadType = attrs.field(converter=WorkloadType, default=WorkloadType.PROCESS_TREE)
+    type: WorkloadType = attrs.field(converter=_workload_type, default=WorkloadType.PROCESS_TREE)
 
     @classmethod
     def process_tree(cls, workload_id: str) -> Workload:

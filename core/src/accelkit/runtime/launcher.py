@@ -465,20 +465,25 @@ def serve(ctl_fd: int, contain_ahead: bool) -> None:
                 return
             sock.sendall(b"-22\n")  # EINVAL
             continue
+        ready_r, ready_w = os.pipe()  # closed by the clone once it leads its own session
         api.PyOS_BeforeFork()
         pid = clone(number, _CLONE_PARENT, 0, 0, 0, 0)
         if pid == 0:
             try:
                 api.PyOS_AfterFork_Child()
                 sock.close()
+                os.close(ready_r)
                 os.setsid()
-                main(
-                    ["launcher", str(fds[0]), str(fds[1]), *(["contain"] if contain_ahead else [])]
-                )
+                os.close(ready_w)
+                ahead = ["contain"] if contain_ahead else []
+                main(["launcher", str(fds[0]), str(fds[1]), *ahead])
             finally:  # main execs or exits; never back into the server's loop
                 os._exit(EXIT_FAILED)
         failed = ctypes.get_errno() if pid < 0 else 0
         api.PyOS_AfterFork_Parent()
+        os.close(ready_w)
+        os.read(ready_r, 1)  # end of file: the clone has its session (or is gone), as Popen's
+        os.close(ready_r)
         for fd in fds:
             os.close(fd)
         sock.sendall(f"{-failed if failed else pid}\n".encode())

@@ -13,8 +13,10 @@ from .imported_modules import modules_of
 #: what a status of process workloads never needs: the container engine's modules (the
 #: orphan sweep asks no engine when the ledger noted none), the tracking runtimes and the
 #: lifecycle (imported where a teardown is finished; this ledger has none to finish), the
-#: metadata library and its email parser (entry points are read from the metadata directories)
+#: metadata library and its email parser (entry points are read from the metadata directories),
+#: the pins of an auto-split node (this one is shared)
 NOT_ON_THE_WAY = (
+    "accelkit.host.pinning",
     "importlib.metadata",
     "email.feedparser",
     "accelkit.runtime.docker",

@@ -14,7 +14,6 @@ from accelkit.config.model import AllocationMode, HostConfig
 from accelkit.discovery import PluginLoader
 from accelkit.errors import PluginContractError
 from accelkit.host.agent import AgentView
-from accelkit.host.pinning import apply_pinned, read_pinned
 from accelkit.host.plan import build_plan
 from accelkit.partition.model import GlobalDeviceInfo
 from accelkit.partition.partitioner import PartitionResult, ResourcePartitioner
@@ -138,6 +137,8 @@ class PartitionHost:
         """AUTO_SPLIT: the assignment recorded in the state dir, if any (see :mod:`.pinning`)."""
         if result.mode is not AllocationMode.AUTO_SPLIT:
             return result
+        from accelkit.host.pinning import apply_pinned, read_pinned  # only auto-split pins
+
         pinned = read_pinned(self.config.resource.state_dir, source=self.config.source_name)
         if pinned is None:
             return result

@@ -82,3 +82,27 @@ def test_a_memo_asks_again_in_the_next_judgement():
     proc.wait()
     assert first(stamp)  # this judgement's answer stays what it saw
     assert not second(stamp)
+
+
+def test_a_stamp_and_an_equal_one_are_checked_once_whichever_is_asked(monkeypatch):
+    """Records read from the ledger share a stamp object; one made apart (equal, another
+    object) is found by its value: one check for both, asked in any order."""
+    me = ProcessStamp.of(os.getpid())
+    assert me is not None
+    twin = ProcessStamp(me.pid, me.start_time)
+    assert twin == me
+    assert twin is not me
+    checked: list[ProcessStamp] = []
+    is_running = ProcessStamp.is_running
+
+    def counting(self: ProcessStamp) -> bool:
+        checked.append(self)
+        return is_running(self)
+
+    monkeypatch.setattr(ProcessStamp, "is_running", counting)
+    memo = RunningMemo()
+    assert [memo(twin), memo(me), memo(twin), memo(me)] == [True] * 4
+    assert checked == [twin]
+    assert not memo(DEAD)
+    assert not memo(ProcessStamp(DEAD.pid, DEAD.start_time))
+    assert checked == [twin, DEAD]

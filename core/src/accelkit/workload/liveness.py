@@ -56,10 +56,17 @@ class RunningMemo:
 
     def __init__(self) -> None:
         self._seen: dict[ProcessStamp, bool] = {}
+        #: by the stamp object (kept, so its id stays its own): records read from the ledger
+        #: share one object per stamp, found without hashing its fields
+        self._by_id: dict[int, tuple[ProcessStamp, bool]] = {}
 
     def __call__(self, stamp: ProcessStamp) -> bool:
         """Whether the stamped process runs, as its first check in this memo said."""
+        known = self._by_id.get(id(stamp))
+        if known is not None:
+            return known[1]
         alive = self._seen.get(stamp)
         if alive is None:
             alive = self._seen[stamp] = stamp.is_running()
+        self._by_id[id(stamp)] = (stamp, alive)
         return alive

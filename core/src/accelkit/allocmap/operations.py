@@ -203,7 +203,7 @@ class MapOperations(ABC):
                 op = "free" if freeing else "apply"
                 msg = f"cannot {op}: unknown slot {slot!r}"
                 raise InvalidResourceArgument(msg)
-            if not isinstance(per_device, Mapping):
+            if per_device.__class__ is not dict and not isinstance(per_device, Mapping):
                 op = "free" if freeing else "apply"
                 msg = f"cannot {op}: {slot!r} must map device ids to amounts, not {per_device!r}"
                 raise InvalidResourceArgument(msg)
@@ -267,6 +267,7 @@ def _offered_by_none(
 
 def _check_mapping(value: object, op: str, of: str) -> None:
     """Requests and allocations are mappings: anything else is refused, naming its type."""
-    if not isinstance(value, Mapping):
+    # a dict (nearly always) without the ABC's check: a fifth of applying a small allocation
+    if value.__class__ is not dict and not isinstance(value, Mapping):
         msg = f"cannot {op}: expected a mapping of {of}, not {type(value).__name__} {value!r:.80}"
         raise InvalidResourceArgument(msg)

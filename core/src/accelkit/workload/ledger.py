@@ -315,20 +315,20 @@ class Ledger:
         return int(self._execute("SELECT value FROM meta WHERE name = 'seq'").fetchone()[0])
 
     def _parse_rows(
-        self, rows: list[tuple[str, str, Any]]
+        self, rows: list[tuple[AgentId, str, Any]]
     ) -> tuple[dict[RecordKey, LedgerRecord], list[SetAside]]:
         records: dict[RecordKey, LedgerRecord] = {}
         problems: list[SetAside] = []
         for agent, workload, body in rows:
             try:
                 record = parse_record(body)
-                if record.key != (agent, workload):
+                if record.agent_id != agent or record.workload.id != workload:
                     msg = f"holds the record of {record.key!r}, stored under another key"
                     raise LedgerFormatError(msg)
             except LedgerFormatError as exc:
                 problems.append(self._set_aside(agent, workload, body, str(exc)))
                 continue
-            records[record.key] = record
+            records[agent, workload] = record  # its key, made once
         return records, problems
 
     def scan(self) -> LedgerScan:

@@ -276,3 +276,33 @@ def test_the_opening_notes_come_from_the_records_it_applied_without_the_index(wr
         "another partition; this config gives it to agent 'agent-3': it stays held, "
         "granted to nobody, until that workload ends"
     ]
+
+
+def test_records_of_an_agent_with_every_device_are_not_looked_through(write, monkeypatch):
+    """A shared node's one agent has every device: its records hold nothing elsewhere and
+    are not looked through; a record of an agent this config lacks still is, and named."""
+    from accelkit.node import held_devices
+
+    looked: list[str] = []
+    holdings_of = held_devices.holdings_of
+
+    def spying(records):
+        records = list(records)
+        looked.extend(r.workload.id for r in records)
+        return holdings_of(records)
+
+    monkeypatch.setattr(held_devices, "holdings_of", spying)
+    shared = write("shared.toml", "shared", [])
+    ledger = Ledger(shared.parent / "state")
+    ledger.write(held("agent-1", "mine", cuda={"cuda.device": {"cuda0": 1}}))
+    ledger.write(held("a2", "theirs", cuda={"cuda.device": {"cuda1": 1}}))
+
+    async def body(node: Node):
+        return [p for p in node.warnings if "another partition" in p]
+
+    assert opened(shared, body) == [
+        "ledger: device cuda cuda1 is held by workload 'theirs' of agent 'a2', booked under "
+        "another partition; this config gives it to agent 'agent-1': it stays held, "
+        "granted to nobody, until that workload ends"
+    ]
+    assert looked == ["theirs"]

@@ -127,10 +127,15 @@ def partition_notes(
     lines = [line] if before is not None and (line := before.differs(seen)) else []
     masks = masks_of(host.agents)
     devices = {key: frozenset(host.device_map[key].device_ids) for key in masks}
+    # an agent that has every device of the node (a shared node's) holds none elsewhere:
+    # its records, thousands maybe, need no look
+    whole = {
+        a for a in host.agents if all(m.get(a, frozenset()) >= devices[k] for k, m in masks.items())
+    }
     # the devices of this node that a record's own agent lacks (few, most often none)
     elsewhere = [
         h
-        for h in holdings_of(live.values())
+        for h in holdings_of(r for r in live.values() if r.agent_id not in whole)
         if h[3] in devices.get(h[2], ()) and h[3] not in masks[h[2]].get(h[0], ())
     ]
     plugins = {key: index for index, key in enumerate(masks)}

@@ -29,18 +29,17 @@ def render_table(
 ) -> list[str]:
     """The lines of a table: the header, then one line per row; ``None`` cells show as ``-``.
 
-    The columns named in ``right`` (figures) are aligned right, the others left.
+    The columns named in ``right`` (figures) are aligned right, the others left. Each line is
+    made by one format of its cells (a table of thousands of rows is a status's).
     """
     cells = [[str(c).upper() for c in columns]]
     cells += [["-" if cell is None else str(cell) for cell in row] for row in rows]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
-    pads = [str.rjust if c in right else str.ljust for c in columns]
-    return [
-        _GAP.join(
-            pad(cell, width) for cell, width, pad in zip(line, widths, pads, strict=True)
-        ).rstrip()
-        for line in cells
-    ]
+    widths = [max(map(len, column)) for column in zip(*cells, strict=True)]
+    line = _GAP.join(
+        f"{{:{'>' if c in right else '<'}{width}}}"
+        for c, width in zip(columns, widths, strict=True)
+    )
+    return [line.format(*cells_of_line).rstrip() for cells_of_line in cells]
 
 
 def print_table(

@@ -7,7 +7,8 @@ records, and the median release latency. L2: 4 processes book and release on one
 keeps a window of 50 live workloads), started together once each has opened the node; bookings/s
 in total, each process's bookings (``shares_max_over_min``: 1.0 is fair) and double bookings,
 checked by each process claiming the device it got with an ``O_EXCL`` file that must not exist
-yet. One process alone on a fresh ledger runs in alternation with the four, three rounds each
+yet (on a tmpfs where there is one, so that the check's own files weigh on none of the ledger's
+syncs). One process alone on a fresh ledger runs in alternation with the four, three rounds each
 (``--seconds`` per run): ``four_over_one``, the ratio of the medians, is the figure a loaded
 machine's speed changes least.
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -27,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from decimal import Decimal
 from pathlib import Path
@@ -137,8 +139,27 @@ async def l2_worker(config_path: Path, held: Path, seconds: float) -> dict[str, 
 
 def l2(config_path: Path, seconds: float = 10.0, processes: int = L2_PROCESSES) -> dict[str, Any]:
     """Bookings/s of ``processes`` processes together, each one's share, double bookings."""
-    held = config_path.parent / "held"
+    with _claims_dir(config_path.parent) as held:
+        return _l2_in(config_path, held, seconds, processes)
+
+
+@contextlib.contextmanager
+def _claims_dir(state_parent: Path) -> Iterator[Path]:
+    """Where the workers claim the devices they get: a tmpfs (``/dev/shm``) where there is
+    one. A file made and removed per booking on the ledger's own file system puts those
+    directory changes into the journal commit of every sync of the ledger (L2 20% slower on
+    the test VM): the check must not weigh on what it checks."""
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        with tempfile.TemporaryDirectory(dir=shm, prefix="accelkit-l2-") as made:
+            yield Path(made)
+        return
+    held = state_parent / "held"
     held.mkdir(exist_ok=True)
+    yield held
+
+
+def _l2_in(config_path: Path, held: Path, seconds: float, processes: int) -> dict[str, Any]:
     start = time.perf_counter()
     workers = [
         subprocess.Popen(

@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 
 from accelkit.cgroup import CgroupFS
-from accelkit.runtime import LaunchSpec, WorkloadHandle
+from accelkit.runtime import WorkloadHandle
 from accelkit.runtime.process import ProcessRuntime
-from accelkit.types import AgentId, WorkloadConfig
+from accelkit.types import AgentId
+
+from .workload_runs import run_to_end
 
 pytestmark = [
     pytest.mark.slow,  # real processes, real cgroups
@@ -27,18 +29,6 @@ pytestmark = [
 AGENT = AgentId(f"agent-levels-{os.getpid()}")
 
 
-async def _run(runtime: ProcessRuntime) -> WorkloadHandle:
-    workload = await runtime.new_workload(AGENT)
-    spec = LaunchSpec(AGENT, workload, ["true"], WorkloadConfig(), base_env=os.environ)
-    handle = await runtime.create(spec)
-    try:
-        await runtime.start(handle)
-        assert await runtime.wait(handle) == 0
-    finally:
-        await runtime.stop(handle, 0)
-    return handle
-
-
 def _groups(handle: WorkloadHandle) -> list[Path]:
     return [Path(v) for k, v in handle.details.items() if k.startswith("cgroup.") and "/" in v]
 
@@ -47,9 +37,9 @@ def test_levels_go_with_a_single_workload_and_stay_between_more_until_close():
     async def main() -> tuple[list[Path], list[Path], list[bool], list[bool], list[bool]]:
         runtime = ProcessRuntime()
         try:
-            first = _groups(await _run(runtime))
+            first = _groups(await run_to_end(runtime, ["true"], AGENT))
             after_one = [group.parent.exists() for group in first]
-            second = _groups(await _run(runtime))
+            second = _groups(await run_to_end(runtime, ["true"], AGENT))
             after_two = [group.parent.exists() for group in second]
         finally:
             await runtime.close()

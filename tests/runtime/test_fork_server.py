@@ -16,12 +16,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from accelkit.runtime import LaunchSpec, launcher
+from accelkit.runtime import launcher
 from accelkit.runtime.fork_server import ClonedLauncher, ForkServer
 from accelkit.runtime.process import ProcessRuntime
 from accelkit.runtime.process_tree import CommandNotRunnable, launcher_code
 from accelkit.runtime.render.process import ProcessPlan
-from accelkit.types import AgentId, WorkloadConfig
+
+from .workload_runs import run_to_end
 
 pytestmark = [
     pytest.mark.slow,  # real processes
@@ -31,7 +32,6 @@ pytestmark = [
     ),
 ]
 
-AGENT = AgentId("agent-1")
 PLAN = ProcessPlan(env={"PATH": os.defpath})
 
 
@@ -119,19 +119,7 @@ def test_a_request_without_two_descriptors_is_refused_and_the_server_goes_on():
 
 def _run(runtime: ProcessRuntime, argv: list[str]) -> str:
     """Run ``argv`` as a workload of ``runtime``; its leader's pid."""
-
-    async def main() -> str:
-        workload = await runtime.new_workload(AGENT)
-        spec = LaunchSpec(AGENT, workload, argv, WorkloadConfig(), base_env=os.environ)
-        handle = await runtime.create(spec)
-        try:
-            await runtime.start(handle)
-            assert await runtime.wait(handle) == 0
-        finally:
-            await runtime.stop(handle, 0)
-        return handle.details["leader_pid"]
-
-    return asyncio.run(main())
+    return asyncio.run(run_to_end(runtime, argv)).details["leader_pid"]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the process runtime's cgroups need root")
@@ -174,55 +162,3 @@ def test_a_server_started_before_a_change_is_replaced_by_one_that_has_it(tmp_pat
         os.chdir(before)
         asyncio.run(runtime.close())
     assert (tmp_path / "out").read_text() == f"{tmp_path}\n"
-
-
-PARENT = """
-import asyncio, os, psutil
-from accelkit.runtime import LaunchSpec
-from accelkit.runtime.process import ProcessRuntime
-from accelkit.types import AgentId, WorkloadConfig
-
-async def main():
-    runtime = ProcessRuntime()
-    for _ in range(2):
-        workload = await runtime.new_workload(AgentId("agent-1"))
-        spec = LaunchSpec(AgentId("agent-1"), workload, ["true"], WorkloadConfig(), os.environ)
-        handle = await runtime.create(spec)
-        await runtime.start(handle)
-        await runtime.wait(handle)
-        await runtime.stop(handle, 0)
-    spare = runtime.spare_launcher
-    (server,) = [p.pid for p in psutil.Process().children() if p.pid != spare]
-    print(spare, server, flush=True)
-    await asyncio.Event().wait()  # until killed
-
-asyncio.run(main())
-"""
-
-#: the subreaper of the runtime's process: the orphaned server and spare are its children
-REAPER = """
-import ctypes, os, signal, subprocess, sys
-assert ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
-parent = subprocess.Popen([sys.executable, "-c", sys.argv[1]], stdout=subprocess.PIPE)
-spare, server = map(int, parent.stdout.readline().split())
-os.kill(parent.pid, signal.SIGKILL)
-parent.wait()
-for pid in (server, spare):
-    _, status = os.waitpid(pid, 0)
-    print(os.waitstatus_to_exitcode(status))
-"""
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="the process runtime's cgroups need root")
-def test_the_server_and_its_spare_end_when_their_process_is_killed():
-    done = subprocess.run(
-        [sys.executable, "-c", REAPER, PARENT],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    server, spare = map(int, done.stdout.split())
-    assert server == 0  # its socket's end of file
-    assert spare == launcher.EXIT_ABORTED  # an empty plan: nothing was executed

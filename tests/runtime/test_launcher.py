@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 from accelkit.runtime import launcher
 from accelkit.runtime.launcher import PlanError, decode_plan, encode_plan
 
+from .launcher_pipes import finish_launcher, start_launcher
+
 #: text that can be an argument, an environment value or a path: anything but NUL
 #: (lone surrogates cannot be given by the system: the real launcher test carries escaped bytes)
 _TEXT = st.text(st.characters(blacklist_characters="\0", blacklist_categories=("Cs",)), max_size=20)
@@ -112,21 +114,9 @@ def test_a_malformed_plan_is_refused_when_decoding(data, why):
 
 def _launch(plan: bytes) -> tuple[int, str, str]:
     """Run the launcher for real with ``plan``: its status, stdout and status-pipe message."""
-    plan_r, plan_w = os.pipe()
-    status_r, status_w = os.pipe()
-    process = subprocess.Popen(
-        [sys.executable, "-I", "-S", launcher.__file__, str(plan_r), str(status_w)],
-        pass_fds=(plan_r, status_w),
-        stdout=subprocess.PIPE,
-    )
-    os.close(plan_r)
-    os.close(status_w)
+    process, plan_w, status_r = start_launcher()
     os.write(plan_w, plan)
-    os.close(plan_w)
-    out, _ = process.communicate(timeout=30)
-    with os.fdopen(status_r, "rb") as status:
-        message = status.read().decode()
-    return process.returncode, out.decode(), message
+    return finish_launcher(process, plan_w, status_r)
 
 
 def test_the_launcher_execs_the_plan_with_its_environment_bytes_and_affinity():

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,6 +17,8 @@ from accelkit.runtime import launcher
 from accelkit.runtime.launcher import PlanError, encode_plan, encode_setup, split_setup
 from accelkit.runtime.process_tree import ProcessTree
 from accelkit.runtime.render.process import ProcessPlan
+
+from .launcher_pipes import finish_launcher, start_launcher
 
 _PATH = st.text(st.characters(blacklist_characters="\0", blacklist_categories=("Cs",)), max_size=20)
 
@@ -47,27 +47,6 @@ def test_a_nul_in_a_cgroup_path_is_refused_when_encoding():
         encode_setup(["/sys/fs/cgroup/a\0b/tasks"])
 
 
-def _start() -> tuple[subprocess.Popen[bytes], int, int]:
-    plan_r, plan_w = os.pipe()
-    status_r, status_w = os.pipe()
-    process = subprocess.Popen(
-        [sys.executable, "-I", "-S", launcher.__file__, str(plan_r), str(status_w)],
-        pass_fds=(plan_r, status_w),
-        stdout=subprocess.PIPE,
-    )
-    os.close(plan_r)
-    os.close(status_w)
-    return process, plan_w, status_r
-
-
-def _finish(process: subprocess.Popen[bytes], plan_w: int, status_r: int) -> tuple[int, str, str]:
-    os.close(plan_w)
-    out, _ = process.communicate(timeout=60)
-    with os.fdopen(status_r, "rb") as status:
-        message = status.read().decode()
-    return process.returncode, out.decode(), message
-
-
 def _until(condition, what: str) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + 60
     while not condition():
@@ -78,11 +57,11 @@ def _until(condition, what: str) -> None:  # type: ignore[no-untyped-def]
 def test_the_setup_is_done_before_the_plan_comes_and_the_plan_then_runs(tmp_path: Path):
     joined = tmp_path / "tasks"  # a file the launcher writes 0 to, as it joins a cgroup
     joined.write_text("")
-    process, plan_w, status_r = _start()
+    process, plan_w, status_r = start_launcher()
     os.write(plan_w, encode_setup([str(joined)]))
     _until(lambda: joined.read_text() == "0", "joined while waiting for the plan")
     os.write(plan_w, encode_plan(["echo", "ran"], {"PATH": os.defpath}))
-    assert _finish(process, plan_w, status_r) == (0, "ran\n", "")
+    assert finish_launcher(process, plan_w, status_r) == (0, "ran\n", "")
 
 
 @pytest.mark.parametrize("split", [1, 3, None])
@@ -90,34 +69,38 @@ def test_a_setup_and_plan_read_in_any_pieces_run(tmp_path: Path, split: int | No
     joined = tmp_path / "tasks"
     joined.write_text("")
     data = encode_setup([str(joined)]) + encode_plan(["echo", "ran"], {"PATH": os.defpath})
-    process, plan_w, status_r = _start()
+    process, plan_w, status_r = start_launcher()
     for start in range(0, len(data), split or len(data)):
         os.write(plan_w, data[start : start + (split or len(data))])
-    assert _finish(process, plan_w, status_r) == (0, "ran\n", "")
+    assert finish_launcher(process, plan_w, status_r) == (0, "ran\n", "")
     assert joined.read_text() == "0"
 
 
 def test_a_cgroup_the_setup_cannot_join_is_reported_with_125(tmp_path: Path):
     missing = tmp_path / "missing" / "tasks"
-    process, plan_w, status_r = _start()
+    process, plan_w, status_r = start_launcher()
     os.write(plan_w, encode_setup([str(missing)]) + encode_plan(["true"], {}))
-    status, _, message = _finish(process, plan_w, status_r)
+    status, _, message = finish_launcher(process, plan_w, status_r)
     assert status == launcher.EXIT_FAILED
     assert message.startswith("125 setup: ")
     assert "No such file or directory" in message
 
 
 def test_a_malformed_setup_is_reported_with_125():
-    process, plan_w, status_r = _start()
+    process, plan_w, status_r = start_launcher()
     os.write(plan_w, b"\0x\0\0")
-    assert _finish(process, plan_w, status_r) == (125, "", "125 plan: expected a count, got b'x'")
+    assert finish_launcher(process, plan_w, status_r) == (
+        125,
+        "",
+        "125 plan: expected a count, got b'x'",
+    )
 
 
 @pytest.mark.parametrize("sent", [b"\x001\0", encode_setup()], ids=["part", "whole"])
 def test_a_setup_with_no_plan_after_it_runs_nothing(sent: bytes):
-    process, plan_w, status_r = _start()
+    process, plan_w, status_r = start_launcher()
     os.write(plan_w, sent)
-    assert _finish(process, plan_w, status_r) == (launcher.EXIT_ABORTED, "", "")
+    assert finish_launcher(process, plan_w, status_r) == (launcher.EXIT_ABORTED, "", "")
 
 
 def test_a_prepared_tree_sends_its_plan_without_cgroups_and_a_setup_only_once(tmp_path: Path):

@@ -16,17 +16,16 @@ from pathlib import Path
 import psutil
 import pytest
 
-from accelkit.runtime import LaunchSpec, WorkloadHandle
+from accelkit.runtime import launcher
 from accelkit.runtime.launcher import EXIT_ABORTED
 from accelkit.runtime.process import ProcessRuntime
-from accelkit.types import AgentId, WorkloadConfig
+
+from .workload_runs import run_to_end
 
 pytestmark = [
     pytest.mark.slow,  # real processes
     pytest.mark.skipif(os.geteuid() != 0, reason="the process runtime's cgroups need root"),
 ]
-
-AGENT = AgentId("agent-1")
 
 
 @pytest.fixture
@@ -34,19 +33,6 @@ def runtime() -> Iterator[ProcessRuntime]:
     made = ProcessRuntime(pids_max=512)
     yield made
     asyncio.run(made.close())
-
-
-async def _run(runtime: ProcessRuntime, argv: list[str]) -> WorkloadHandle:
-    """Run ``argv`` to its end as a workload of ``runtime``; its handle."""
-    workload = await runtime.new_workload(AGENT)
-    spec = LaunchSpec(AGENT, workload, argv, WorkloadConfig(), base_env=os.environ)
-    handle = await runtime.create(spec)
-    try:
-        await runtime.start(handle)
-        assert await runtime.wait(handle) == 0
-    finally:
-        await runtime.stop(handle, 0)
-    return handle
 
 
 def _gone(pid: int) -> bool:
@@ -91,12 +77,12 @@ def test_a_spare_started_before_a_change_is_not_used(runtime, tmp_path, change, 
     script = 'pwd > "$0"; umask >> "$0"; ulimit -n >> "$0"'
 
     async def main() -> tuple[int | None, str]:
-        await _run(runtime, ["true"])
-        await _run(runtime, ["true"])
+        await run_to_end(runtime, ["true"])
+        await run_to_end(runtime, ["true"])
         spare = runtime.spare_launcher
         undo = change(tmp_path)
         try:
-            handle = await _run(runtime, ["sh", "-c", script, str(out)])
+            handle = await run_to_end(runtime, ["sh", "-c", script, str(out)])
         finally:
             undo()
         assert handle.details["leader_pid"] != str(spare)
@@ -110,10 +96,10 @@ def test_a_spare_started_before_a_change_is_not_used(runtime, tmp_path, change, 
 
 def test_an_unchanged_process_takes_its_spare_and_close_reaps_the_next(runtime):
     async def main() -> tuple[int | None, str, int | None]:
-        await _run(runtime, ["true"])
-        await _run(runtime, ["true"])
+        await run_to_end(runtime, ["true"])
+        await run_to_end(runtime, ["true"])
         spare = runtime.spare_launcher
-        handle = await _run(runtime, ["true"])
+        handle = await run_to_end(runtime, ["true"])
         kept = runtime.spare_launcher
         await runtime.close()
         return spare, handle.details["leader_pid"], kept
@@ -127,7 +113,7 @@ def test_an_unchanged_process_takes_its_spare_and_close_reaps_the_next(runtime):
 
 
 PARENT = """
-import asyncio, os, sys
+import asyncio, os, psutil, sys
 from accelkit.runtime import LaunchSpec
 from accelkit.runtime.process import ProcessRuntime
 from accelkit.types import AgentId, WorkloadConfig
@@ -141,28 +127,34 @@ async def main():
         await runtime.start(handle)
         await runtime.wait(handle)
         await runtime.stop(handle, 0)
-    print(runtime.spare_launcher, flush=True)
+    spare = runtime.spare_launcher
+    servers = [p.pid for p in psutil.Process().children() if p.pid != spare]
+    print(spare, *servers, flush=True)
     sys.stdin.read()  # until killed
 
 asyncio.run(main())
 """
 
-#: becomes the subreaper of the runtime's process, so the orphaned spare is its child to reap
+#: becomes the subreaper of the runtime's process: the orphaned spare and fork server are its
+#: children to reap
 REAPER = """
 import ctypes, os, signal, subprocess, sys
 assert ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
 parent = subprocess.Popen(
     [sys.executable, "-c", sys.argv[1]], stdin=subprocess.PIPE, stdout=subprocess.PIPE
 )
-spare = int(parent.stdout.readline())
+spare, *servers = map(int, parent.stdout.readline().split())
 os.kill(parent.pid, signal.SIGKILL)
 parent.wait()
-_, status = os.waitpid(spare, 0)  # reparented to this process when its parent died
-print(spare, os.waitstatus_to_exitcode(status))
+for pid in (spare, *servers):  # reparented to this process when their parent died
+    _, status = os.waitpid(pid, 0)
+    print(pid, os.waitstatus_to_exitcode(status))
 """
 
 
 def test_a_spare_whose_process_is_killed_exits_without_running_anything():
+    """The spare sees its plan pipe close, the fork server its socket: both end, and the spare
+    runs nothing."""
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(REAPER), textwrap.dedent(PARENT)],
         capture_output=True,
@@ -171,6 +163,8 @@ def test_a_spare_whose_process_is_killed_exits_without_running_anything():
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    spare, status = done.stdout.split()
+    (spare, status), *servers = [line.split() for line in done.stdout.splitlines()]
     assert int(spare) > 0
     assert int(status) == EXIT_ABORTED  # an empty plan: nothing was executed
+    if launcher.CLONE_SYSCALLS.get(os.uname().machine) is not None:
+        assert [int(code) for _, code in servers] == [0]  # the server, at its socket's end

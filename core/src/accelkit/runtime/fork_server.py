@@ -24,10 +24,9 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 
 from accelkit.runtime import launcher
-from accelkit.runtime.process_tree import ProcessTree, launcher_code
+from accelkit.runtime.process_tree import ProcessTree, start_launcher
 from accelkit.runtime.spawn_state import SpawnState, spawn_state
 
 __all__ = ["ClonedLauncher", "ForkServer"]
@@ -98,19 +97,7 @@ class ForkServer:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         state = spawn_state()
         try:
-            process = subprocess.Popen(  # noqa: S603 - our own launcher, no shell
-                [
-                    sys.executable,
-                    "-I",
-                    "-S",
-                    launcher_code(),
-                    "serve",
-                    str(theirs.fileno()),
-                    *(["contain"] if contain else []),
-                ],
-                pass_fds=(theirs.fileno(),),
-                start_new_session=True,  # a terminal's Ctrl-C is not the server's
-            )
+            process = start_launcher("serve", theirs.fileno(), contain=contain)
         except OSError:
             ours.close()
             return None

@@ -27,7 +27,13 @@ from accelkit.runtime import launcher
 from accelkit.runtime.process_stamp import ProcessStamp
 from accelkit.runtime.render.process import ProcessPlan
 
-__all__ = ["CommandNotRunnable", "LauncherProcess", "ProcessTree", "exit_status"]
+__all__ = [
+    "CommandNotRunnable",
+    "LauncherProcess",
+    "ProcessTree",
+    "exit_status",
+    "start_launcher",
+]
 
 
 LAUNCHER = str(Path(launcher.__file__))
@@ -54,6 +60,18 @@ def launcher_code(source: str = LAUNCHER) -> str:
         (info.st_size & 0xFFFFFFFF).to_bytes(4, "little"),
     )
     return cached if header == b"".join(fresh) else source
+
+
+def start_launcher(*args: str | int, contain: bool) -> subprocess.Popen[bytes]:
+    """``launcher.py`` with ``args``, the ``int`` ones descriptors it is given, from its
+    bytecode where that is fresh, in a session of its own (so a terminal's Ctrl-C reaches only
+    accelkit); ``contain``: its plan will ask for containment."""
+    words = [str(arg) for arg in args] + (["contain"] if contain else [])
+    return subprocess.Popen(  # noqa: S603 - our own launcher, no shell
+        [sys.executable, "-I", "-S", launcher_code(), *words],
+        pass_fds=tuple(arg for arg in args if isinstance(arg, int)),
+        start_new_session=True,
+    )
 
 
 def exit_status(returncode: int) -> int:
@@ -131,19 +149,7 @@ class ProcessTree:
         try:
             # a plain Popen, waited for through a pidfd (:meth:`wait`): asyncio's subprocesses
             # start a watcher thread per child, which costs more than the fork itself
-            process = subprocess.Popen(  # noqa: S603 - our own launcher, no shell
-                [
-                    sys.executable,
-                    "-I",
-                    "-S",
-                    launcher_code(),
-                    str(plan_r),
-                    str(status_w),
-                    *(["contain"] if contain else []),
-                ],
-                pass_fds=(plan_r, status_w),
-                start_new_session=True,
-            )
+            process = start_launcher(plan_r, status_w, contain=contain)
         except BaseException:
             for fd in (plan_r, plan_w, status_r, status_w):
                 os.close(fd)

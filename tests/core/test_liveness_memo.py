@@ -27,6 +27,19 @@ def _record(name: str, owner: ProcessStamp | None, leader: ProcessStamp | None) 
     )  # fmt: skip
 
 
+def _count_checks(monkeypatch: pytest.MonkeyPatch) -> list[ProcessStamp]:
+    """The stamps whose liveness is checked from now on, in order, each time it is."""
+    checked: list[ProcessStamp] = []
+    is_running = ProcessStamp.is_running
+
+    def counting(self: ProcessStamp) -> bool:
+        checked.append(self)
+        return is_running(self)
+
+    monkeypatch.setattr(ProcessStamp, "is_running", counting)
+    return checked
+
+
 @pytest.fixture
 def other():
     """A live process other than this one: its stamp."""
@@ -50,14 +63,7 @@ def test_each_stamp_is_checked_once_and_each_record_judged_by_its_own(tmp_path, 
             _record("never-led", None, None),  # a process tree that never got a leader
         ]
     }
-    checked: list[ProcessStamp] = []
-    is_running = ProcessStamp.is_running
-
-    def counting(self: ProcessStamp) -> bool:
-        checked.append(self)
-        return is_running(self)
-
-    monkeypatch.setattr(ProcessStamp, "is_running", counting)
+    checked = _count_checks(monkeypatch)
     reconciler = Reconciler(Ledger(tmp_path), {})
     states, problems = asyncio.run(reconciler.judge(records, frozenset()))
     assert sorted(checked, key=repr) == sorted([me, DEAD, other], key=repr)  # once each
@@ -92,14 +98,7 @@ def test_a_stamp_and_an_equal_one_are_checked_once_whichever_is_asked(monkeypatc
     twin = ProcessStamp(me.pid, me.start_time)
     assert twin == me
     assert twin is not me
-    checked: list[ProcessStamp] = []
-    is_running = ProcessStamp.is_running
-
-    def counting(self: ProcessStamp) -> bool:
-        checked.append(self)
-        return is_running(self)
-
-    monkeypatch.setattr(ProcessStamp, "is_running", counting)
+    checked = _count_checks(monkeypatch)
     memo = RunningMemo()
     assert [memo(twin), memo(me), memo(twin), memo(me)] == [True] * 4
     assert checked == [twin]

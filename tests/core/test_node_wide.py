@@ -84,6 +84,19 @@ def opened(path: Path, body):
     return asyncio.run(main())
 
 
+def _held_elsewhere(device: str, workload: str, holder: str, given_to: str) -> str:
+    """The warning about a device held by a workload booked under another partition."""
+    return (
+        f"ledger: device cuda {device} is held by workload {workload!r} of agent {holder!r}, "
+        f"booked under another partition; this config gives it to agent {given_to!r}: it stays "
+        "held, granted to nobody, until that workload ends"
+    )
+
+
+async def _partition_warnings(node: Node) -> list[str]:
+    return [p for p in node.warnings if "another partition" in p]
+
+
 def test_a_gpu_of_an_agent_added_since_is_taken_in_its_map(write):
     three = write("three.toml", "auto-split", ["agent-1", "agent-2", "agent-3"])
     Ledger(three.parent / "state").write(
@@ -95,12 +108,8 @@ def test_a_gpu_of_an_agent_added_since_is_taken_in_its_map(write):
         assert used(node, "agent-3", "cuda") == {"cuda3": 1}
         with pytest.raises(InsufficientResource, match="'old' of agent 'agent-2' \\(cuda3=1\\)"):
             await node.book(AgentId("agent-3"), Workload.process_tree("new"), {"cuda.device": 1})
-        [line] = [p for p in node.warnings if "another partition" in p]
-        assert line == (
-            "ledger: device cuda cuda3 is held by workload 'old' of agent 'agent-2', booked under "
-            "another partition; this config gives it to agent 'agent-3': it stays held, "
-            "granted to nobody, until that workload ends"
-        )
+        [line] = await _partition_warnings(node)
+        assert line == _held_elsewhere("cuda3", "old", "agent-2", "agent-3")
         ledger = node.bookkeeper.ledger
         ledger.remove(AgentId("agent-2"), "old")  # another process finished it
         record = await node.book(
@@ -267,14 +276,9 @@ def test_the_opening_notes_come_from_the_records_it_applied_without_the_index(wr
     )
     monkeypatch.setattr(Ledger, "holders", refused)
 
-    async def body(node: Node):
-        return [p for p in node.warnings if "another partition" in p]
-
     # cuda9 is no device of this node: nobody here can be granted it, nothing to say
-    assert opened(three, body) == [
-        "ledger: device cuda cuda3 is held by workload 'old' of agent 'agent-2', booked under "
-        "another partition; this config gives it to agent 'agent-3': it stays held, "
-        "granted to nobody, until that workload ends"
+    assert opened(three, _partition_warnings) == [
+        _held_elsewhere("cuda3", "old", "agent-2", "agent-3")
     ]
 
 
@@ -297,12 +301,7 @@ def test_records_of_an_agent_with_every_device_are_not_looked_through(write, mon
     ledger.write(held("agent-1", "mine", cuda={"cuda.device": {"cuda0": 1}}))
     ledger.write(held("a2", "theirs", cuda={"cuda.device": {"cuda1": 1}}))
 
-    async def body(node: Node):
-        return [p for p in node.warnings if "another partition" in p]
-
-    assert opened(shared, body) == [
-        "ledger: device cuda cuda1 is held by workload 'theirs' of agent 'a2', booked under "
-        "another partition; this config gives it to agent 'agent-1': it stays held, "
-        "granted to nobody, until that workload ends"
+    assert opened(shared, _partition_warnings) == [
+        _held_elsewhere("cuda1", "theirs", "a2", "agent-1")
     ]
     assert looked == ["theirs"]

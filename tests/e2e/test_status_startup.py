@@ -10,8 +10,8 @@ import pytest
 
 from .imported_modules import modules_of
 
-#: what a status of process workloads never needs: the container engine's modules (the
-#: orphan sweep asks no engine when the ledger noted none), the tracking runtimes and the
+#: what a status of process workloads never needs: the container engine's modules and the
+#: orphan sweep's (not imported when the ledger noted no engine), the tracking runtimes and the
 #: lifecycle (imported where a teardown is finished; this ledger has none to finish), the
 #: metadata library and its email parser (entry points are read from the metadata directories),
 #: the pins of an auto-split node (this one is shared)
@@ -29,6 +29,7 @@ NOT_ON_THE_WAY = (
     "accelkit.workload.lifecycle",
     "accelkit.workload.recorded_lifecycle",
     "accelkit.workload.validate",
+    "accelkit.workload.orphans",
 )
 
 

@@ -273,7 +273,7 @@ class Node:
         # a docker runtime exists only once its module was imported: a process run imports none
         docker = sys.modules.get("accelkit.runtime.docker")
         if docker is not None and isinstance(runtime, docker.DockerRuntime):
-            from accelkit.workload.orphans import note_container_engine
+            from accelkit.workload.container_engines import note_container_engine
 
             note_container_engine(ledger, runtime.url)
         return ledger.ledger_id
@@ -288,7 +288,8 @@ class Node:
         :func:`accelkit.workload.orphans.sweep_orphans` for ``grace`` and ``min_age``. An
         engine that cannot be reached is a problem in the report, never an error.
         """
-        from accelkit.workload.orphans import SweepReport, container_engines, sweep_orphans
+        from accelkit.workload.container_engines import container_engines
+        from accelkit.workload.orphans import SweepReport, sweep_orphans
 
         if not container_engines(self.bookkeeper.ledger):
             return SweepReport()  # no container was made: no runtime need be asked or built
@@ -302,7 +303,11 @@ class Node:
 
         The sweep never stops the node: a failure of its own is one more problem reported.
         """
+        from accelkit.workload.container_engines import container_engines
+
         try:
+            if not container_engines(self.bookkeeper.ledger):
+                return report  # no container was made: the sweep's module is not even imported
             swept = await self.sweep_orphans()
         except ConfigError:
             raise  # the ledger itself cannot be used: reconciling would have failed too

@@ -25,16 +25,17 @@ socket that does not exist is not even connected to.
 from __future__ import annotations
 
 import asyncio
-import os
-import sqlite3
-import time
 from typing import TYPE_CHECKING
 
 import attrs
 
-from accelkit.errors import ConfigError, WorkloadError
+from accelkit.errors import WorkloadError
 from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
-from accelkit.workload.state_dir import KEY
+from accelkit.workload.container_engines import (
+    container_engines,
+    missing_socket,
+    note_container_engine,
+)
 
 if TYPE_CHECKING:  # a ledger whose records name no engine imports no docker module
     from accelkit.runtime.docker import DockerRuntime
@@ -59,8 +60,6 @@ ORPHAN_GRACE_S = 5.0
 LIST_LIMIT_S = 5.0
 #: how long removing one orphan may take beyond its grace
 REMOVE_LIMIT_S = 60.0
-
-_SCHEMA = "CREATE TABLE IF NOT EXISTS container_engines (url TEXT PRIMARY KEY, since TEXT NOT NULL)"
 
 
 @attrs.frozen(repr=False)
@@ -117,51 +116,6 @@ class SweepReport:
         )
 
 
-def _failed(ledger: Ledger, exc: sqlite3.Error) -> ConfigError:
-    msg = f"ledger {str(ledger.path)!r}: container engines: {exc}"
-    return ConfigError(msg, file=ledger.source, key=KEY)
-
-
-def container_engines(ledger: Ledger) -> list[str]:
-    """The engines this ledger's containers were made on (none: it never ran a container)."""
-    try:
-        rows = ledger.db.execute("SELECT url FROM container_engines ORDER BY url").fetchall()
-    except sqlite3.OperationalError as exc:
-        if "no such table" in str(exc):
-            return []
-        raise _failed(ledger, exc) from exc
-    except sqlite3.Error as exc:
-        raise _failed(ledger, exc) from exc
-    return [str(url) for (url,) in rows]
-
-
-def note_container_engine(ledger: Ledger, url: str) -> None:
-    """Note that a container of this ledger is made on the engine at ``url`` (before it is).
-
-    An engine behind a unix socket that does not exist is not noted: nothing can be made
-    there, and a note would have every later sweep warn that it cannot reach it.
-    """
-    if _missing_socket(url) is not None or url in container_engines(ledger):
-        return  # one read, no write, for every container after the first
-    with ledger.transaction():
-        try:
-            ledger.db.execute(_SCHEMA)
-            ledger.db.execute(
-                "INSERT OR IGNORE INTO container_engines VALUES (?, ?)",
-                (url, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())),
-            )
-        except sqlite3.Error as exc:
-            raise _failed(ledger, exc) from exc
-
-
-def _missing_socket(url: str) -> str | None:
-    """The socket path of a ``unix://`` address that does not exist, else ``None``."""
-    if not url.startswith("unix://"):
-        return None
-    path = url.removeprefix("unix://")
-    return None if os.path.exists(path) else path
-
-
 async def sweep_orphans(
     ledger: Ledger,
     runtime: DockerRuntime,
@@ -188,7 +142,7 @@ async def _sweep_engine(
     ledger: Ledger, runtime: DockerRuntime, url: str, grace: float, min_age: float
 ) -> SweepReport:
     skipped = "orphan containers there were not looked for"
-    if (path := _missing_socket(url)) is not None:
+    if (path := missing_socket(url)) is not None:
         why = f"cannot reach the Docker engine at {url}: no socket {path}"
         return SweepReport(problems=(f"{why}; {skipped}",))
     ledger_id = ledger.ledger_id

@@ -42,3 +42,12 @@ def test_the_metrics_command_imports_no_http_server_or_prometheus_client():
     ``--prometheus`` (imported when that output is asked for)."""
     imports = "accelkit.cli.metrics_cmd"
     assert loaded_by_importing(imports, ["aiohttp", "prometheus_client"]) == []
+
+
+def test_the_config_package_imports_the_line_scanner_where_errors_are_placed():
+    """A valid file has no error to place on its line: loading it imports no scanner."""
+    from accelkit.config import with_lines
+    from accelkit.config.lines import with_lines as scanner
+
+    assert with_lines is scanner
+    assert loaded_by_importing("accelkit.config", ["accelkit.config.lines"]) == []

@@ -14,7 +14,8 @@ from .imported_modules import modules_of
 #: orphan sweep's (not imported when the ledger noted no engine), the tracking runtimes and the
 #: lifecycle (imported where a teardown is finished; this ledger has none to finish), the
 #: metadata library and its email parser (entry points are read from the metadata directories),
-#: the pins of an auto-split node (this one is shared)
+#: the pins of an auto-split node (this one is shared), the scanner that places a config
+#: file's errors on their lines (these files have none)
 NOT_ON_THE_WAY = (
     "accelkit.host.pinning",
     "importlib.metadata",
@@ -30,6 +31,7 @@ NOT_ON_THE_WAY = (
     "accelkit.workload.recorded_lifecycle",
     "accelkit.workload.validate",
     "accelkit.workload.orphans",
+    "accelkit.config.lines",
 )
 
 

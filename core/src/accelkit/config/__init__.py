@@ -12,6 +12,8 @@ file) uses :func:`read_toml`, :func:`with_lines`, :func:`structure`, :data:`MISS
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from accelkit.config.converter import (
     MISSING,
     KeyPath,
@@ -20,7 +22,6 @@ from accelkit.config.converter import (
     format_key,
     structure,
 )
-from accelkit.config.lines import with_lines
 from accelkit.config.load import (
     HostConfigDraft,
     load_host_config,
@@ -57,7 +58,11 @@ from accelkit.config.rules import (
     positive_decimal,
     resource_domain,
 )
+from accelkit.lazy import lazy_names
 from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
+
+if TYPE_CHECKING:  # imported when first used: where a file has errors to place
+    from accelkit.config.lines import with_lines
 
 __all__ = [
     "BYTE_SIZE",
@@ -102,3 +107,5 @@ __all__ = [
     "structure",
     "with_lines",
 ]
+
+__getattr__ = lazy_names(__name__, {"with_lines": ".lines"})

@@ -16,7 +16,6 @@ from typing import Any
 import attrs
 
 from accelkit.config.converter import KeyPath, format_key, structure
-from accelkit.config.lines import with_lines
 from accelkit.config.model import (
     AgentConfig,
     AgentResources,
@@ -229,7 +228,9 @@ def _host_config(parsed: HostFile, plugins: PluginSelection, source: Path | None
 def _draft(data: Any, source: Path | None, text: str | None) -> HostConfigDraft:
     file = str(source) if source else "<config>"
     parsed, errors = _problems(data, file)
-    if text is not None:
+    if text is not None and errors:  # the lines' scanner is imported where there are errors
+        from accelkit.config.lines import with_lines
+
         errors = with_lines(errors, text)
     plugins = _selection(data, parsed, source)
     config = None if errors or parsed is None else _host_config(parsed, plugins, source)

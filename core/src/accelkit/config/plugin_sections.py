@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from accelkit.config.converter import renamed_keys, structure
-from accelkit.config.lines import with_lines
 from accelkit.config.reading import read_toml
 from accelkit.errors import ConfigError, ConfigErrors
 from accelkit.selection import DISABLE_ENV, PluginSelection
@@ -111,6 +110,8 @@ def place_in_host_config(
         key = f"plugins.config.{name}" + (f".{error.key}" if error.key else "")
         placed.append(ConfigError(error.message, file=file, key=key, line=error.line))
     if selection.source is not None and placed:
+        from accelkit.config.lines import with_lines
+
         try:
             _data, text = read_toml(Path(selection.source), "the host config")
             placed = with_lines(placed, text)

@@ -53,7 +53,6 @@ from accelkit.config import (
     raise_all,
     read_toml,
     structure,
-    with_lines,
 )
 from accelkit.types import amount_in_range, is_multiple, range_problem, to_decimal
 
@@ -426,7 +425,10 @@ def _load_file(path: Path) -> tuple[MockKind, ...]:
         for key in sorted(set(data) - {"kinds"})
     ]
     kinds, kind_errors = read_kinds(data.get("kinds", []), file)
-    raise_all(with_lines([*errors, *kind_errors], text))
+    if errors or kind_errors:  # the lines' scanner is imported where there are errors
+        from accelkit.config import with_lines
+
+        raise_all(with_lines([*errors, *kind_errors], text))
     return kinds
 
 

@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import shutil
 import signal
 import statistics
@@ -144,11 +145,16 @@ async def r2(config: Path, runs: int = R2_RUNS) -> dict[str, Any]:
     slots = {SlotName("cpu"): Decimal(1)}
     run_times: list[float] = []
     floor_times: list[float] = []
+    own_cpu = children_cpu = 0.0
     async with Node.open(load_host_config(config)) as node:
         for _ in range(runs):
+            before = _cpu()
             start = time.perf_counter()
             status = await node.run(AGENT, slots, ["true"])
             run_times.append(time.perf_counter() - start)
+            after = _cpu()
+            own_cpu += after[0] - before[0]
+            children_cpu += after[1] - before[1]
             assert status == 0
             start = time.perf_counter()
             process = await asyncio.create_subprocess_exec("true")
@@ -159,7 +165,20 @@ async def r2(config: Path, runs: int = R2_RUNS) -> dict[str, Any]:
     return {
         "median_us": {"Node.run(true)": round(run_us), "spawn+wait floor": round(floor_us)},
         "run / floor": round(run_us / floor_us, 1),
+        # per run: this process (the node), and its children reaped meanwhile (the launchers,
+        # the command): the runs' CPU on the machine's cores, beside their wall time
+        "cpu_us_per_run": {
+            "process": round(own_cpu / runs * 1e6),
+            "children": round(children_cpu / runs * 1e6),
+        },
     }
+
+
+def _cpu() -> tuple[float, float]:
+    """CPU seconds of this process and of its reaped children so far."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
 SURVIVOR = """

@@ -238,7 +238,7 @@ class ProcessRuntime(Runtime):
             finally:
                 pending.waiting -= 1
                 self._forget(handle, pending)
-        cgroups = _cgroups_of(handle) if pending is None else pending.cgroups
+        cgroups = _cgroups_of(handle, pending)
         if cgroups.dirs:
             left, populated = _left_behind(cgroups)  # a few small files: less than a thread's trip
             if left and pending is not None and on_leftovers is not None:
@@ -269,19 +269,18 @@ class ProcessRuntime(Runtime):
         the second workload on, the ``accelkit/<agent>`` levels are left for the next, until
         :meth:`close`: making them again for each costs more than the workload's own)."""
         pending = self._created.get(handle.ident)
-        cgroups = _cgroups_of(handle) if pending is None else pending.cgroups
+        cgroups = _cgroups_of(handle, pending)
         if pending is not None:
             pending.tree.abort()  # a launcher still waiting for its plan exits at once
         levels = self._made < 2
         if not levels:
             self._levels.setdefault(_levels_key(cgroups), cgroups)
-        if cgroups.dirs and pending is not None and pending.tree.returncode is not None:
-            if not cgroups.populated():  # all gone already: nothing to wait for here
+        if cgroups.dirs:
+            ended = pending is not None and pending.tree.returncode is not None
+            if ended and not cgroups.populated():  # all gone already: nothing to wait for
                 cgroups.remove(levels=levels)
             else:
                 await _in_thread(lambda: stop_cgroups(cgroups, grace, levels=levels))
-        elif cgroups.dirs:
-            await _in_thread(lambda: stop_cgroups(cgroups, grace, levels=levels))
         elif pending is not None:
             await _stop_group(pending.tree, grace)
         if pending is not None:
@@ -330,8 +329,7 @@ class ProcessRuntime(Runtime):
 
     def oom_kills(self, handle: WorkloadHandle) -> int:
         """How many of the workload's processes the kernel killed at the memory limit."""
-        pending = self._created.get(handle.ident)
-        return (_cgroups_of(handle) if pending is None else pending.cgroups).oom_kills()
+        return _cgroups_of(handle, self._created.get(handle.ident)).oom_kills()
 
     async def exit_notes(self, handle: WorkloadHandle) -> list[str]:
         """What the OOM killer did to the workload, and only that: which processes it killed
@@ -433,7 +431,11 @@ def _has_capability(number: int) -> bool:
     return False
 
 
-def _cgroups_of(handle: WorkloadHandle) -> WorkloadCgroups:
+def _cgroups_of(handle: WorkloadHandle, pending: _Pending | None = None) -> WorkloadCgroups:
+    """The workload's groups: those this runtime made for it (``pending``), else read from
+    its handle, as another process finds them."""
+    if pending is not None:
+        return pending.cgroups
     try:
         return WorkloadCgroups.from_details(handle.ident, handle.details)
     except ValueError:

@@ -21,6 +21,7 @@ from accelkit.events import WorkloadPhase
 from accelkit.types import AgentId, DeviceName, Workload, amount_in_range
 from accelkit.workload import Ledger, LedgerFormatError, LedgerRecord, ProcessStamp
 from accelkit.workload.ledger import MAX_RECORD_BYTES, REMOVALS_KEPT, parse_record, record_text
+from accelkit.workload.ledger_peek import peek_changes
 
 
 def record(agent="agent-1", workload="pid:42", **changes) -> LedgerRecord:
@@ -151,8 +152,10 @@ def test_the_device_index_names_the_holders(tmp_path):
     assert ledger.holders("cuda", []) == []
 
 
-def test_changes_read_the_counters_in_one_statement(tmp_path):
-    """Under the writers' lock, a catch-up that finds changes reads both counters at once."""
+def test_changes_are_read_in_one_statement(tmp_path):
+    """Under the writers' lock, a catch-up that finds changes reads the counters, the records
+    written and the keys removed with one statement (each one costs more when another
+    process wrote just before, which under the lock is the usual case)."""
     ours, theirs = Ledger(tmp_path), Ledger(tmp_path)
     since = ours.seq
     theirs.write(record(workload="x"))
@@ -162,13 +165,29 @@ def test_changes_read_the_counters_in_one_statement(tmp_path):
     ours.db.set_trace_callback(statements.append)
     changes = ours.changes(since)
     ours.db.set_trace_callback(None)
-    assert [s for s in statements if "FROM meta" in s] == [
-        "SELECT name, value FROM meta WHERE name IN ('seq', 'pruned')"
-    ]
+    reads = [s for s in statements if s not in ("BEGIN IMMEDIATE", "COMMIT")]
+    assert len(reads) == 1
+    assert all(f"FROM {table}" in reads[0] for table in ("meta", "records", "removals"))
     assert list(changes.records) == [("agent-1", "y")]
     assert changes.removed == (("agent-1", "x"),)
     assert changes.seq == theirs.seq
     assert ours.changes(changes.seq).records == {}
+
+
+def test_changes_come_in_the_order_they_were_made(tmp_path):
+    """Records in the order last written (not the order of their keys), removals in the order
+    made: the catch-up applies them as they happened."""
+    ours, theirs = Ledger(tmp_path), Ledger(tmp_path)
+    since = ours.seq
+    for name in ("q", "z", "r1", "a", "r2"):
+        theirs.write(record(workload=name))
+    theirs.write(record(workload="q"))  # written again: now the last
+    theirs.remove("agent-1", "r2")
+    theirs.remove("agent-1", "r1")
+    for changes in (ours.changes(since), peek_changes(ours, since)):
+        assert changes is not None
+        assert [w for _, w in changes.records] == ["z", "a", "q"]
+        assert changes.removed == (("agent-1", "r2"), ("agent-1", "r1"))
 
 
 def test_a_new_record_is_created_as_a_write_makes_it_without_reading_first(tmp_path):

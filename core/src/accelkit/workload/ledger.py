@@ -73,6 +73,7 @@ from accelkit.workload.ledger_rows import (
     RecordKey,
     SetAside,
     _patiently,
+    changed_rows,
     parse_record,
     record_text,
 )
@@ -344,31 +345,19 @@ class Ledger:
         Records under a key in ``ignore`` (the caller's own) are neither parsed nor returned.
         """
         with self.transaction():
-            # one read of both counters: the lock is held, whoever waits for it waits for this
-            meta = self._execute("SELECT name, value FROM meta WHERE name IN ('seq', 'pruned')")
-            counters = {str(name): int(value) for name, value in meta.fetchall()}
-            seq = counters["seq"]
-            if seq == since:
-                return LedgerChanges({}, (), seq)
-            if since < counters["pruned"]:
-                return LedgerChanges({}, (), seq, complete=False)
-            rows = [
-                row
-                for row in self._execute(
-                    "SELECT agent, workload, body FROM records WHERE seq > ? ORDER BY seq",
-                    (since,),
-                ).fetchall()
-                if (row[0], row[1]) not in ignore
-            ]
-            records, problems = self._parse_rows(rows)
-            removed = tuple(
-                (AgentId(a), str(w))
-                for a, w in self._execute(
-                    "SELECT agent, workload FROM removals WHERE seq > ? ORDER BY seq", (since,)
-                ).fetchall()
-                if (a, w) not in records
-            )
-            return LedgerChanges(records, removed, seq, set_aside=tuple(problems))
+            # one statement: the lock is held, whoever waits for it waits for this
+            try:
+                rows = changed_rows(self.db, since, ignore)
+            except sqlite3.Error as exc:
+                msg = "query failed"
+                raise self._error(msg, exc) from exc
+            if rows.seq == since:
+                return LedgerChanges({}, (), rows.seq)
+            if since < rows.pruned:
+                return LedgerChanges({}, (), rows.seq, complete=False)
+            records, problems = self._parse_rows(rows.written)
+            removed = tuple(key for key in rows.removed if key not in records)
+            return LedgerChanges(records, removed, rows.seq, set_aside=tuple(problems))
 
     def read(self, agent_id: str, workload_id: str) -> LedgerRecord | None:
         """The record of one workload, or ``None`` (also when it is unreadable)."""

@@ -15,8 +15,7 @@ import sqlite3
 from collections.abc import Container
 from typing import TYPE_CHECKING, Protocol
 
-from accelkit.types import AgentId
-from accelkit.workload.ledger_rows import LedgerChanges, RecordKey, parse_record
+from accelkit.workload.ledger_rows import LedgerChanges, RecordKey, changed_rows, parse_record
 from accelkit.workload.reconcile_report import ReconcileReport
 from accelkit.workload.record import LedgerFormatError, LedgerRecord
 
@@ -67,18 +66,13 @@ def peek_changes(
 
 
 def _read(db: sqlite3.Connection, since: int, ignore: Container[RecordKey]) -> LedgerChanges | None:
-    seq = int(db.execute("SELECT value FROM meta WHERE name = 'seq'").fetchone()[0])
-    if seq == since:
-        return LedgerChanges({}, (), seq)
-    pruned = db.execute("SELECT value FROM meta WHERE name = 'pruned'").fetchone()[0]
-    if since < int(pruned):
+    rows = changed_rows(db, since, ignore)
+    if rows.seq == since:
+        return LedgerChanges({}, (), rows.seq)
+    if since < rows.pruned:
         return None
     records: dict[RecordKey, LedgerRecord] = {}
-    for agent, workload, body in db.execute(
-        "SELECT agent, workload, body FROM records WHERE seq > ? ORDER BY seq", (since,)
-    ).fetchall():
-        if (agent, workload) in ignore:
-            continue
+    for agent, workload, body in rows.written:
         try:
             record = parse_record(body)
         except LedgerFormatError:
@@ -86,11 +80,5 @@ def _read(db: sqlite3.Connection, since: int, ignore: Container[RecordKey]) -> L
         if record.key != (agent, workload):
             return None
         records[record.key] = record
-    removed = tuple(
-        (AgentId(a), str(w))
-        for a, w in db.execute(
-            "SELECT agent, workload FROM removals WHERE seq > ? ORDER BY seq", (since,)
-        ).fetchall()
-        if (a, w) not in records
-    )
-    return LedgerChanges(records, removed, seq)
+    removed = tuple(key for key in rows.removed if key not in records)
+    return LedgerChanges(records, removed, rows.seq)

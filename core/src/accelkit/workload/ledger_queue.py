@@ -140,15 +140,18 @@ class _Request:
 
     def __init__(self) -> None:
         self.decided = threading.Lock()
-        self.got = threading.Event()
+        # held until the waiter thread has the lock for this request: released then (a bare
+        # lock: an Event's condition cost both threads more at each hand-over)
+        self.got = threading.Lock()
+        self.got.acquire()
         self.abandoned = False
 
     def taken(self, timeout: float) -> bool:
         """Whether the lock came within ``timeout`` seconds; if not, the wait is given up."""
-        if self.got.wait(timeout):
+        if self.got.acquire(timeout=max(timeout, 0.0)):
             return True
         with self.decided:
-            if self.got.is_set():
+            if self.got.acquire(blocking=False):  # it came meanwhile
                 return True
             self.abandoned = True
         return False
@@ -172,7 +175,7 @@ def _serve(turn_fd: int, lock_fd: int, requests: queue.SimpleQueue[_Request | No
             if request.abandoned:  # the caller left the queue: hand the lock on at once
                 fcntl.flock(lock_fd, fcntl.LOCK_UN)
             else:
-                request.got.set()
+                request.got.release()
 
 
 def _close_all(

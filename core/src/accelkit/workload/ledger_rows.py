@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any
 
 import attrs
@@ -119,6 +119,57 @@ class Holding:
     slot: SlotName
     device_id: DeviceId
     amount: str
+
+
+#: what changed after a counter value, in one statement (each one is paid again after another
+#: process wrote, SQLite's cache being dropped then): the counters, the records written since
+#: and the keys removed since, each row with its kind (0, 1, 2) and its counter value
+_CHANGES_SINCE = (
+    "SELECT 0, name, value, NULL, 0 FROM meta WHERE name IN ('seq', 'pruned') "
+    "UNION ALL SELECT 1, agent, workload, body, seq FROM records WHERE seq > ?1 "
+    "UNION ALL SELECT 2, agent, workload, NULL, seq FROM removals WHERE seq > ?1"
+)
+
+
+@attrs.frozen
+class ChangedRows:
+    """The rows of :data:`_CHANGES_SINCE`, unparsed: the counters; ``(agent, workload, body)``
+    of each record written and the key of each removal, both in the order written."""
+
+    seq: int
+    pruned: int
+    written: list[tuple[AgentId, str, Any]]
+    removed: list[RecordKey]
+
+
+def changed_rows(
+    db: sqlite3.Connection, since: int, ignore: Container[RecordKey] = ()
+) -> ChangedRows:
+    """What changed after ``since`` (records under a key in ``ignore`` left out), read in the
+    caller's transaction or snapshot; ``sqlite3.Error`` as the query raises it."""
+    counters: dict[str, int] = {}
+    written: list[tuple[int, AgentId, str, Any]] = []
+    removed: list[tuple[int, RecordKey]] = []
+    for kind, first, second, body, seq in db.execute(_CHANGES_SINCE, (since,)).fetchall():
+        if kind == 0:
+            counters[str(first)] = int(second)
+        elif kind == 1:
+            if (first, second) not in ignore:
+                written.append((seq, first, second, body))
+        else:
+            removed.append((seq, (AgentId(first), str(second))))
+    written.sort(key=_first)
+    removed.sort(key=_first)
+    return ChangedRows(
+        counters["seq"],
+        counters["pruned"],
+        [(agent, workload, body) for _, agent, workload, body in written],
+        [key for _, key in removed],
+    )
+
+
+def _first(row: tuple[Any, ...]) -> Any:
+    return row[0]
 
 
 def _patiently(step: Callable[[], object]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable
+from functools import partial
 
 import attrs
 
@@ -17,6 +18,7 @@ from accelkit.errors import ConfigError
 from accelkit.reprs import attrs_eq, attrs_hash, attrs_repr
 from accelkit.types import AgentId
 from accelkit.workload.ledger import Ledger
+from accelkit.workload.ledger_rows import optional_rows
 from accelkit.workload.state_dir import KEY
 
 __all__ = ["HealthNote", "add_notes", "latest_unhealthy", "read_notes"]
@@ -108,19 +110,13 @@ def add_notes(ledger: Ledger, notes: Iterable[HealthNote]) -> list[HealthNote]:
 
 def read_notes(ledger: Ledger) -> dict[tuple[str, str], list[HealthNote]]:
     """Every workload's notes, oldest first, by ``(agent, workload id)``."""
-    try:
-        rows = ledger.db.execute(
-            "SELECT agent, workload, at, plugin, device, state, text FROM health_notes"
-            " ORDER BY rowid"
-        ).fetchall()
-    except sqlite3.OperationalError as exc:
-        if "no such table" in str(exc):
-            return {}
-        raise _fail(ledger, exc) from exc
-    except sqlite3.Error as exc:
-        raise _fail(ledger, exc) from exc
+    rows = optional_rows(
+        ledger.db,
+        "SELECT agent, workload, at, plugin, device, state, text FROM health_notes ORDER BY rowid",
+        partial(_fail, ledger),
+    )
     notes: dict[tuple[str, str], list[HealthNote]] = {}
-    for agent, workload, at, plugin, device, state, text in rows:
+    for agent, workload, at, plugin, device, state, text in rows or ():
         note = HealthNote(AgentId(agent), workload, at, plugin, device, state, text)
         notes.setdefault((agent, workload), []).append(note)
     return notes
@@ -132,17 +128,12 @@ def latest_unhealthy(ledger: Ledger) -> list[HealthNote]:
     A process that starts after a device recovered sees no change (its board starts healthy);
     these are the notes it must follow with a recovery note, so the next loss is news again.
     """
-    try:
-        rows = ledger.db.execute(
-            "SELECT agent, workload, at, plugin, device, state, text FROM health_notes AS n"
-            " WHERE rowid = (SELECT MAX(rowid) FROM health_notes AS m WHERE m.agent = n.agent"
-            " AND m.workload = n.workload AND m.plugin = n.plugin AND m.device = n.device)"
-            " AND state = 'unhealthy'"
-        ).fetchall()
-    except sqlite3.OperationalError as exc:
-        if "no such table" in str(exc):
-            return []
-        raise _fail(ledger, exc) from exc
-    except sqlite3.Error as exc:
-        raise _fail(ledger, exc) from exc
-    return [HealthNote(AgentId(a), w, at, p, d, s, t) for a, w, at, p, d, s, t in rows]
+    rows = optional_rows(
+        ledger.db,
+        "SELECT agent, workload, at, plugin, device, state, text FROM health_notes AS n"
+        " WHERE rowid = (SELECT MAX(rowid) FROM health_notes AS m WHERE m.agent = n.agent"
+        " AND m.workload = n.workload AND m.plugin = n.plugin AND m.device = n.device)"
+        " AND state = 'unhealthy'",
+        partial(_fail, ledger),
+    )
+    return [HealthNote(AgentId(a), w, at, p, d, s, t) for a, w, at, p, d, s, t in rows or ()]

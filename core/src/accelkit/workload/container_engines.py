@@ -10,9 +10,11 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from functools import partial
 from typing import TYPE_CHECKING
 
 from accelkit.errors import ConfigError
+from accelkit.workload.ledger_rows import optional_rows
 from accelkit.workload.state_dir import KEY
 
 if TYPE_CHECKING:
@@ -30,15 +32,10 @@ def _failed(ledger: Ledger, exc: sqlite3.Error) -> ConfigError:
 
 def container_engines(ledger: Ledger) -> list[str]:
     """The engines this ledger's containers were made on (none: it never ran a container)."""
-    try:
-        rows = ledger.db.execute("SELECT url FROM container_engines ORDER BY url").fetchall()
-    except sqlite3.OperationalError as exc:
-        if "no such table" in str(exc):
-            return []
-        raise _failed(ledger, exc) from exc
-    except sqlite3.Error as exc:
-        raise _failed(ledger, exc) from exc
-    return [str(url) for (url,) in rows]
+    rows = optional_rows(
+        ledger.db, "SELECT url FROM container_engines ORDER BY url", partial(_failed, ledger)
+    )
+    return [str(url) for (url,) in rows or ()]
 
 
 def note_container_engine(ledger: Ledger, url: str) -> None:

@@ -172,6 +172,25 @@ def _first(row: tuple[Any, ...]) -> Any:
     return row[0]
 
 
+def optional_rows(
+    db: sqlite3.Connection,
+    sql: str,
+    fail: Callable[[sqlite3.Error], Exception],
+    args: tuple[Any, ...] = (),
+) -> list[Any] | None:
+    """The rows of ``sql``, a read of a table made on first use (container engines, health
+    notes); ``None`` when the table does not exist yet. Any other error raises what ``fail``
+    makes of it (a ``ConfigError`` naming the ledger)."""
+    try:
+        return db.execute(sql, args).fetchall()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return None
+        raise fail(exc) from exc
+    except sqlite3.Error as exc:
+        raise fail(exc) from exc
+
+
 def _patiently(step: Callable[[], object]) -> None:
     """Run ``step``, again while the database is busy (up to the busy timeout).
 

@@ -126,8 +126,8 @@ class Holding:
 #: and the keys removed since, each row with its kind (0, 1, 2) and its counter value
 _CHANGES_SINCE = (
     "SELECT 0, name, value, NULL, 0 FROM meta WHERE name IN ('seq', 'pruned') "
-    "UNION ALL SELECT 1, agent, workload, body, seq FROM records WHERE seq > ?1 "
-    "UNION ALL SELECT 2, agent, workload, NULL, seq FROM removals WHERE seq > ?1"
+    "UNION ALL SELECT 1, agent, workload, body, seq FROM records WHERE seq > ? "
+    "UNION ALL SELECT 2, agent, workload, NULL, seq FROM removals WHERE seq > ?"
 )
 
 
@@ -150,7 +150,7 @@ def changed_rows(
     counters: dict[str, int] = {}
     written: list[tuple[int, AgentId, str, Any]] = []
     removed: list[tuple[int, RecordKey]] = []
-    for kind, first, second, body, seq in db.execute(_CHANGES_SINCE, (since,)).fetchall():
+    for kind, first, second, body, seq in db.execute(_CHANGES_SINCE, (since, since)).fetchall():
         if kind == 0:
             counters[str(first)] = int(second)
         elif kind == 1:

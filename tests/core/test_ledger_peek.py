@@ -62,3 +62,20 @@ def test_the_snapshot_leaves_unreadable_rows_and_pruned_counters_to_the_locked_r
     ledger.db.execute("UPDATE meta SET value = 5 WHERE name = 'pruned'")
     assert peek_changes(ledger, 0) is None
     assert ledger.changes(0).complete is False
+
+
+def test_the_snapshot_is_one_statement_of_its_own(tmp_path: Path) -> None:
+    """No BEGIN and COMMIT around it: one statement outside a transaction reads a snapshot
+    of its own, and each statement costs more after another process wrote."""
+    writer, reader = Ledger(tmp_path), Ledger(tmp_path)
+    since = reader.seq
+    writer.write(record("pid:1"))
+    statements: list[str] = []
+    reader.db.set_trace_callback(statements.append)
+    peeked = peek_changes(reader, since)
+    reader.db.set_trace_callback(None)
+    assert peeked is not None
+    assert set(peeked.records) == {("agent-1", "pid:1")}
+    assert len(statements) == 1
+    assert statements[0].startswith("SELECT")
+    assert not reader.db.in_transaction

@@ -3,14 +3,13 @@
 A booking applies what other processes wrote since its last look before it allocates. Read in
 the booking's transaction, that work holds every other writer out; with four processes booking
 at once each booking had several records of the others to parse and apply there. The
-bookkeeper therefore catches up first from a snapshot (a deferred read transaction, which in
-WAL mode waits for nobody and keeps nobody out) and then, in the transaction, only with what
-was written in between, usually nothing.
+bookkeeper therefore catches up first from a snapshot (one statement outside any transaction:
+in WAL mode it reads a snapshot of its own, waits for nobody and keeps nobody out) and then,
+in the transaction, only with what was written in between.
 """
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
 from collections.abc import Container
 from typing import TYPE_CHECKING, Protocol
@@ -52,17 +51,12 @@ def peek_changes(
     if ledger.in_transaction:
         return None
     db = ledger.db
-    try:
-        db.execute("BEGIN")  # deferred: a read snapshot
-    except sqlite3.Error:
+    if db.in_transaction:  # a read of the caller's own: not a snapshot of its own
         return None
-    try:
+    try:  # one statement (autocommit): its own read snapshot, begun and ended with it
         return _read(db, since, ignore)
     except sqlite3.Error:  # the locked read says what is wrong
         return None
-    finally:
-        with contextlib.suppress(sqlite3.Error):
-            db.execute("COMMIT")  # ends the read
 
 
 def _read(db: sqlite3.Connection, since: int, ignore: Container[RecordKey]) -> LedgerChanges | None:

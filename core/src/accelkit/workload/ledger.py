@@ -346,11 +346,7 @@ class Ledger:
         """
         with self.transaction():
             # one statement: the lock is held, whoever waits for it waits for this
-            try:
-                rows = changed_rows(self.db, since, ignore)
-            except sqlite3.Error as exc:
-                msg = "query failed"
-                raise self._error(msg, exc) from exc
+            rows = changed_rows(self._execute, since, ignore)
             if rows.seq == since:
                 return LedgerChanges({}, (), rows.seq)
             if since < rows.pruned:

@@ -60,7 +60,7 @@ def peek_changes(
 
 
 def _read(db: sqlite3.Connection, since: int, ignore: Container[RecordKey]) -> LedgerChanges | None:
-    rows = changed_rows(db, since, ignore)
+    rows = changed_rows(db.execute, since, ignore)
     if rows.seq == since:
         return LedgerChanges({}, (), rows.seq)
     if since < rows.pruned:

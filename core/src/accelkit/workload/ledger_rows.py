@@ -6,6 +6,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Callable, Container
+from operator import itemgetter
 from typing import Any
 
 import attrs
@@ -143,14 +144,17 @@ class ChangedRows:
 
 
 def changed_rows(
-    db: sqlite3.Connection, since: int, ignore: Container[RecordKey] = ()
+    execute: Callable[[str, tuple[Any, ...]], sqlite3.Cursor],
+    since: int,
+    ignore: Container[RecordKey] = (),
 ) -> ChangedRows:
-    """What changed after ``since`` (records under a key in ``ignore`` left out), read in the
-    caller's transaction or snapshot; ``sqlite3.Error`` as the query raises it."""
+    """What changed after ``since`` (records under a key in ``ignore`` left out), read with
+    ``execute`` (a connection's, or the ledger's, which names the ledger in its errors) in the
+    caller's transaction or snapshot; any error as ``execute`` raises it."""
     counters: dict[str, int] = {}
     written: list[tuple[int, AgentId, str, Any]] = []
     removed: list[tuple[int, RecordKey]] = []
-    for kind, first, second, body, seq in db.execute(_CHANGES_SINCE, (since, since)).fetchall():
+    for kind, first, second, body, seq in execute(_CHANGES_SINCE, (since, since)).fetchall():
         if kind == 0:
             counters[str(first)] = int(second)
         elif kind == 1:
@@ -158,18 +162,14 @@ def changed_rows(
                 written.append((seq, first, second, body))
         else:
             removed.append((seq, (AgentId(first), str(second))))
-    written.sort(key=_first)
-    removed.sort(key=_first)
+    written.sort(key=itemgetter(0))
+    removed.sort(key=itemgetter(0))
     return ChangedRows(
         counters["seq"],
         counters["pruned"],
         [(agent, workload, body) for _, agent, workload, body in written],
         [key for _, key in removed],
     )
-
-
-def _first(row: tuple[Any, ...]) -> Any:
-    return row[0]
 
 
 def optional_rows(
